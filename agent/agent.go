@@ -1,0 +1,526 @@
+// Package agent owns the loop that turns a user's message into a reply:
+// prompt → model → tools, step by step, with a stored transcript, a tool set
+// rebuilt every step, context compaction, and one stop reason per turn.
+// It sees chats only through the capabilities a turn carries (Chat).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"switchboard/fallback"
+	"switchboard/llm"
+	"switchboard/store"
+)
+
+// Defaults of the loop, used where Config leaves a field zero.
+const (
+	// DefaultMaxSteps bounds a turn: generous for real multi-tool work, but
+	// a runaway loop stops long before it burns a budget.
+	DefaultMaxSteps = 50
+	// DefaultContextWindow fits today's common models (128k tokens).
+	DefaultContextWindow = 128_000
+	// maxCompactionRetries bounds reactive compactions per step.
+	maxCompactionRetries = 3
+)
+
+// StopStoreError is the failed-class stop reason when the transcript could
+// not be written; the turn stops rather than go on with an unrecorded step.
+const StopStoreError StopReason = "store_error"
+
+// Model is the chat model the loop talks to (llm.Client implements it).
+type Model interface {
+	Complete(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error)
+}
+
+// Store is the part of the store the loop needs.
+type Store interface {
+	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
+	CommitStep(ctx context.Context, turnID int64, step int, msgs []store.StepMessage, usage llm.Usage) ([]int64, error)
+	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
+	MessagesAfter(ctx context.Context, sessionID, afterID int64) ([]store.Message, error)
+	LatestSummary(ctx context.Context, sessionID int64) (string, int64, bool, error)
+	SaveSummary(ctx context.Context, sessionID, upToMessageID int64, text string) error
+	UsageSince(ctx context.Context, userID string, since time.Time) (llm.Usage, error)
+}
+
+// Chat is the conversation a turn belongs to, as the loop sees it.
+type Chat interface {
+	// Send delivers a message (Markdown) to the chat and returns its id.
+	Send(ctx context.Context, text string) (string, error)
+}
+
+// Config wires an Agent. Zero values take the documented defaults.
+type Config struct {
+	Model   Model
+	Store   Store
+	Sources []Source // tool sources in priority order (builtin first)
+
+	Identity  Identity
+	Catalogue func() string // skill catalogue for the static prefix; may be nil
+	Location  *time.Location
+
+	ContextWindow        int // tokens; default DefaultContextWindow
+	MaxSteps             int // default DefaultMaxSteps
+	ToolResultMaxChars   int // default DefaultToolResultMaxChars
+	MaxOutputTokens      int // 0: server default
+	TurnTokenBudget      int // 0: unlimited
+	UserDailyTokenBudget int // 0: unlimited
+
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Agent runs turns. It is safe for concurrent use by turns of different chats.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an Agent with defaults applied.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Model == nil || cfg.Store == nil {
+		return nil, errors.New("agent: model and store are required")
+	}
+	if cfg.ContextWindow <= 0 {
+		cfg.ContextWindow = DefaultContextWindow
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = DefaultMaxSteps
+	}
+	if cfg.ToolResultMaxChars <= 0 {
+		cfg.ToolResultMaxChars = DefaultToolResultMaxChars
+	}
+	if cfg.Location == nil {
+		cfg.Location = time.UTC
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Prefix is the static system prompt prefix as of now.
+func (a *Agent) Prefix() string {
+	cat := ""
+	if a.cfg.Catalogue != nil {
+		cat = a.cfg.Catalogue()
+	}
+	return BuildPrefix(a.cfg.Identity, cat)
+}
+
+// Turn is one user message (or scheduled prompt) to answer.
+type Turn struct {
+	ChatID, SessionID, InboxID int64
+	// ResumeTurnID continues a turn that was begun earlier and interrupted
+	// (its user message is already stored); 0 starts a new turn.
+	ResumeTurnID int64
+
+	Channel, ChatType, ChatTitle  string
+	UserID, UserName, DisplayName string
+	Kind                          string // "user" (default) or "job"
+
+	Input llm.Message // the user message (ignored on resume)
+	Chat  Chat
+
+	MaxSteps int              // 0: the agent's default
+	Sources  []Source         // extra tool sources for this turn (after the agent's)
+	Sections []Section        // extra dynamic context (profile, memories)
+	Location *time.Location   // the user's zone; nil: the agent's
+	OnEvent  func(Event)      // may be nil; called synchronously, keep it fast
+	Model    string           // informational: recorded on the turn
+	Allow    map[string]bool  // non-nil: only these tools
+}
+
+// Result is how a turn ended.
+type Result struct {
+	TurnID     int64
+	StopReason StopReason
+	Steps      int
+	ModelCalls int
+	Usage      llm.Usage
+	Delivered  bool   // a send tool succeeded, or the fallback sent Reply
+	Reply      string // what the fallback sent, if anything
+	Err        error  // what failed, for failed-class stops
+}
+
+// entry is a message of the conversation with its store identity.
+type entry struct {
+	llm.Message
+	id     int64
+	turnID int64
+	hidden bool
+}
+
+type turnState struct {
+	mu      sync.Mutex // serialises events and delivery marks from parallel tools
+	t       Turn
+	turnID  int64
+	prompt  Prompt
+	hist    []entry // earlier turns (after the stored summary)
+	cur     []entry // this turn
+	summary string
+	layer   int // compaction layer in force for this turn (0-4)
+
+	steps      int
+	modelCalls int
+	usage      llm.Usage
+	delivered  bool
+	final      string
+	model      string
+	called     map[string]int
+	lastKey    string
+	repeats    int
+	stopRepeat bool
+	emptyRetry bool
+}
+
+func (st *turnState) emit(a *Agent, ev Event) {
+	if st.t.OnEvent == nil {
+		return
+	}
+	ev.TurnID = st.turnID
+	ev.ChatID = st.t.ChatID
+	if ev.Time.IsZero() {
+		ev.Time = a.cfg.Now()
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.t.OnEvent(ev)
+}
+
+// Run answers one turn. It always returns a Result with a stop reason and
+// emits exactly one EventDone.
+func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
+	start := a.cfg.Now()
+	st := &turnState{t: t, called: map[string]int{}}
+	if t.Kind == "" {
+		st.t.Kind = "user"
+	}
+	loc := t.Location
+	if loc == nil {
+		loc = a.cfg.Location
+	}
+	maxSteps := t.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = a.cfg.MaxSteps
+	}
+	log := a.log.With("chat_id", t.ChatID, "session_id", t.SessionID)
+
+	if err := a.begin(ctx, st); err != nil {
+		log.Error("begin turn", "err", err)
+		res = Result{StopReason: StopStoreError, Err: err}
+		st.emit(a, Event{Kind: EventDone, StopReason: res.StopReason, Err: err.Error()})
+		return res
+	}
+	log = log.With("turn_id", st.turnID)
+	st.prompt = Prompt{Prefix: a.Prefix(), Tail: a.tail(st, loc, start)}
+	st.emit(a, Event{Kind: EventTurnStart, Text: st.t.Input.Content})
+
+	reason, err := a.loop(ctx, st, maxSteps, log)
+
+	// Delivery: the fallback sends the final text once, unless a send tool
+	// already delivered or the turn was cancelled.
+	var reply string
+	if reason != StopCancelled && st.t.Chat != nil {
+		if text, send := fallback.Decide(st.delivered, st.final); send {
+			sctx := context.WithoutCancel(ctx)
+			if _, serr := st.t.Chat.Send(sctx, text); serr != nil {
+				log.Error("fallback send", "err", serr)
+				err = errors.Join(err, fmt.Errorf("agent: send reply: %w", serr))
+			} else {
+				st.delivered = true
+				reply = text
+			}
+		}
+	}
+
+	end := store.TurnEnd{StopReason: string(reason), Status: reason.Class(), Steps: st.steps, Model: st.model}
+	if err != nil {
+		end.Error = err.Error()
+	}
+	if ferr := a.cfg.Store.FinishTurn(context.WithoutCancel(ctx), st.turnID, end); ferr != nil {
+		log.Error("finish turn", "err", ferr)
+		err = errors.Join(err, ferr)
+	}
+	res = Result{TurnID: st.turnID, StopReason: reason, Steps: st.steps, ModelCalls: st.modelCalls,
+		Usage: st.usage, Delivered: st.delivered, Reply: reply, Err: err}
+	done := Event{Kind: EventDone, StopReason: reason, Usage: st.usage, Text: reply, Model: st.model,
+		Duration: a.cfg.Now().Sub(start)}
+	if err != nil {
+		done.Err = err.Error()
+	}
+	st.emit(a, done)
+	log.Info("turn done", "stop_reason", reason, "steps", st.steps, "model_calls", st.modelCalls,
+		"tokens", st.usage.TotalTokens, "duration", a.cfg.Now().Sub(start).Round(time.Millisecond))
+	return res
+}
+
+// begin loads the history and records the start of the turn.
+func (a *Agent) begin(ctx context.Context, st *turnState) error {
+	s := a.cfg.Store
+	summary, upTo, _, err := s.LatestSummary(ctx, st.t.SessionID)
+	if err != nil {
+		return fmt.Errorf("agent: load summary: %w", err)
+	}
+	st.summary = summary
+	msgs, err := s.MessagesAfter(ctx, st.t.SessionID, upTo)
+	if err != nil {
+		return fmt.Errorf("agent: load history: %w", err)
+	}
+	for _, m := range msgs {
+		e := entry{Message: m.Message, id: m.ID, turnID: m.TurnID, hidden: m.Hidden}
+		if st.t.ResumeTurnID != 0 && m.TurnID == st.t.ResumeTurnID {
+			st.cur = append(st.cur, e)
+		} else {
+			st.hist = append(st.hist, e)
+		}
+	}
+	if st.t.ResumeTurnID != 0 {
+		st.turnID = st.t.ResumeTurnID
+		for _, e := range st.cur {
+			if e.Role == llm.RoleUser && !e.hidden {
+				st.t.Input = e.Message
+				break
+			}
+		}
+		return nil
+	}
+	in := st.t.Input
+	in.Role = llm.RoleUser
+	id, ids, err := s.BeginTurn(ctx, store.TurnStart{ChatID: st.t.ChatID, SessionID: st.t.SessionID,
+		InboxID: st.t.InboxID, UserID: st.t.UserID, Channel: st.t.Channel, Kind: st.t.Kind}, []llm.Message{in})
+	if err != nil {
+		return fmt.Errorf("agent: begin turn: %w", err)
+	}
+	st.turnID = id
+	st.cur = append(st.cur, entry{Message: in, id: ids[0], turnID: id})
+	return nil
+}
+
+func (a *Agent) tail(st *turnState, loc *time.Location, now time.Time) string {
+	sections := st.t.Sections
+	if st.summary != "" {
+		sections = append([]Section{{Title: "Earlier in this conversation (summary)", Body: st.summary}}, sections...)
+	}
+	return BuildTail(TailInfo{Now: now, Location: loc, Channel: st.t.Channel, ChatType: st.t.ChatType,
+		ChatTitle: st.t.ChatTitle, UserName: st.t.UserName, DisplayName: st.t.DisplayName, Sections: sections})
+}
+
+// loop runs steps until the turn stops.
+func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog.Logger) (StopReason, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return StopCancelled, nil
+		}
+		if st.stopRepeat {
+			return a.wrapUp(ctx, st, StopToolRule, "You called the same tool with the same arguments four times in a row, so the turn was stopped.")
+		}
+		if st.steps >= maxSteps {
+			return a.wrapUp(ctx, st, StopMaxSteps, fmt.Sprintf("You have used all %d steps of this turn.", maxSteps))
+		}
+		if reason, ok := a.overBudget(ctx, st); ok {
+			st.final = "I've reached my token budget for now, so I have to stop here. Please try again later."
+			return reason, nil
+		}
+
+		step := st.steps + 1
+		ts := a.tools(st, step)
+		resp, reason, err := a.call(ctx, st, step, ts.Specs(), true)
+		if err != nil {
+			return reason, err
+		}
+		msg := resp.Message
+		msg.Role = llm.RoleAssistant
+
+		if len(msg.ToolCalls) == 0 {
+			if strings.TrimSpace(msg.Content) == "" {
+				// Never stored, never sent: retry once, then apologise.
+				if !st.emptyRetry {
+					st.emptyRetry = true
+					st.emit(a, Event{Kind: EventRetry, Step: step, Text: "empty reply from the model"})
+					continue
+				}
+				st.final = "Sorry, I couldn't come up with an answer to that. Could you rephrase it?"
+				return StopInvalidResponse, errors.New("agent: the model returned an empty reply twice")
+			}
+			if err := a.commit(ctx, st, step, []store.StepMessage{{Message: msg}}, resp.Usage); err != nil {
+				return StopStoreError, err
+			}
+			st.final = msg.Content
+			if resp.FinishReason == llm.FinishLength {
+				return StopMaxTokensExceeded, nil
+			}
+			return StopEndTurn, nil
+		}
+
+		if strings.TrimSpace(msg.Content) != "" {
+			st.emit(a, Event{Kind: EventInterimText, Step: step, Text: msg.Content})
+		}
+		results := a.execute(ctx, st, step, msg.ToolCalls, ts)
+		step0 := []store.StepMessage{{Message: msg}}
+		for _, r := range results {
+			step0 = append(step0, store.StepMessage{Message: r})
+		}
+		// The step is written even if ctx was cancelled meanwhile, so the
+		// transcript keeps every call with its result.
+		if err := a.commit(context.WithoutCancel(ctx), st, step, step0, resp.Usage); err != nil {
+			return StopStoreError, err
+		}
+	}
+}
+
+// tools builds the tool set for a step.
+func (a *Agent) tools(st *turnState, step int) *Toolset {
+	info := TurnInfo{Channel: st.t.Channel, ChatType: st.t.ChatType, UserID: st.t.UserID, Chat: st.t.Chat,
+		UserText: st.t.Input.Content, Step: step, Called: st.called}
+	sources := a.cfg.Sources
+	if len(st.t.Sources) > 0 {
+		sources = append(append([]Source(nil), sources...), st.t.Sources...)
+	}
+	return BuildTools(sources, info, st.t.Allow)
+}
+
+// call makes one model call for a step, compacting first when the request
+// would not fit, and again (at most maxCompactionRetries times) when the
+// provider says it did not.
+func (a *Agent) call(ctx context.Context, st *turnState, step int, specs []llm.ToolSpec, countStep bool) (llm.Response, StopReason, error) {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return llm.Response{}, StopCancelled, nil
+		}
+		msgs, err := a.fit(ctx, st, specs, step)
+		if err != nil {
+			if errors.Is(err, errOverflow) {
+				st.final = "This conversation no longer fits in my memory. Send /new to start a fresh one."
+				return llm.Response{}, StopContextOverflow, err
+			}
+			if ctx.Err() != nil {
+				return llm.Response{}, StopCancelled, nil
+			}
+			st.final = errorReply(err)
+			return llm.Response{}, StopLLMError, err
+		}
+		req := llm.Request{Messages: msgs, Tools: specs, MaxTokens: a.cfg.MaxOutputTokens}
+		resp, err := a.cfg.Model.Complete(ctx, req, func(d llm.Delta) {
+			st.emit(a, Event{Kind: EventTextDelta, Step: step, Text: d.Text})
+		})
+		st.modelCalls++
+		if err == nil {
+			if countStep {
+				st.steps = step
+			}
+			st.usage = st.usage.Add(resp.Usage)
+			st.model = resp.Model
+			st.emit(a, Event{Kind: EventUsage, Step: step, Usage: resp.Usage, Model: resp.Model})
+			return resp, "", nil
+		}
+		if ctx.Err() != nil {
+			return llm.Response{}, StopCancelled, nil
+		}
+		if errors.Is(err, llm.ErrContextLength) && attempt < maxCompactionRetries {
+			st.emit(a, Event{Kind: EventRetry, Step: step, Text: "context length exceeded: compacting"})
+			if cerr := a.escalate(ctx, st, specs, step); cerr != nil {
+				st.final = "This conversation no longer fits in my memory. Send /new to start a fresh one."
+				return llm.Response{}, StopContextOverflow, errors.Join(err, cerr)
+			}
+			continue
+		}
+		if errors.Is(err, llm.ErrContextLength) {
+			st.final = "This conversation no longer fits in my memory. Send /new to start a fresh one."
+			return llm.Response{}, StopContextOverflow, err
+		}
+		st.final = errorReply(err)
+		return llm.Response{}, StopLLMError, err
+	}
+}
+
+// errorReply is the short message a user gets when the model failed.
+func errorReply(err error) string {
+	var le *llm.Error
+	if errors.As(err, &le) && le.Status != 0 {
+		return fmt.Sprintf("Sorry, I couldn't reach the language model just now (HTTP %d). Please try again in a moment.", le.Status)
+	}
+	return "Sorry, I couldn't reach the language model just now. Please try again in a moment."
+}
+
+// wrapUp ends a turn that ran out of steps (or was stopped by a rule) with
+// one last model call without tools that tells the user where things stand.
+func (a *Agent) wrapUp(ctx context.Context, st *turnState, reason StopReason, why string) (StopReason, error) {
+	nudge := llm.Message{Role: llm.RoleUser, Content: "[system] " + why +
+		" Do not call tools. In a few sentences, tell the user what you did, what you found, and what is left to do."}
+	st.cur = append(st.cur, entry{Message: nudge, hidden: true})
+	resp, r, err := a.call(ctx, st, st.steps+1, nil, false)
+	st.cur = st.cur[:len(st.cur)-1]
+	if err != nil || r == StopCancelled {
+		if r == StopCancelled {
+			return StopCancelled, nil
+		}
+		st.final = "I had to stop before finishing (" + string(reason) + ") and couldn't summarise my progress."
+		return reason, err
+	}
+	msg := resp.Message
+	msg.Role = llm.RoleAssistant
+	msg.ToolCalls = nil
+	if strings.TrimSpace(msg.Content) == "" {
+		st.final = "I had to stop before finishing (" + string(reason) + ")."
+		return reason, nil
+	}
+	if err := a.commit(context.WithoutCancel(ctx), st, st.steps+1,
+		[]store.StepMessage{{Message: nudge, Hidden: true}, {Message: msg}}, resp.Usage); err != nil {
+		return StopStoreError, err
+	}
+	st.final = msg.Content
+	return reason, nil
+}
+
+// commit writes a step atomically and appends it to the turn's messages.
+func (a *Agent) commit(ctx context.Context, st *turnState, step int, msgs []store.StepMessage, usage llm.Usage) error {
+	ids, err := a.cfg.Store.CommitStep(ctx, st.turnID, step, msgs, usage)
+	if err != nil {
+		return fmt.Errorf("agent: commit step %d: %w", step, err)
+	}
+	for i, m := range msgs {
+		var id int64
+		if i < len(ids) {
+			id = ids[i]
+		}
+		st.cur = append(st.cur, entry{Message: m.Message, id: id, turnID: st.turnID, hidden: m.Hidden})
+	}
+	if step > st.steps {
+		st.steps = step
+	}
+	return nil
+}
+
+// overBudget checks the per-turn and per-user daily token budgets.
+func (a *Agent) overBudget(ctx context.Context, st *turnState) (StopReason, bool) {
+	if b := a.cfg.TurnTokenBudget; b > 0 && st.usage.TotalTokens >= b {
+		return StopBudgetExceeded, true
+	}
+	if b := a.cfg.UserDailyTokenBudget; b > 0 && st.t.UserID != "" {
+		loc := st.t.Location
+		if loc == nil {
+			loc = a.cfg.Location
+		}
+		now := a.cfg.Now().In(loc)
+		midnight := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, loc)
+		u, err := a.cfg.Store.UsageSince(ctx, st.t.UserID, midnight)
+		if err != nil {
+			a.log.Warn("budget check", "err", err)
+			return "", false
+		}
+		if u.TotalTokens >= b {
+			return StopBudgetExceeded, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"time"
+
+	"switchboard/llm"
+)
+
+// StopReason says why a turn ended. Every turn ends with exactly one.
+type StopReason string
+
+const (
+	StopEndTurn           StopReason = "end_turn"
+	StopMaxSteps          StopReason = "max_steps"
+	StopToolRule          StopReason = "tool_rule"
+	StopRequiresApproval  StopReason = "requires_approval"
+	StopCancelled         StopReason = "cancelled"
+	StopMaxTokensExceeded StopReason = "max_tokens_exceeded"
+	StopLLMError          StopReason = "llm_error"
+	StopInvalidResponse   StopReason = "invalid_llm_response"
+	StopContextOverflow   StopReason = "context_overflow"
+	StopBudgetExceeded    StopReason = "budget_exceeded"
+)
+
+// Class groups stop reasons: "completed", "failed" or "cancelled".
+func (r StopReason) Class() string {
+	switch r {
+	case StopEndTurn, StopMaxSteps, StopToolRule, StopRequiresApproval, StopMaxTokensExceeded, StopBudgetExceeded:
+		return "completed"
+	case StopCancelled:
+		return "cancelled"
+	default:
+		return "failed"
+	}
+}
+
+// EventKind names an event in a turn's stream.
+type EventKind string
+
+const (
+	EventTurnStart       EventKind = "turn_start"
+	EventTextDelta       EventKind = "text_delta"   // a fragment of streamed model text
+	EventInterimText     EventKind = "interim_text" // text that came with tool calls; never sent to the chat
+	EventToolStart       EventKind = "tool_start"
+	EventToolEnd         EventKind = "tool_end"
+	EventCompactionStart EventKind = "compaction_start"
+	EventCompactionEnd   EventKind = "compaction_end"
+	EventUsage           EventKind = "usage" // after each model call
+	EventRetry           EventKind = "retry" // an empty reply retried, a compaction retry
+	EventDone            EventKind = "done"  // terminal: exactly one per turn
+)
+
+// Event is one thing that happened in a turn, for channels, logs and the
+// dashboard. Fields not relevant to a kind are zero.
+type Event struct {
+	Kind   EventKind
+	TurnID int64
+	ChatID int64
+	Step   int
+	Time   time.Time
+
+	Text string // delta, interim text, retry reason, final reply
+
+	Tool     string
+	CallID   string
+	Args     string
+	Result   string // tool_end: the (execution-truncated) result
+	IsError  bool
+	Duration time.Duration
+
+	Usage        llm.Usage // usage: this call; done: the turn's total
+	Model        string
+	TokensBefore int // compaction
+	TokensAfter  int
+	Layer        int
+
+	StopReason StopReason // done
+	Err        string     // done: what failed, if anything
+}

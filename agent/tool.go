@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"switchboard/llm"
+)
+
+// DefaultToolResultMaxChars is the per-tool cap on a result at execution time:
+// large enough for a web page or a file, small enough that one tool cannot
+// swallow a 128k-token context on its own.
+const DefaultToolResultMaxChars = 50_000
+
+// Tool is one function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments object. Nil means "no
+	// arguments" (an empty object schema is sent).
+	Parameters json.RawMessage
+	// ConcurrencySafe tools may run in parallel with neighbouring safe calls.
+	ConcurrencySafe bool
+	// Delivers marks tools whose success means the user got a reply
+	// (send_message, send_file…); the fallback then stays quiet.
+	Delivers bool
+	// MaxResultChars caps the result at execution; 0 uses the loop default.
+	MaxResultChars int
+	// Source names where the tool came from (builtin, channel, skill:x, mcp:y).
+	Source string
+	// Fn runs the tool. Its error becomes an error result for the model.
+	Fn func(ctx context.Context, args json.RawMessage) (string, error)
+
+	schema *jsonschema.Resolved
+}
+
+// Spec is the model-facing description of the tool.
+func (t *Tool) Spec() llm.ToolSpec {
+	params := t.Parameters
+	if len(params) == 0 {
+		params = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params}
+}
+
+// Compile resolves the tool's parameter schema so arguments can be validated.
+// Sources call it once when they create a tool; an invalid schema is an error
+// naming the tool.
+func (t *Tool) Compile() error {
+	if len(t.Parameters) == 0 {
+		return nil
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(t.Parameters, &s); err != nil {
+		return fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+	}
+	r, err := s.Resolve(nil)
+	if err != nil {
+		return fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+	}
+	t.schema = r
+	return nil
+}
+
+// validate checks arguments against the schema. It returns a message for the
+// model, or "" when the arguments are acceptable.
+func (t *Tool) validate(raw string) (json.RawMessage, string) {
+	if strings.TrimSpace(raw) == "" {
+		raw = "{}"
+	}
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return nil, fmt.Sprintf("error: the arguments for %s are not valid JSON (%v); send a JSON object matching the tool's schema", t.Name, err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, fmt.Sprintf("error: the arguments for %s must be a JSON object, got %s", t.Name, jsonKind(v))
+	}
+	if t.schema != nil {
+		if err := t.schema.Validate(v); err != nil {
+			return nil, fmt.Sprintf("error: the arguments for %s do not match its schema: %v", t.Name, err)
+		}
+	}
+	return json.RawMessage(raw), ""
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// TurnInfo is what tool sources may know about the turn they build tools for.
+type TurnInfo struct {
+	Channel  string
+	ChatType string // "dm" or "group"
+	UserID   string
+	Chat     Chat
+	// Text of the user's message that started the turn (for triggers).
+	UserText string
+	// Step is the 1-based number of the step the tools are built for.
+	Step int
+	// Called counts successful and failed calls per tool name so far in the turn.
+	Called map[string]int
+}
+
+// Source contributes tools to a step. Tools must be pure with respect to the
+// TurnInfo: the same input yields the same tools in the same order.
+type Source interface {
+	Name() string
+	Tools(info TurnInfo) []*Tool
+}
+
+// Toolset is the result of building the tools for one step.
+type Toolset struct {
+	Tools     []*Tool
+	byName    map[string]*Tool
+	Conflicts []string // "name: source a shadows source b"
+}
+
+// Lookup finds a tool by name.
+func (ts *Toolset) Lookup(name string) (*Tool, bool) {
+	t, ok := ts.byName[name]
+	return t, ok
+}
+
+// Names lists the tool names in order.
+func (ts *Toolset) Names() []string {
+	out := make([]string, len(ts.Tools))
+	for i, t := range ts.Tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// Specs returns the model-facing specs in order, as a fresh slice.
+func (ts *Toolset) Specs() []llm.ToolSpec {
+	out := make([]llm.ToolSpec, len(ts.Tools))
+	for i, t := range ts.Tools {
+		out[i] = t.Spec()
+	}
+	return out
+}
+
+// BuildTools combines the sources for one step: sources in the given order,
+// each source's tools sorted by name, the first source to offer a name wins
+// and later duplicates are reported as conflicts. allow, when non-nil,
+// filters the result to those names (an empty non-nil allow set means no
+// tools at all, never "all tools"). It is a pure function of its inputs.
+func BuildTools(sources []Source, info TurnInfo, allow map[string]bool) *Toolset {
+	ts := &Toolset{byName: map[string]*Tool{}}
+	origin := map[string]string{}
+	for _, src := range sources {
+		tools := slices.Clone(src.Tools(info))
+		slices.SortStableFunc(tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+		for _, t := range tools {
+			if t == nil || t.Name == "" {
+				continue
+			}
+			if prev, dup := origin[t.Name]; dup {
+				ts.Conflicts = append(ts.Conflicts, fmt.Sprintf("%s: offered by %s and %s; %s wins", t.Name, prev, src.Name(), prev))
+				continue
+			}
+			origin[t.Name] = src.Name()
+			if allow != nil && !allow[t.Name] {
+				continue
+			}
+			ts.Tools = append(ts.Tools, t)
+			ts.byName[t.Name] = t
+		}
+	}
+	return ts
+}
+
+// StaticSource is a fixed list of tools.
+type StaticSource struct {
+	SourceName string
+	List       []*Tool
+}
+
+// Name implements Source.
+func (s StaticSource) Name() string { return s.SourceName }
+
+// Tools implements Source.
+func (s StaticSource) Tools(TurnInfo) []*Tool { return s.List }
+
+// SourceFunc adapts a function to Source.
+type SourceFunc struct {
+	SourceName string
+	Fn         func(TurnInfo) []*Tool
+}
+
+// Name implements Source.
+func (s SourceFunc) Name() string { return s.SourceName }
+
+// Tools implements Source.
+func (s SourceFunc) Tools(info TurnInfo) []*Tool { return s.Fn(info) }

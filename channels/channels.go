@@ -1,0 +1,135 @@
+// Package channels owns the normalised message types every chat adapter
+// produces and consumes, and the adapter contract. Adapters live in
+// sub-packages (console, telegram, discord); nothing here imports a chat SDK.
+package channels
+
+import (
+	"context"
+	"time"
+)
+
+// ChatType says whether a chat is a private conversation or a group.
+type ChatType string
+
+const (
+	DM    ChatType = "dm"    // private chat with one user
+	Group ChatType = "group" // group, server channel, thread or forum topic
+)
+
+// Inbound is a normalised message from a user.
+type Inbound struct {
+	Channel   string   // adapter name: "console", "telegram", "discord", "http"
+	ChatID    string   // the conversation key within the channel; a thread or forum topic has its own key
+	ChatType  ChatType // DM or Group
+	ChatTitle string   // group or channel name, if any
+	MessageID string   // unique within (Channel, ChatID); the idempotency key for intake
+
+	UserID      string // stable platform id of the author
+	UserName    string // @handle without the @, if any
+	DisplayName string // human name
+
+	Text        string       // text or caption, with bot mentions stripped
+	Quote       *Quote       // the message this one replies to or quotes, if any
+	Attachments []Attachment // photos, documents, voice notes
+
+	// Mentioned is true when the bot was addressed: mentioned by name, replied
+	// to, or sent a command addressed to it. Always true in a DM.
+	Mentioned bool
+	Time      time.Time
+}
+
+// Quote is a message that an inbound message replies to or quotes.
+type Quote struct {
+	MessageID string
+	Author    string
+	Text      string
+	FromBot   bool
+}
+
+// AttachmentKind classifies an attachment.
+type AttachmentKind string
+
+const (
+	Image    AttachmentKind = "image"
+	File     AttachmentKind = "file"
+	Audio    AttachmentKind = "audio"
+	Video    AttachmentKind = "video"
+	Sticker  AttachmentKind = "sticker"
+	Location AttachmentKind = "location"
+)
+
+// Attachment is a file that came with a message. Adapters fill Data for
+// small files they downloaded and Text for text they extracted (a small text
+// document, a voice transcription); Note explains what could not be done.
+type Attachment struct {
+	Kind AttachmentKind
+	Name string
+	MIME string
+	Size int64
+	Data []byte
+	Text string
+	Note string
+}
+
+// Outbound is a message to send to a chat. Text is Markdown as the model
+// wrote it; adapters render it to the platform's format and split it to the
+// platform's length limit.
+type Outbound struct {
+	ChatID  string
+	Text    string
+	ReplyTo string // platform message id to reply to, if any
+}
+
+// Sink receives inbound messages from an adapter. Deliver returns once the
+// message is stored durably (or recognised as a duplicate); only then may an
+// adapter confirm it to its platform. An error means it was not stored.
+type Sink interface {
+	Deliver(ctx context.Context, in Inbound) error
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(ctx context.Context, in Inbound) error
+
+// Deliver calls f.
+func (f SinkFunc) Deliver(ctx context.Context, in Inbound) error { return f(ctx, in) }
+
+// Channel is a chat adapter.
+type Channel interface {
+	// Name is the adapter's name as used in config and Inbound.Channel.
+	Name() string
+	// Run receives messages and hands them to sink until ctx ends. It
+	// returns nil when ctx ends and an error when the adapter cannot go on.
+	Run(ctx context.Context, sink Sink) error
+	// Send delivers a message and returns the platform id of the (last) sent
+	// message. Long texts are split by the adapter.
+	Send(ctx context.Context, m Outbound) (string, error)
+}
+
+// Typer is a channel that can show a typing indicator. A single call shows
+// it for a few seconds; the router refreshes it while a turn runs.
+type Typer interface {
+	Typing(ctx context.Context, chatID string) error
+}
+
+// Reactor is a channel that can put an emoji reaction on a message.
+type Reactor interface {
+	React(ctx context.Context, chatID, messageID, emoji string) error
+}
+
+// Editor is a channel that can edit a message it sent (streaming previews).
+type Editor interface {
+	Edit(ctx context.Context, chatID, messageID, text string) error
+}
+
+// FileSender is a channel that can send a file (a local path or an URL).
+type FileSender interface {
+	SendFile(ctx context.Context, chatID string, f OutboundFile) (string, error)
+}
+
+// OutboundFile is a file to send. Exactly one of Path and URL is set.
+type OutboundFile struct {
+	Path    string
+	URL     string
+	Caption string
+	Photo   bool // send as a photo (inline image) rather than a document
+}

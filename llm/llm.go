@@ -1,0 +1,99 @@
+// Package llm is the vocabulary of a conversation with a chat model
+// (messages, tool calls, tool specs, usage) and a client that speaks it to
+// any OpenAI-compatible server through github.com/sashabaranov/go-openai.
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+)
+
+// Role is who said a message.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation as the model sees it.
+type Message struct {
+	Role       Role       `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"` // on RoleTool: the call it answers
+	Name       string     `json:"name,omitempty"`         // on RoleTool: the tool's name
+	Images     []Image    `json:"images,omitempty"`       // on RoleUser: image inputs (vision models)
+}
+
+// Image is an image input attached to a user message.
+type Image struct {
+	MIME string `json:"mime"`
+	Data []byte `json:"data,omitempty"` // raw bytes; sent as a data: URL
+	URL  string `json:"url,omitempty"`  // or a URL the provider can fetch
+}
+
+// ToolCall is the model's request to run a tool.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"` // raw JSON text as the model produced it (may be invalid)
+}
+
+// ToolSpec describes a tool offered to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"` // JSON Schema of the arguments object
+}
+
+// Usage is the token accounting of one model call.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + o.PromptTokens,
+		CompletionTokens: u.CompletionTokens + o.CompletionTokens,
+		TotalTokens:      u.TotalTokens + o.TotalTokens,
+	}
+}
+
+// Finish reasons as reported by OpenAI-compatible servers.
+const (
+	FinishStop      = "stop"
+	FinishLength    = "length"
+	FinishToolCalls = "tool_calls"
+)
+
+// Request is one model call.
+type Request struct {
+	Messages  []Message
+	Tools     []ToolSpec // nil or empty: no tools offered
+	MaxTokens int        // 0: server default
+	// ForceTool, when set, forces the model to call this tool (structured output).
+	ForceTool string
+}
+
+// Response is the assembled answer of one model call.
+type Response struct {
+	Message      Message // RoleAssistant: text and/or tool calls
+	FinishReason string
+	Usage        Usage
+	Model        string // the model that answered (after fallbacks)
+}
+
+// Delta is a piece of a streamed answer, handed to the caller as it arrives.
+type Delta struct {
+	Text string // a fragment of assistant text
+}
+
+// ErrContextLength is matched (errors.Is) by errors that mean the request did
+// not fit the model's context window; the caller should compact and retry.
+var ErrContextLength = errors.New("llm: context length exceeded")

@@ -1,0 +1,114 @@
+// Command switchboard is a chat-channel gateway to one AI agent: people talk
+// to it from Telegram, Discord or a terminal; it answers through any
+// OpenAI-compatible model server and remembers conversations in SQLite.
+//
+//	switchboard [serve]   run every enabled channel until SIGINT/SIGTERM
+//	switchboard chat      talk to the agent in this terminal
+//	switchboard check     validate the config and print what would run
+//	switchboard version   print the version
+//
+// Every command takes --config PATH (default ./config.yaml; without that file,
+// built-in defaults plus environment variables are used).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"switchboard/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFail   = 1 // the command ran and failed
+	exitConfig = 2 // bad usage or configuration
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `usage: switchboard [command] [--config PATH]
+
+commands:
+  serve     run every enabled channel until interrupted (default)
+  chat      talk to the agent in this terminal
+  check     validate the configuration and print what would run
+  version   print the version
+
+--config PATH   configuration file (default ./config.yaml; if that file does
+                not exist, built-in defaults and environment variables apply:
+                OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, ...)
+`
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("switchboard "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitConfig
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", fs.Arg(0), usage)
+		return exitConfig
+	}
+	switch cmd {
+	case "version":
+		fmt.Fprintf(stdout, "switchboard %s\n", version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "check", "serve", "chat":
+	default:
+		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
+		return exitConfig
+	}
+
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard: %v\n", err)
+		return exitConfig
+	}
+	switch cmd {
+	case "check":
+		return check(cfg, stdout)
+	case "chat":
+		return chat(ctx, cfg, stdin, stdout, stderr)
+	default:
+		return serve(ctx, cfg, stderr)
+	}
+}
+
+// loadConfig loads and validates the configuration.
+func loadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,484 @@
+// Package router takes normalised messages from every channel and runs them:
+// access check → commands → durable intake → a per-chat FIFO, so one chat
+// runs one turn at a time while different chats run concurrently up to a
+// limit. It binds each turn to its chat for replies and typing indicators,
+// and replays stored-but-unfinished messages after a restart.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/llm"
+	"switchboard/store"
+)
+
+// Defaults.
+const (
+	// DefaultMaxConcurrentTurns keeps a small server responsive: a 2-core box
+	// spends most of a turn waiting on the model, so a few turns can overlap.
+	DefaultMaxConcurrentTurns = 4
+	// DefaultTurnTimeout bounds a turn end to end, tools included.
+	DefaultTurnTimeout = 10 * time.Minute
+	// typingEvery refreshes typing indicators; Telegram shows one for ~5 s.
+	typingEvery = 4 * time.Second
+)
+
+// ErrShuttingDown is returned by Deliver once shutdown has begun.
+var ErrShuttingDown = errors.New("router: shutting down")
+
+// Runner runs agent turns (agent.Agent implements it).
+type Runner interface {
+	Run(ctx context.Context, t agent.Turn) agent.Result
+}
+
+// Store is the part of the store the router needs.
+type Store interface {
+	EnsureChat(ctx context.Context, channel, key, chatType, title string) (store.Chat, error)
+	CurrentSession(ctx context.Context, chatID int64) (store.Session, error)
+	NewSession(ctx context.Context, chatID int64) (store.Session, error)
+	Intake(ctx context.Context, it store.InboxItem) (int64, bool, error)
+	FinishInbox(ctx context.Context, id int64, status string) error
+	PendingInbox(ctx context.Context) ([]store.InboxItem, error)
+	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
+	Deliveries(ctx context.Context, inboxID int64) (int, error)
+	TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error)
+	RunningTurns(ctx context.Context) ([]store.Turn, error)
+	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
+	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
+	Sessions(ctx context.Context, chatID int64) ([]store.Session, error)
+}
+
+// Access is a channel's admission rule. Users holds platform user ids and
+// @usernames; "*" admits everyone. The zero value admits nobody.
+type Access struct {
+	AllowAll bool
+	Users    []string
+}
+
+// Allows reports whether the author of in may use the bot.
+func (a Access) Allows(in channels.Inbound) bool {
+	if a.AllowAll {
+		return true
+	}
+	for _, u := range a.Users {
+		u = strings.TrimSpace(u)
+		switch {
+		case u == "*":
+			return true
+		case strings.HasPrefix(u, "@"):
+			if in.UserName != "" && strings.EqualFold(u[1:], in.UserName) {
+				return true
+			}
+		case u != "" && u == in.UserID:
+			return true
+		}
+	}
+	return false
+}
+
+// ActivityViewer is a channel that shows turn events (tool activity,
+// streamed text) itself, like the terminal.
+type ActivityViewer interface {
+	TurnEvent(chatID string, ev agent.Event)
+}
+
+// Ticker is the part of time.Ticker the router uses (injectable for tests).
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+}
+
+type realTicker struct{ *time.Ticker }
+
+func (t realTicker) C() <-chan time.Time { return t.Ticker.C }
+
+// Config wires a Router.
+type Config struct {
+	Store    Store
+	Agent    Runner
+	Channels []channels.Channel
+	Access   map[string]Access // by channel name; a channel without an entry admits nobody
+
+	MaxConcurrentTurns int
+	TurnTimeout        time.Duration
+	Vision             bool   // the model accepts image input
+	ModelName          string // for /status
+	Location           *time.Location
+
+	// Sections returns extra dynamic prompt context for a turn (profile,
+	// memories); may be nil.
+	Sections func(ctx context.Context, in channels.Inbound) []agent.Section
+	// OnEvent observes every turn event (logs, metrics, dashboard); may be nil.
+	OnEvent func(in channels.Inbound, ev agent.Event)
+	// NewTicker makes the typing-indicator ticker; nil uses time.NewTicker.
+	NewTicker func(d time.Duration) Ticker
+	Logger    *slog.Logger
+}
+
+// Router implements channels.Sink.
+type Router struct {
+	cfg      Config
+	log      *slog.Logger
+	channels map[string]channels.Channel
+	sem      chan struct{}
+
+	mu       sync.Mutex
+	queues   map[string]*chatQueue
+	refused  map[string]bool
+	closing  bool
+	idle     *sync.Cond
+	running  int
+	base     context.Context
+	cancel   context.CancelFunc
+	workers  sync.WaitGroup
+}
+
+type chatQueue struct {
+	items   []item
+	busy    bool
+	cancel  context.CancelFunc // cancels the running turn
+	current *item
+}
+
+type item struct {
+	inboxID int64
+	in      channels.Inbound
+}
+
+// New returns a Router; call Start before delivering messages.
+func New(cfg Config) (*Router, error) {
+	if cfg.Store == nil || cfg.Agent == nil {
+		return nil, errors.New("router: store and agent are required")
+	}
+	if cfg.MaxConcurrentTurns <= 0 {
+		cfg.MaxConcurrentTurns = DefaultMaxConcurrentTurns
+	}
+	if cfg.TurnTimeout <= 0 {
+		cfg.TurnTimeout = DefaultTurnTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NewTicker == nil {
+		cfg.NewTicker = func(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+	}
+	r := &Router{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "router"),
+		channels: map[string]channels.Channel{},
+		sem:      make(chan struct{}, cfg.MaxConcurrentTurns),
+		queues:   map[string]*chatQueue{},
+		refused:  map[string]bool{},
+	}
+	r.idle = sync.NewCond(&r.mu)
+	for _, ch := range cfg.Channels {
+		r.channels[ch.Name()] = ch
+	}
+	return r, nil
+}
+
+// AddChannel registers a channel after New (before its messages arrive).
+func (r *Router) AddChannel(ch channels.Channel, access Access) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.channels[ch.Name()] = ch
+	if r.cfg.Access == nil {
+		r.cfg.Access = map[string]Access{}
+	}
+	r.cfg.Access[ch.Name()] = access
+}
+
+// Start readies the router and requeues messages that were stored but not
+// finished before a restart (or crash), oldest first.
+func (r *Router) Start(ctx context.Context) error {
+	r.mu.Lock()
+	r.base, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.mu.Unlock()
+	pending, err := r.cfg.Store.PendingInbox(ctx)
+	if err != nil {
+		return fmt.Errorf("router: load pending messages: %w", err)
+	}
+	pendingIDs := map[int64]bool{}
+	for _, it := range pending {
+		var in channels.Inbound
+		if err := json.Unmarshal(it.Payload, &in); err != nil {
+			r.log.Error("stored message unreadable; skipping it", "inbox_id", it.ID, "err", err)
+			_ = r.cfg.Store.FinishInbox(ctx, it.ID, "skipped")
+			continue
+		}
+		pendingIDs[it.ID] = true
+		r.log.Info("resuming unfinished message", "inbox_id", it.ID, "channel", in.Channel, "chat", in.ChatID)
+		r.enqueue(item{inboxID: it.ID, in: in})
+	}
+	// Turns left running by a crash and not tied to a pending message can
+	// not be resumed: record them as failed so the history stays honest.
+	running, err := r.cfg.Store.RunningTurns(ctx)
+	if err != nil {
+		return fmt.Errorf("router: load running turns: %w", err)
+	}
+	for _, t := range running {
+		if t.InboxID != 0 && pendingIDs[t.InboxID] {
+			continue
+		}
+		_ = r.cfg.Store.FinishTurn(ctx, t.ID, store.TurnEnd{StopReason: string(agent.StopCancelled),
+			Status: "cancelled", Steps: t.Steps, Error: "interrupted by a restart"})
+	}
+	return nil
+}
+
+// Deliver implements channels.Sink: it returns once the message is stored
+// (or was a duplicate, refused, or not addressed to the bot).
+func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
+	r.mu.Lock()
+	closing, started := r.closing, r.base != nil
+	r.mu.Unlock()
+	if closing {
+		return ErrShuttingDown
+	}
+	if !started {
+		return errors.New("router: not started")
+	}
+	if in.Channel == "" || in.ChatID == "" || in.MessageID == "" {
+		r.log.Warn("dropping malformed inbound message: channel, chat id and message id are required",
+			"channel", in.Channel, "chat", in.ChatID, "message_id", in.MessageID)
+		return nil
+	}
+	log := r.log.With("channel", in.Channel, "chat", in.ChatID, "user_id", in.UserID)
+	if in.ChatType == channels.Group && !in.Mentioned {
+		return nil // groups: only when addressed
+	}
+	if !r.access(in.Channel).Allows(in) {
+		r.refuse(ctx, in, log)
+		return nil
+	}
+	payload, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("router: encode message: %w", err)
+	}
+	id, fresh, err := r.cfg.Store.Intake(ctx, store.InboxItem{Channel: in.Channel, ChatKey: in.ChatID,
+		MessageID: in.MessageID, UserID: in.UserID, Payload: payload})
+	if err != nil {
+		return fmt.Errorf("router: store message: %w", err)
+	}
+	if !fresh {
+		log.Debug("duplicate message ignored", "message_id", in.MessageID)
+		return nil
+	}
+	if r.immediate(ctx, id, in) {
+		return nil
+	}
+	r.enqueue(item{inboxID: id, in: in})
+	return nil
+}
+
+func (r *Router) access(channel string) Access {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg.Access[channel]
+}
+
+// refuse tells a refused user once (per process) who they are, and the log
+// tells the operator how to admit them.
+func (r *Router) refuse(ctx context.Context, in channels.Inbound, log *slog.Logger) {
+	key := in.Channel + "\x00" + in.UserID
+	r.mu.Lock()
+	seen := r.refused[key]
+	r.refused[key] = true
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	log.Warn("refused a user who is not on the allowlist",
+		"username", in.UserName, "hint", fmt.Sprintf("to admit them, add %q to channels.%s.allow_users", in.UserID, in.Channel))
+	text := fmt.Sprintf("Sorry, I only talk to people on my allowlist. Your user id is %s; ask the operator to add it.", in.UserID)
+	if _, err := r.send(ctx, in, text); err != nil {
+		log.Warn("could not send refusal", "err", err)
+	}
+}
+
+func (r *Router) send(ctx context.Context, in channels.Inbound, text string) (string, error) {
+	r.mu.Lock()
+	ch := r.channels[in.Channel]
+	r.mu.Unlock()
+	if ch == nil {
+		return "", fmt.Errorf("router: no channel %q", in.Channel)
+	}
+	out := channels.Outbound{ChatID: in.ChatID, Text: text}
+	if in.ChatType == channels.Group {
+		out.ReplyTo = in.MessageID
+	}
+	return ch.Send(ctx, out)
+}
+
+func (r *Router) enqueue(it item) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := r.queues[it.in.Channel+"\x00"+it.in.ChatID]
+	if q == nil {
+		q = &chatQueue{}
+		r.queues[it.in.Channel+"\x00"+it.in.ChatID] = q
+	}
+	q.items = append(q.items, it)
+	if !q.busy {
+		q.busy = true
+		r.running++
+		r.workers.Add(1)
+		go r.work(it.in.Channel+"\x00"+it.in.ChatID, q)
+	}
+}
+
+// work drains one chat's queue, one turn at a time.
+func (r *Router) work(key string, q *chatQueue) {
+	defer r.workers.Done()
+	for {
+		r.mu.Lock()
+		if len(q.items) == 0 || r.base.Err() != nil {
+			q.busy = false
+			q.current = nil
+			r.running--
+			if len(q.items) == 0 {
+				delete(r.queues, key)
+			}
+			r.idle.Broadcast()
+			r.mu.Unlock()
+			return
+		}
+		it := q.items[0]
+		q.items = q.items[1:]
+		ctx, cancel := context.WithCancel(r.base)
+		q.cancel = cancel
+		q.current = &it
+		r.mu.Unlock()
+
+		select {
+		case r.sem <- struct{}{}:
+			r.process(ctx, it)
+			<-r.sem
+		case <-ctx.Done():
+		}
+		cancel()
+		r.mu.Lock()
+		q.cancel = nil
+		r.mu.Unlock()
+	}
+}
+
+// Drain waits until no chat has queued or running messages, or ctx ends.
+func (r *Router) Drain(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.idle.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.running > 0 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.idle.Wait()
+	}
+	return nil
+}
+
+// Shutdown stops taking messages, lets running turns finish until ctx ends,
+// then cancels them (their transcripts stay valid and their messages stay
+// pending, to be resumed after a restart).
+func (r *Router) Shutdown(ctx context.Context) error {
+	r.mu.Lock()
+	r.closing = true
+	// Queued but not started messages stay pending in the store.
+	for _, q := range r.queues {
+		q.items = nil
+	}
+	r.mu.Unlock()
+	err := r.Drain(ctx)
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.workers.Wait()
+	return err
+}
+
+// Busy reports how many chats have a queued or running message.
+func (r *Router) Busy() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running
+}
+
+// QueueDepth returns the number of messages waiting (not running) overall.
+func (r *Router) QueueDepth() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, q := range r.queues {
+		n += len(q.items)
+	}
+	return n
+}
+
+// toMessage turns an inbound message into the model's user message.
+func toMessage(in channels.Inbound, vision bool) llm.Message {
+	var b strings.Builder
+	if q := in.Quote; q != nil && strings.TrimSpace(q.Text) != "" {
+		who := q.Author
+		if q.FromBot {
+			who = "you"
+		}
+		if who == "" {
+			who = "a message"
+		}
+		fmt.Fprintf(&b, "[replying to %s: %q]\n", who, clip(q.Text, 1000))
+	}
+	b.WriteString(in.Text)
+	m := llm.Message{Role: llm.RoleUser}
+	for _, a := range in.Attachments {
+		b.WriteString("\n")
+		switch {
+		case a.Kind == channels.Image && vision && len(a.Data) > 0:
+			m.Images = append(m.Images, llm.Image{MIME: a.MIME, Data: a.Data})
+			fmt.Fprintf(&b, "[image attached: %s]", nameOr(a.Name, "photo"))
+		case a.Kind == channels.Image:
+			fmt.Fprintf(&b, "[image attached: %s; this model cannot see images]", nameOr(a.Name, "photo"))
+		case a.Kind == channels.Audio && a.Text != "":
+			fmt.Fprintf(&b, "[voice message, transcribed]: %s", a.Text)
+		case a.Kind == channels.Audio:
+			b.WriteString("[voice message: transcription is not configured, so its content is unknown]")
+		case a.Text != "":
+			fmt.Fprintf(&b, "[file %s (%s, %d bytes)]\n```\n%s\n```", nameOr(a.Name, "file"), a.MIME, a.Size, a.Text)
+		default:
+			fmt.Fprintf(&b, "[%s attached: %s (%s, %d bytes)]", a.Kind, nameOr(a.Name, "file"), a.MIME, a.Size)
+		}
+		if a.Note != "" {
+			b.WriteString(" " + a.Note)
+		}
+	}
+	m.Content = strings.TrimSpace(b.String())
+	return m
+}
+
+func nameOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

@@ -1,0 +1,271 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/store"
+)
+
+// helpText answers /help and /start.
+const helpText = `Hi! Just write to me and I'll answer. Commands:
+/new — start a new conversation (the old one stays stored)
+/stop — stop what I'm doing (and drop queued messages)
+/status — what I'm doing, and this conversation's numbers
+/help — this message`
+
+// command splits "/cmd@bot args" into "cmd" and args; ok is false for text.
+func command(text string) (name, args string, ok bool) {
+	text = strings.TrimSpace(text)
+	if !strings.HasPrefix(text, "/") || len(text) < 2 {
+		return "", "", false
+	}
+	first, rest, _ := strings.Cut(text, " ")
+	first = strings.TrimPrefix(first, "/")
+	first, _, _ = strings.Cut(first, "@")
+	return strings.ToLower(first), strings.TrimSpace(rest), true
+}
+
+// immediate answers commands that must not wait behind a running turn
+// (/stop, /status, /help). It reports whether it handled the message.
+func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbound) bool {
+	name, _, ok := command(in.Text)
+	if !ok {
+		return false
+	}
+	var reply string
+	switch name {
+	case "stop":
+		reply = r.stop(ctx, in)
+	case "status":
+		reply = r.status(ctx, in)
+	case "help", "start":
+		reply = helpText
+	default:
+		return false // /new and unknown commands go through the queue
+	}
+	if _, err := r.send(ctx, in, reply); err != nil {
+		r.log.Warn("command reply failed", "command", name, "err", err)
+	}
+	if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), inboxID, "done"); err != nil {
+		r.log.Error("finish command message", "err", err)
+	}
+	return true
+}
+
+// stop cancels the chat's running turn and drops its queued messages.
+func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
+	r.mu.Lock()
+	q := r.queues[in.Channel+"\x00"+in.ChatID]
+	var dropped []item
+	running := false
+	if q != nil {
+		dropped = q.items
+		q.items = nil
+		if q.cancel != nil {
+			q.cancel()
+			running = true
+		}
+	}
+	r.mu.Unlock()
+	for _, it := range dropped {
+		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, "skipped")
+	}
+	switch {
+	case running && len(dropped) > 0:
+		return fmt.Sprintf("Stopped. I also dropped %d queued message(s).", len(dropped))
+	case running:
+		return "Stopped."
+	case len(dropped) > 0:
+		return fmt.Sprintf("Dropped %d queued message(s).", len(dropped))
+	}
+	return "Nothing to stop."
+}
+
+func (r *Router) status(ctx context.Context, in channels.Inbound) string {
+	r.mu.Lock()
+	q := r.queues[in.Channel+"\x00"+in.ChatID]
+	busy, queued := false, 0
+	if q != nil {
+		busy, queued = q.current != nil, len(q.items)
+	}
+	r.mu.Unlock()
+	var b strings.Builder
+	if busy {
+		b.WriteString("Working on a message")
+	} else {
+		b.WriteString("Idle")
+	}
+	if queued > 0 {
+		fmt.Fprintf(&b, ", %d queued", queued)
+	}
+	b.WriteString(".\n")
+	if r.cfg.ModelName != "" {
+		fmt.Fprintf(&b, "Model: %s\n", r.cfg.ModelName)
+	}
+	chat, err := r.cfg.Store.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
+	if err != nil {
+		return b.String() + "(history unavailable)"
+	}
+	if sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID); err == nil {
+		fmt.Fprintf(&b, "Conversation #%d: %d messages since %s\n", sess.ID, sess.Messages, sess.StartedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if turns, err := r.cfg.Store.Turns(ctx, chat.ID, 1); err == nil && len(turns) > 0 {
+		t := turns[0]
+		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// process handles one queued message: a queued command, or an agent turn.
+func (r *Router) process(ctx context.Context, it item) {
+	in := it.in
+	log := r.log.With("channel", in.Channel, "chat", in.ChatID, "inbox_id", it.inboxID)
+	finish := func(status string) {
+		if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, status); err != nil {
+			log.Error("finish message", "err", err)
+		}
+	}
+	chat, err := r.cfg.Store.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
+	if err != nil {
+		log.Error("store chat", "err", err)
+		return // stays pending; retried after a restart
+	}
+	if name, _, ok := command(in.Text); ok && name == "new" {
+		if _, err := r.cfg.Store.NewSession(ctx, chat.ID); err != nil {
+			log.Error("new session", "err", err)
+			_, _ = r.send(ctx, in, "Sorry, I couldn't start a new conversation.")
+		} else {
+			_, _ = r.send(ctx, in, "Started a new conversation. The previous one stays stored.")
+		}
+		finish("done")
+		return
+	}
+
+	// After a restart: a message already answered is done; a turn already
+	// begun is resumed rather than started again.
+	if n, err := r.cfg.Store.Deliveries(ctx, it.inboxID); err == nil && n > 0 {
+		if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == "running" {
+			_ = r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopEndTurn),
+				Status: "completed", Steps: t.Steps, Error: "interrupted after the reply was delivered"})
+		}
+		finish("done")
+		return
+	}
+	var resume int64
+	if t, ok, err := r.cfg.Store.TurnForInbox(ctx, it.inboxID); err == nil && ok {
+		if t.Status != "running" {
+			finish("done")
+			return
+		}
+		resume = t.ID
+	}
+	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
+	if err != nil {
+		log.Error("session", "err", err)
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.TurnTimeout)
+	defer cancel()
+	stopTyping := r.keepTyping(ctx, in)
+	defer stopTyping()
+
+	binding := &chatBinding{r: r, in: in, inboxID: it.inboxID, log: log}
+	r.mu.Lock()
+	viewer, _ := r.channels[in.Channel].(ActivityViewer)
+	r.mu.Unlock()
+	turn := agent.Turn{
+		ChatID: chat.ID, SessionID: sess.ID, InboxID: it.inboxID, ResumeTurnID: resume,
+		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: in.ChatTitle,
+		UserID: in.UserID, UserName: in.UserName, DisplayName: in.DisplayName,
+		Input: toMessage(in, r.cfg.Vision), Chat: binding, Location: r.cfg.Location,
+		OnEvent: func(ev agent.Event) {
+			if ev.Kind == agent.EventTurnStart {
+				binding.turnID.Store(ev.TurnID)
+			}
+			if viewer != nil {
+				viewer.TurnEvent(in.ChatID, ev)
+			}
+			if r.cfg.OnEvent != nil {
+				r.cfg.OnEvent(in, ev)
+			}
+		},
+	}
+	if r.cfg.Sections != nil {
+		turn.Sections = r.cfg.Sections(ctx, in)
+	}
+	res := r.cfg.Agent.Run(ctx, turn)
+	switch {
+	case res.StopReason == agent.StopStoreError:
+		log.Error("turn could not be recorded; the message stays pending", "err", res.Err)
+		return
+	case res.StopReason == agent.StopCancelled && r.base.Err() != nil:
+		// Shutdown: the message stays pending and the turn resumes later.
+		return
+	}
+	finish("done")
+}
+
+// chatBinding is a turn's view of its chat: sends go to the channel, and a
+// confirmed send is recorded so that a restart never answers twice.
+type chatBinding struct {
+	r       *Router
+	in      channels.Inbound
+	inboxID int64
+	turnID  atomic.Int64
+	log     *slog.Logger
+	sent    atomic.Bool
+}
+
+// Send implements agent.Chat. In groups the first reply quotes the message
+// it answers.
+func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
+	in := b.in
+	if b.sent.Load() {
+		in.ChatType = channels.DM // reply-to only on the first message
+	}
+	id, err := b.r.send(ctx, in, text)
+	if err != nil {
+		return "", err
+	}
+	b.sent.Store(true)
+	if err := b.r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), b.inboxID, b.turnID.Load(), id); err != nil {
+		b.log.Error("record delivery", "err", err)
+	}
+	return id, nil
+}
+
+// keepTyping shows the channel's typing indicator until the returned stop
+// function is called.
+func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
+	r.mu.Lock()
+	typer, ok := r.channels[in.Channel].(channels.Typer)
+	r.mu.Unlock()
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := r.cfg.NewTicker(typingEvery)
+		defer tick.Stop()
+		for {
+			if err := typer.Typing(ctx, in.ChatID); err != nil && ctx.Err() == nil {
+				r.log.Debug("typing indicator", "channel", in.Channel, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
