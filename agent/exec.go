@@ -110,7 +110,7 @@ func (a *Agent) execute(ctx context.Context, st *turnState, step int, calls []ll
 		if p.tool == nil || p.args == nil {
 			// Not run at all: report it like a finished call for observers.
 			st.emit(a, Event{Kind: EventToolStart, Step: step, Tool: p.call.Name, CallID: p.call.ID, Args: p.call.Arguments})
-			st.emit(a, Event{Kind: EventToolEnd, Step: step, Tool: p.call.Name, CallID: p.call.ID, Result: p.result, IsError: true})
+			st.emit(a, Event{Kind: EventToolEnd, Step: step, Tool: p.call.Name, CallID: p.call.ID, Args: p.call.Arguments, Result: p.result, IsError: true})
 		}
 		out[i] = llm.Message{Role: llm.RoleTool, ToolCallID: p.call.ID, Name: p.call.Name, Content: p.result}
 	}
@@ -129,6 +129,9 @@ func (a *Agent) runTool(ctx context.Context, st *turnState, step int, p *pending
 		p.result, p.isErr = "error: "+err.Error(), true
 	} else {
 		p.result = res
+		if strings.TrimSpace(res) == "" {
+			p.result = "(no output)" // strict servers reject an empty tool message
+		}
 		if p.tool.Delivers {
 			st.markDelivered()
 		}
@@ -139,7 +142,7 @@ func (a *Agent) runTool(ctx context.Context, st *turnState, step int, p *pending
 	}
 	p.result = truncate(p.result, limit)
 	p.done = true
-	st.emit(a, Event{Kind: EventToolEnd, Step: step, Tool: p.call.Name, CallID: p.call.ID,
+	st.emit(a, Event{Kind: EventToolEnd, Step: step, Tool: p.call.Name, CallID: p.call.ID, Args: p.call.Arguments,
 		Result: p.result, IsError: p.isErr, Duration: time.Since(began)})
 }
 

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+)
+
+// lineWriter collects output and hands every "bot>" line to a channel.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	part string
+	bot  chan string
+}
+
+func newLineWriter() *lineWriter { return &lineWriter{bot: make(chan string, 100)} }
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	w.part += string(p)
+	for {
+		i := strings.IndexByte(w.part, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimPrefix(w.part[:i], "\r")
+		w.part = w.part[i+1:]
+		if rest, ok := strings.CutPrefix(line, "bot> "); ok {
+			w.bot <- rest
+		}
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// session runs `switchboard chat` with a pipe for stdin.
+type session struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	out  *lineWriter
+	err  *lineWriter
+	done chan int
+}
+
+func startChat(t *testing.T, cfgPath string) *session {
+	t.Helper()
+	pr, pw := io.Pipe()
+	s := &session{t: t, in: pw, out: newLineWriter(), err: newLineWriter(), done: make(chan int, 1)}
+	go func() { s.done <- run(t.Context(), []string{"chat", "--config", cfgPath}, pr, s.out, s.err) }()
+	return s
+}
+
+func (s *session) say(text string) string {
+	s.t.Helper()
+	if _, err := fmt.Fprintln(s.in, text); err != nil {
+		s.t.Fatal(err)
+	}
+	select {
+	case reply := <-s.out.bot:
+		return reply
+	case code := <-s.done:
+		s.t.Fatalf("chat exited with %d; stderr:\n%s", code, s.err.String())
+	case <-s.t.Context().Done():
+		s.t.Fatalf("no reply to %q; output:\n%s\nstderr:\n%s", text, s.out.String(), s.err.String())
+	}
+	return ""
+}
+
+func (s *session) quit() int {
+	s.t.Helper()
+	s.in.Close() // Ctrl-D
+	select {
+	case code := <-s.done:
+		return code
+	case <-s.t.Context().Done():
+		s.t.Fatal("chat did not exit at end of input")
+	}
+	return -1
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The terminal chat: a multi-turn conversation through the real router and
+// loop; after a restart on the same database the history is there.
+func TestChatConversationSurvivesRestart(t *testing.T) {
+	fake := testkit.NewFakeLLM(t)
+	db := filepath.Join(t.TempDir(), "chat.db")
+	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  api_key: sk-test\n  model: fake-model\nstore:\n  path: %s\n", fake.URL, db))
+
+	fake.Push(
+		testkit.Reply{Text: "Nice to meet you, Ada."},
+		testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c1", "current_time", `{}`)}},
+		testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c2", "send_message", `{"text":"It is tea time."}`)}},
+		testkit.Reply{Text: "done"},
+	)
+	s := startChat(t, cfg)
+	if got := s.say("Hi, I'm Ada"); got != "Nice to meet you, Ada." {
+		t.Fatalf("reply 1 = %q", got)
+	}
+	if got := s.say("What time is it?"); got != "It is tea time." {
+		t.Fatalf("reply 2 = %q", got)
+	}
+	if code := s.quit(); code != 0 {
+		t.Fatalf("exit code %d; stderr: %s", code, s.err.String())
+	}
+	if !strings.Contains(s.out.String(), "current_time({}) → ok") {
+		t.Fatalf("tool activity not shown:\n%s", s.out.String())
+	}
+	if strings.Count(s.out.String(), "bot> ") != 2 {
+		t.Fatalf("want exactly two replies (no doubles):\n%s", s.out.String())
+	}
+
+	// Restart on the same database: the model sees the earlier conversation.
+	fake.Push(testkit.Reply{Text: "You are Ada."})
+	s = startChat(t, cfg)
+	if got := s.say("Who am I?"); got != "You are Ada." {
+		t.Fatalf("reply 3 = %q", got)
+	}
+	s.quit()
+	reqs := fake.Requests()
+	last := reqs[len(reqs)-1].Messages
+	var contents []string
+	for _, m := range last {
+		if m.Role == llm.RoleUser || (m.Role == llm.RoleAssistant && m.Content != "") {
+			contents = append(contents, m.Content)
+		}
+	}
+	want := []string{"Hi, I'm Ada", "Nice to meet you, Ada.", "What time is it?", "done", "Who am I?"}
+	if strings.Join(contents, "|") != strings.Join(want, "|") {
+		t.Fatalf("history after restart = %q; want %q", contents, want)
+	}
+}
+
+// An unreachable model: the user gets a short error in the chat, the turn is
+// recorded as failed, and the chat keeps serving.
+func TestChatUnreachableModel(t *testing.T) {
+	fake := testkit.NewFakeLLM(t)
+	fake.SetDefault(&testkit.Reply{Status: 503})
+	db := filepath.Join(t.TempDir(), "chat.db")
+	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\n  max_retries: 1\nstore:\n  path: %s\n", fake.URL, db))
+	s := startChat(t, cfg)
+	if got := s.say("hello?"); !strings.Contains(got, "couldn't reach the language model") {
+		t.Fatalf("reply = %q", got)
+	}
+	fake.SetDefault(&testkit.Reply{Text: "I'm back."})
+	if got := s.say("hello again"); got != "I'm back." {
+		t.Fatalf("reply after recovery = %q", got)
+	}
+	s.quit()
+	if !strings.Contains(s.out.String(), "turn failed (llm_error)") {
+		t.Fatalf("the failure is not shown:\n%s", s.out.String())
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	bad := writeConfig(t, "llm:\n  model: m\nchanels:\n  telegram: {}\n")
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{"version", []string{"version"}, nil, 0, "switchboard dev", ""},
+		{"unknown command", []string{"fly"}, nil, 2, "", `unknown command "fly"`},
+		{"malformed config names file and line", []string{"check", "--config", bad}, nil, 2, "", bad + ":3"},
+		{"missing explicit config", []string{"check", "--config", "/nonexistent/c.yaml"}, nil, 2, "", "/nonexistent/c.yaml"},
+		{"check with env only", []string{"check", "--config", ""}, map[string]string{"OPENAI_MODEL": "m1", "OPENAI_API_KEY": "sk-secret-value"}, 0, "model:    m1", ""},
+		{"serve without channels", []string{"serve", "--config", writeConfig(t, "llm:\n  model: m\nstore:\n  path: "+filepath.Join(t.TempDir(), "x.db")+"\n")}, nil, 2, "", "no channel is enabled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(t.TempDir()) // no ./config.yaml
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tt.args, strings.NewReader(""), &out, &errb)
+			if code != tt.wantCode || !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(errb.String(), tt.wantErr) {
+				t.Fatalf("code %d (want %d)\nstdout: %s\nstderr: %s", code, tt.wantCode, out.String(), errb.String())
+			}
+			if strings.Contains(out.String()+errb.String(), "sk-secret-value") {
+				t.Fatal("the API key was printed")
+			}
+		})
+	}
+}

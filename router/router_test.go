@@ -1,0 +1,463 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/store"
+)
+
+// fakeChannel records what the router sends and how often it types.
+type fakeChannel struct {
+	mu     sync.Mutex
+	sent   []channels.Outbound
+	typing int
+	notify chan struct{} // receives after every send (buffered)
+}
+
+func newFakeChannel() *fakeChannel { return &fakeChannel{notify: make(chan struct{}, 100)} }
+
+func (c *fakeChannel) Name() string                                 { return "fake" }
+func (c *fakeChannel) Run(ctx context.Context, _ channels.Sink) error { <-ctx.Done(); return nil }
+func (c *fakeChannel) Send(_ context.Context, m channels.Outbound) (string, error) {
+	c.mu.Lock()
+	c.sent = append(c.sent, m)
+	n := len(c.sent)
+	c.mu.Unlock()
+	c.notify <- struct{}{}
+	return fmt.Sprintf("out-%d", n), nil
+}
+func (c *fakeChannel) Typing(context.Context, string) error {
+	c.mu.Lock()
+	c.typing++
+	c.mu.Unlock()
+	return nil
+}
+func (c *fakeChannel) texts() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.sent {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+// fakeRunner is an agent that answers "echo: <text>" through the chat,
+// optionally blocking until released or cancelled.
+type fakeRunner struct {
+	mu      sync.Mutex
+	started chan string // the text of each turn as it starts
+	release map[string]chan struct{}
+	running int
+	maxSeen int
+	turns   []agent.Turn
+}
+
+func newFakeRunner() *fakeRunner {
+	return &fakeRunner{started: make(chan string, 100), release: map[string]chan struct{}{}}
+}
+
+// hold makes the turn for text block until released.
+func (f *fakeRunner) hold(text string) chan struct{} {
+	ch := make(chan struct{})
+	f.mu.Lock()
+	f.release[text] = ch
+	f.mu.Unlock()
+	return ch
+}
+
+func (f *fakeRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
+	f.mu.Lock()
+	f.running++
+	f.maxSeen = max(f.maxSeen, f.running)
+	f.turns = append(f.turns, t)
+	wait := f.release[t.Input.Content]
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.running--; f.mu.Unlock() }()
+	f.started <- t.Input.Content
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return agent.Result{StopReason: agent.StopCancelled}
+		}
+	}
+	if _, err := t.Chat.Send(ctx, "echo: "+t.Input.Content); err != nil {
+		return agent.Result{StopReason: agent.StopLLMError, Err: err}
+	}
+	return agent.Result{StopReason: agent.StopEndTurn, Delivered: true}
+}
+
+type env struct {
+	r      *Router
+	st     *store.Store
+	ch     *fakeChannel
+	runner *fakeRunner
+	ctx    context.Context
+}
+
+func newEnv(t *testing.T, maxTurns int, access Access) *env {
+	t.Helper()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{st: st, ch: newFakeChannel(), runner: newFakeRunner(), ctx: t.Context()}
+	e.r, err = New(Config{Store: st, Agent: e.runner, MaxConcurrentTurns: maxTurns,
+		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r.AddChannel(e.ch, access)
+	if err := e.r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.r.Shutdown(context.Background()) })
+	return e
+}
+
+type stoppedTicker struct{}
+
+func (stoppedTicker) C() <-chan time.Time { return nil }
+func (stoppedTicker) Stop()               {}
+
+var msgSeq int
+
+func msg(chat, user, text string) channels.Inbound {
+	msgSeq++
+	return channels.Inbound{Channel: "fake", ChatID: chat, ChatType: channels.DM, MessageID: fmt.Sprint(msgSeq),
+		UserID: user, Text: text, Mentioned: true}
+}
+
+func (e *env) deliver(t *testing.T, in channels.Inbound) {
+	t.Helper()
+	if err := e.r.Deliver(e.ctx, in); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) waitSent(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-e.ch.notify:
+		case <-e.ctx.Done():
+			t.Fatalf("waiting for %d sends: %v (sent %q)", n, e.ctx.Err(), e.ch.texts())
+		}
+	}
+}
+
+var everyone = Access{Users: []string{"*"}}
+
+// A message that arrives while its chat is busy is queued and handled next:
+// never dropped, never merged, in order.
+func TestPerChatFIFO(t *testing.T) {
+	e := newEnv(t, 4, everyone)
+	release := e.runner.hold("first")
+	e.deliver(t, msg("c1", "u", "first"))
+	if got := <-e.runner.started; got != "first" {
+		t.Fatalf("started %q", got)
+	}
+	e.deliver(t, msg("c1", "u", "second"))
+	e.deliver(t, msg("c1", "u", "third"))
+	if d := e.r.QueueDepth(); d != 2 {
+		t.Fatalf("queue depth = %d; want 2", d)
+	}
+	close(release)
+	e.waitSent(t, 3)
+	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: first", "echo: second", "echo: third"}) {
+		t.Fatalf("sent %q", got)
+	}
+	if e.runner.maxSeen != 1 {
+		t.Fatalf("one chat ran %d turns at once", e.runner.maxSeen)
+	}
+}
+
+// Different chats run concurrently, up to max_concurrent_turns.
+func TestConcurrencyLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, 2, everyone)
+		rel := []chan struct{}{e.runner.hold("a"), e.runner.hold("b"), e.runner.hold("c")}
+		e.deliver(t, msg("c1", "u", "a"))
+		e.deliver(t, msg("c2", "u", "b"))
+		e.deliver(t, msg("c3", "u", "c"))
+		synctest.Wait()
+		if n := len(e.runner.started); n != 2 {
+			t.Fatalf("%d turns started; want 2 (the limit)", n)
+		}
+		close(rel[0])
+		synctest.Wait()
+		if n := len(e.runner.started); n != 3 {
+			t.Fatalf("%d turns started after one finished; want 3", n)
+		}
+		close(rel[1])
+		close(rel[2])
+		if err := e.r.Drain(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if e.runner.maxSeen != 2 {
+			t.Fatalf("max concurrent turns = %d; want 2", e.runner.maxSeen)
+		}
+		_ = e.r.Shutdown(context.Background())
+		e.st.Close()
+	})
+}
+
+// /stop cancels the running turn and drops queued messages; it does not wait.
+func TestStopCancelsRunningTurn(t *testing.T) {
+	e := newEnv(t, 4, everyone)
+	e.runner.hold("long job")
+	e.deliver(t, msg("c1", "u", "long job"))
+	<-e.runner.started
+	e.deliver(t, msg("c1", "u", "queued"))
+	e.deliver(t, msg("c1", "u", "/stop"))
+	e.waitSent(t, 1)
+	if got := e.ch.texts(); !slices.Equal(got, []string{"Stopped. I also dropped 1 queued message(s)."}) {
+		t.Fatalf("sent %q", got)
+	}
+	if err := e.r.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	pending, _ := e.st.PendingInbox(e.ctx)
+	if len(pending) != 0 {
+		t.Fatalf("%d messages still pending", len(pending))
+	}
+}
+
+// The same channel message id never starts a second turn.
+func TestIdempotentIntake(t *testing.T) {
+	e := newEnv(t, 4, everyone)
+	m := msg("c1", "u", "hello")
+	e.deliver(t, m)
+	e.deliver(t, m)
+	if err := e.r.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(t, m) // after it was handled, too
+	if err := e.r.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.runner.turns); n != 1 {
+		t.Fatalf("%d turns for one message id", n)
+	}
+}
+
+func TestAccessAndGroups(t *testing.T) {
+	e := newEnv(t, 4, Access{Users: []string{"42", "@Ada"}})
+	stranger := msg("c9", "666", "let me in")
+	stranger.UserName = "mallory"
+	e.deliver(t, stranger)
+	e.deliver(t, msg("c9", "666", "please"))
+	e.waitSent(t, 1)
+	got := e.ch.texts()
+	if len(got) != 1 || !strings.Contains(got[0], "Your user id is 666") {
+		t.Fatalf("refusals = %q; want exactly one naming the id", got)
+	}
+	byName := msg("c2", "7", "hi")
+	byName.UserName = "ada"
+	e.deliver(t, byName)
+	e.deliver(t, msg("c1", "42", "hi by id"))
+
+	group := msg("g1", "42", "chatter")
+	group.ChatType, group.Mentioned = channels.Group, false
+	e.deliver(t, group)
+	addressed := msg("g1", "42", "@bot hi")
+	addressed.ChatType = channels.Group
+	e.deliver(t, addressed)
+	if err := e.r.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, tr := range e.runner.turns {
+		texts = append(texts, tr.Input.Content)
+	}
+	slices.Sort(texts)
+	if !slices.Equal(texts, []string{"@bot hi", "hi", "hi by id"}) {
+		t.Fatalf("turns for %q", texts)
+	}
+	e.ch.mu.Lock()
+	defer e.ch.mu.Unlock()
+	for _, m := range e.ch.sent {
+		if m.ChatID == "g1" && m.ReplyTo != addressed.MessageID {
+			t.Fatalf("group reply does not quote the message: %+v", m)
+		}
+	}
+}
+
+func TestEmptyAllowlistAdmitsNobody(t *testing.T) {
+	e := newEnv(t, 4, Access{})
+	e.deliver(t, msg("c1", "1", "hi"))
+	e.waitSent(t, 1)
+	if len(e.runner.turns) != 0 || !strings.Contains(e.ch.texts()[0], "allowlist") {
+		t.Fatalf("turns %d, sent %q", len(e.runner.turns), e.ch.texts())
+	}
+}
+
+func TestCommands(t *testing.T) {
+	e := newEnv(t, 4, everyone)
+	e.deliver(t, msg("c1", "u", "hello"))
+	e.waitSent(t, 1)
+	chat, _ := e.st.EnsureChat(e.ctx, "fake", "c1", "dm", "")
+	before, _ := e.st.CurrentSession(e.ctx, chat.ID)
+	e.deliver(t, msg("c1", "u", "/new@mybot"))
+	e.waitSent(t, 1)
+	if err := e.r.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := e.st.CurrentSession(e.ctx, chat.ID)
+	if after.ID == before.ID {
+		t.Fatal("/new did not start a new session")
+	}
+	sessions, _ := e.st.Sessions(e.ctx, chat.ID)
+	if len(sessions) != 2 {
+		t.Fatalf("%d sessions; the old one must stay", len(sessions))
+	}
+	e.deliver(t, msg("c1", "u", "/status"))
+	e.deliver(t, msg("c1", "u", "/help"))
+	e.waitSent(t, 2)
+	got := e.ch.texts()
+	if !strings.HasPrefix(got[1], "Started a new conversation") || !strings.Contains(got[2], "Idle") ||
+		!strings.Contains(got[2], fmt.Sprintf("Conversation #%d", after.ID)) || !strings.Contains(got[3], "/new") {
+		t.Fatalf("command replies = %q", got)
+	}
+	if n := len(e.runner.turns); n != 1 {
+		t.Fatalf("commands reached the model: %d turns", n)
+	}
+}
+
+// manualTicker is a typing ticker the test drives.
+type manualTicker struct{ c chan time.Time }
+
+func (m manualTicker) C() <-chan time.Time { return m.c }
+func (m manualTicker) Stop()               {}
+
+// Liveness: the typing indicator is refreshed on every tick while a turn
+// runs (here a long tool), and stops with the turn.
+func TestTypingKeptAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		tick := manualTicker{c: make(chan time.Time)}
+		runner := newFakeRunner()
+		ch := newFakeChannel()
+		r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(d time.Duration) Ticker {
+			if d != typingEvery {
+				t.Errorf("ticker period %v", d)
+			}
+			return tick
+		}})
+		r.AddChannel(ch, everyone)
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		release := runner.hold("slow")
+		if err := r.Deliver(t.Context(), msg("c1", "u", "slow")); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for range 3 {
+			tick.c <- time.Now()
+			synctest.Wait()
+		}
+		ch.mu.Lock()
+		typing := ch.typing
+		ch.mu.Unlock()
+		if typing != 4 {
+			t.Fatalf("typing sent %d times; want 4 (start + 3 ticks)", typing)
+		}
+		close(release)
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case tick.c <- time.Now():
+			t.Fatal("typing loop still running after the turn")
+		default:
+		}
+		_ = r.Shutdown(context.Background())
+	})
+}
+
+// After a restart, stored but unfinished messages are handled; one whose
+// reply was already delivered is not answered again.
+func TestRestartReplaysPending(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.db")
+	st, err := store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	payload := func(id, text string) []byte {
+		return fmt.Appendf(nil, `{"Channel":"fake","ChatID":"c1","ChatType":"dm","MessageID":%q,"UserID":"u","Text":%q,"Mentioned":true}`, id, text)
+	}
+	unanswered, _, _ := st.Intake(ctx, store.InboxItem{Channel: "fake", ChatKey: "c1", MessageID: "m1", UserID: "u", Payload: payload("m1", "unanswered")})
+	answered, _, _ := st.Intake(ctx, store.InboxItem{Channel: "fake", ChatKey: "c1", MessageID: "m2", UserID: "u", Payload: payload("m2", "answered")})
+	if err := st.RecordDelivery(ctx, answered, 0, "out-1"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st, err = store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runner, ch := newFakeRunner(), newFakeChannel()
+	r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	r.AddChannel(ch, everyone)
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ch.texts(); !slices.Equal(got, []string{"echo: unanswered"}) {
+		t.Fatalf("after restart sent %q", got)
+	}
+	if n, _ := st.Deliveries(ctx, unanswered); n != 1 {
+		t.Fatalf("delivery of the replayed message recorded %d times", n)
+	}
+	pending, _ := st.PendingInbox(ctx)
+	if len(pending) != 0 {
+		t.Fatalf("%d still pending", len(pending))
+	}
+	_ = r.Shutdown(ctx)
+}
+
+func TestToMessage(t *testing.T) {
+	in := channels.Inbound{Text: "what about this?",
+		Quote: &channels.Quote{Author: "Bob", Text: "the plan"},
+		Attachments: []channels.Attachment{
+			{Kind: channels.Image, Name: "cat.jpg", MIME: "image/jpeg", Data: []byte{1, 2}},
+			{Kind: channels.File, Name: "notes.txt", MIME: "text/plain", Size: 5, Text: "hello"},
+			{Kind: channels.Audio, Name: "voice.ogg"},
+		}}
+	m := toMessage(in, false)
+	for _, want := range []string{`[replying to Bob: "the plan"]`, "what about this?", "cannot see images", "notes.txt", "hello", "transcription is not configured"} {
+		if !strings.Contains(m.Content, want) {
+			t.Errorf("content lacks %q:\n%s", want, m.Content)
+		}
+	}
+	if len(m.Images) != 0 {
+		t.Fatal("images sent to a model without vision")
+	}
+	if m := toMessage(in, true); len(m.Images) != 1 || m.Images[0].MIME != "image/jpeg" {
+		t.Fatalf("vision images = %+v", m.Images)
+	}
+}
