@@ -131,13 +131,13 @@ type Turn struct {
 	Input llm.Message // the user message (ignored on resume)
 	Chat  Chat
 
-	MaxSteps int              // 0: the agent's default
-	Sources  []Source         // extra tool sources for this turn (after the agent's)
-	Sections []Section        // extra dynamic context (profile, memories)
-	Location *time.Location   // the user's zone; nil: the agent's
-	OnEvent  func(Event)      // may be nil; called synchronously, keep it fast
-	Model    string           // informational: recorded on the turn
-	Allow    map[string]bool  // non-nil: only these tools
+	MaxSteps int             // 0: the agent's default
+	Sources  []Source        // extra tool sources for this turn (after the agent's)
+	Sections []Section       // extra dynamic context (profile, memories)
+	Location *time.Location  // the user's zone; nil: the agent's
+	OnEvent  func(Event)     // may be nil; called synchronously, keep it fast
+	Model    string          // informational: recorded on the turn
+	Allow    map[string]bool // non-nil: only these tools
 }
 
 // Result is how a turn ended.

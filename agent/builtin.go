@@ -19,9 +19,9 @@ func Builtin(now func() time.Time, loc *time.Location) Source {
 		loc = time.UTC
 	}
 	t := &Tool{
-		Name:        "current_time",
-		Description: "Get the current date and time, optionally in a given IANA time zone (e.g. Europe/Berlin).",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string","description":"IANA time zone name; default: the assistant's zone"}},"additionalProperties":false}`),
+		Name:            "current_time",
+		Description:     "Get the current date and time, optionally in a given IANA time zone (e.g. Europe/Berlin).",
+		Parameters:      json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string","description":"IANA time zone name; default: the assistant's zone"}},"additionalProperties":false}`),
 		ConcurrencySafe: true,
 		Source:          "builtin",
 		Fn: func(_ context.Context, args json.RawMessage) (string, error) {

@@ -131,15 +131,15 @@ type Router struct {
 	channels map[string]channels.Channel
 	sem      chan struct{}
 
-	mu       sync.Mutex
-	queues   map[string]*chatQueue
-	refused  map[string]bool
-	closing  bool
-	idle     *sync.Cond
-	running  int
-	base     context.Context
-	cancel   context.CancelFunc
-	workers  sync.WaitGroup
+	mu      sync.Mutex
+	queues  map[string]*chatQueue
+	refused map[string]bool
+	closing bool
+	idle    *sync.Cond
+	running int
+	base    context.Context
+	cancel  context.CancelFunc
+	workers sync.WaitGroup
 }
 
 type chatQueue struct {

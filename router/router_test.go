@@ -26,7 +26,7 @@ type fakeChannel struct {
 
 func newFakeChannel() *fakeChannel { return &fakeChannel{notify: make(chan struct{}, 100)} }
 
-func (c *fakeChannel) Name() string                                 { return "fake" }
+func (c *fakeChannel) Name() string                                   { return "fake" }
 func (c *fakeChannel) Run(ctx context.Context, _ channels.Sink) error { <-ctx.Done(); return nil }
 func (c *fakeChannel) Send(_ context.Context, m channels.Outbound) (string, error) {
 	c.mu.Lock()
