@@ -23,6 +23,9 @@ type Inbound struct {
 	ChatType  ChatType // DM or Group
 	ChatTitle string   // group or channel name, if any
 	MessageID string   // unique within (Channel, ChatID); the idempotency key for intake
+	// Space is the container of a group chat where the platform has one (a
+	// Discord server id), for allowlists; empty otherwise.
+	Space string
 
 	UserID      string // stable platform id of the author
 	UserName    string // @handle without the @, if any

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,17 +59,33 @@ type Store interface {
 }
 
 // Access is a channel's admission rule. Users holds platform user ids and
-// @usernames; "*" admits everyone. The zero value admits nobody.
+// @usernames; "*" admits everyone. The zero value admits nobody. Spaces and
+// Chats, when not empty, further restrict group chats to those servers
+// (Inbound.Space) and chats (Inbound.ChatID); private chats are not affected.
 type Access struct {
 	AllowAll bool
 	Users    []string
+	Spaces   []string
+	Chats    []string
 }
 
-// Allows reports whether the author of in may use the bot.
+// Allows reports whether the author of in may use the bot here.
 func (a Access) Allows(in channels.Inbound) bool {
 	if a.AllowAll {
 		return true
 	}
+	if in.ChatType == channels.Group {
+		if len(a.Spaces) > 0 && !slices.Contains(a.Spaces, in.Space) {
+			return false
+		}
+		if len(a.Chats) > 0 && !slices.Contains(a.Chats, in.ChatID) {
+			return false
+		}
+	}
+	return a.allowsUser(in)
+}
+
+func (a Access) allowsUser(in channels.Inbound) bool {
 	for _, u := range a.Users {
 		u = strings.TrimSpace(u)
 		switch {

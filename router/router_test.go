@@ -461,3 +461,30 @@ func TestToMessage(t *testing.T) {
 		t.Fatalf("vision images = %+v", m.Images)
 	}
 }
+
+func TestAccessRules(t *testing.T) {
+	dm := channels.Inbound{ChatType: channels.DM, ChatID: "d1", UserID: "42", UserName: "Ada"}
+	group := channels.Inbound{ChatType: channels.Group, ChatID: "c7", Space: "g1", UserID: "42"}
+	tests := []struct {
+		name string
+		a    Access
+		in   channels.Inbound
+		want bool
+	}{
+		{"zero value admits nobody", Access{}, dm, false},
+		{"by id", Access{Users: []string{"42"}}, dm, true},
+		{"by @username, any case", Access{Users: []string{"@ada"}}, dm, true},
+		{"username without @ is not an id", Access{Users: []string{"Ada"}}, dm, false},
+		{"wildcard", Access{Users: []string{"*"}}, dm, true},
+		{"space allowed", Access{Users: []string{"42"}, Spaces: []string{"g1"}}, group, true},
+		{"space not allowed", Access{Users: []string{"42"}, Spaces: []string{"g2"}}, group, false},
+		{"chat not allowed", Access{Users: []string{"42"}, Chats: []string{"c8"}}, group, false},
+		{"space rules do not apply to DMs", Access{Users: []string{"42"}, Spaces: []string{"g2"}}, dm, true},
+		{"user still required in an allowed space", Access{Users: []string{"7"}, Spaces: []string{"g1"}}, group, false},
+	}
+	for _, tt := range tests {
+		if got := tt.a.Allows(tt.in); got != tt.want {
+			t.Errorf("%s: Allows = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,237 @@
+// Package config loads, checks and describes Switchboard's configuration.
+//
+// The usual sequence is Load, then Validate, then Warnings:
+//
+//	cfg, err := config.Load(path) // syntax, unknown keys, wrong types
+//	if err == nil {
+//		err = cfg.Validate() // values that make no sense together
+//	}
+//
+// Every problem is reported as an *Error naming the key (and the file and line
+// when the value came from a file), so a caller can tell configuration
+// mistakes from other failures with errors.As.
+//
+// The YAML key names are a public contract: operators' files depend on them.
+// config.example.yaml at the repository root lists every key with its default
+// and is loaded by the tests so that it cannot drift from this package.
+package config
+
+import (
+	"time"
+
+	_ "time/tzdata" // agent.timezone must resolve on hosts without a zoneinfo database (scratch and distroless images)
+)
+
+// DefaultPath is the file Load reads when it is given no path. Unlike an
+// explicitly named file, it may be missing: Switchboard then runs on built-in
+// defaults and the environment.
+const DefaultPath = "config.yaml"
+
+// Config is the whole configuration. Its zero value is not useful; start from
+// Load or Default.
+type Config struct {
+	LLM      LLM      `yaml:"llm"`
+	Store    Store    `yaml:"store"`
+	Agent    Agent    `yaml:"agent"`
+	Channels Channels `yaml:"channels"`
+	Skills   Skills   `yaml:"skills"`
+	HTTP     HTTP     `yaml:"http"`
+	Log      Log      `yaml:"log"`
+
+	// src remembers where values came from, so Validate and Warnings can
+	// point at file:line. Nil for a Config built by Default or by hand.
+	src *source
+}
+
+// LLM configures the OpenAI-compatible model endpoint.
+type LLM struct {
+	BaseURL         string        `yaml:"base_url"`          // falls back to OPENAI_BASE_URL
+	APIKey          string        `yaml:"api_key"`           // secret; falls back to OPENAI_API_KEY
+	Model           string        `yaml:"model"`             // required; falls back to OPENAI_MODEL
+	ContextWindow   int           `yaml:"context_window"`    // tokens the model accepts in one request
+	FallbackModels  []string      `yaml:"fallback_models"`   // tried in order when Model fails
+	MaxRetries      int           `yaml:"max_retries"`       // retries of one request; 0 disables
+	RequestTimeout  time.Duration `yaml:"request_timeout"`   // for one model request, streaming included
+	MaxOutputTokens int           `yaml:"max_output_tokens"` // 0 leaves it to the server
+}
+
+// Store configures the SQLite database.
+type Store struct {
+	Path string `yaml:"path"`
+}
+
+// Agent configures the turn loop.
+type Agent struct {
+	Name                 string        `yaml:"name"`                    // the bot's name in the system prompt
+	SystemPrompt         string        `yaml:"system_prompt"`           // operator instructions appended to the identity
+	Timezone             string        `yaml:"timezone"`                // IANA zone for dates shown to the model and schedules
+	MaxSteps             int           `yaml:"max_steps"`               // model calls in one turn
+	MaxConcurrentTurns   int           `yaml:"max_concurrent_turns"`    // turns running at once across all chats
+	TurnTimeout          time.Duration `yaml:"turn_timeout"`            // wall-clock limit of one turn
+	ToolResultMaxChars   int           `yaml:"tool_result_max_chars"`   // longer tool results are truncated
+	TurnTokenBudget      int           `yaml:"turn_token_budget"`       // 0 = unlimited
+	UserDailyTokenBudget int           `yaml:"user_daily_token_budget"` // 0 = unlimited
+}
+
+// Channels configures the chat adapters.
+type Channels struct {
+	Console  Console  `yaml:"console"`
+	Telegram Telegram `yaml:"telegram"`
+	Discord  Discord  `yaml:"discord"`
+}
+
+// Console configures `switchboard chat`.
+type Console struct {
+	User string `yaml:"user"` // who you are in the terminal chat
+}
+
+// Telegram configures the Telegram Bot API adapter.
+type Telegram struct {
+	Enabled     bool          `yaml:"enabled"`
+	Token       string        `yaml:"token"` // secret; falls back to TELEGRAM_BOT_TOKEN
+	APIEndpoint string        `yaml:"api_endpoint"`
+	AllowUsers  []string      `yaml:"allow_users"` // numeric ids or @usernames; empty admits nobody
+	PollTimeout time.Duration `yaml:"poll_timeout"`
+}
+
+// Discord configures the Discord adapter.
+type Discord struct {
+	Enabled       bool     `yaml:"enabled"`
+	Token         string   `yaml:"token"`       // secret; falls back to DISCORD_BOT_TOKEN
+	AllowUsers    []string `yaml:"allow_users"` // user ids; empty admits nobody
+	AllowGuilds   []string `yaml:"allow_guilds"`
+	AllowChannels []string `yaml:"allow_channels"`
+	APIBase       string   `yaml:"api_base"`
+	GatewayURL    string   `yaml:"gateway_url"` // empty asks the API for the gateway
+}
+
+// Skills configures where skill files are read from.
+type Skills struct {
+	Dir string `yaml:"dir"`
+}
+
+// HTTP configures the HTTP API.
+type HTTP struct {
+	Listen string `yaml:"listen"` // host:port; empty disables the HTTP API
+	Token  string `yaml:"token"`  // secret; required unless Listen is a loopback address
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn or error
+	Format string `yaml:"format"` // text or json
+}
+
+// Built-in defaults, each with the reason it was chosen.
+const (
+	// The public OpenAI endpoint: the API every compatible server imitates.
+	defaultBaseURL = "https://api.openai.com/v1"
+	// What current OpenAI models accept; set it lower for smaller models, as
+	// compaction relies on it to decide when a conversation must shrink.
+	defaultContextWindow = 128000
+	// Enough to ride out a rate-limit burst or a dropped connection without
+	// making a user wait minutes for a reply that will not come.
+	defaultMaxRetries = 3
+	// A long reasoning answer can stream for minutes; shorter limits cut off
+	// good answers, longer ones hide a hung server.
+	defaultRequestTimeout = 180 * time.Second
+	// Relative to the working directory, so a fresh checkout runs as is.
+	defaultStorePath = "switchboard.db"
+	// A neutral name that says what the bot is.
+	defaultAgentName = "Switchboard"
+	// Servers usually run in UTC; operators set their own zone explicitly.
+	defaultTimezone = "UTC"
+	// Generous for real multi-tool work, yet stops a model stuck in a tool
+	// loop before it burns much money.
+	defaultMaxSteps = 50
+	// Model calls dominate a turn, so a few in parallel keep chats responsive
+	// without tripping the provider's rate limits.
+	defaultMaxConcurrentTurns = 4
+	// Long enough for 50 steps of slow tools, short enough that a stuck turn
+	// releases its chat the same day.
+	defaultTurnTimeout = 10 * time.Minute
+	// About 12k tokens: a whole web page or log tail fits, a runaway dump
+	// does not fill the context window.
+	defaultToolResultMaxChars = 50000
+	// The name the console user gets in the store and in the prompt.
+	defaultConsoleUser = "local"
+	// Telegram's public Bot API server; override it for a local server or a fake.
+	defaultTelegramEndpoint = "https://api.telegram.org"
+	// Long-poll length: Telegram answers at once when there is news, so a
+	// longer poll only means fewer idle requests. 30s stays under common
+	// proxy idle timeouts.
+	defaultPollTimeout = 30 * time.Second
+	// The API version discordgo speaks.
+	defaultDiscordAPIBase = "https://discord.com/api/v9"
+	// Relative to the working directory, next to the database.
+	defaultSkillsDir = "skills"
+	// Loopback only, so a fresh install exposes nothing to the network and
+	// needs no token.
+	defaultHTTPListen = "127.0.0.1:8080"
+	// Info shows start-up, connections and errors without per-message noise.
+	defaultLogLevel = "info"
+	// Text reads well in a terminal; choose json for a log collector.
+	defaultLogFormat = "text"
+)
+
+// Default returns the built-in defaults. It has no model and no secrets, so
+// it does not pass Validate on its own; Load adds those from the environment.
+// Settings without a default (api_key, model, system_prompt, tokens, allow
+// lists, gateway_url, the token budgets, max_output_tokens) are zero.
+func Default() *Config {
+	return &Config{
+		LLM: LLM{
+			BaseURL:        defaultBaseURL,
+			ContextWindow:  defaultContextWindow,
+			MaxRetries:     defaultMaxRetries,
+			RequestTimeout: defaultRequestTimeout,
+		},
+		Store: Store{Path: defaultStorePath},
+		Agent: Agent{
+			Name:               defaultAgentName,
+			Timezone:           defaultTimezone,
+			MaxSteps:           defaultMaxSteps,
+			MaxConcurrentTurns: defaultMaxConcurrentTurns,
+			TurnTimeout:        defaultTurnTimeout,
+			ToolResultMaxChars: defaultToolResultMaxChars,
+		},
+		Channels: Channels{
+			Console: Console{User: defaultConsoleUser},
+			Telegram: Telegram{
+				APIEndpoint: defaultTelegramEndpoint,
+				PollTimeout: defaultPollTimeout,
+			},
+			Discord: Discord{APIBase: defaultDiscordAPIBase},
+		},
+		Skills: Skills{Dir: defaultSkillsDir},
+		HTTP:   HTTP{Listen: defaultHTTPListen},
+		Log:    Log{Level: defaultLogLevel, Format: defaultLogFormat},
+	}
+}
+
+// source records where a loaded Config's values came from.
+type source struct {
+	file  string
+	lines map[string]int    // key path ("llm.model", "channels.telegram.allow_users[1]") → line
+	env   map[string]string // key path → environment variable it was taken from
+}
+
+// where returns the file and line at which key was set, if it was set in a file.
+func (s *source) where(key string) (string, int) {
+	if s == nil {
+		return "", 0
+	}
+	line := s.lines[key]
+	if line == 0 {
+		return "", 0
+	}
+	return s.file, line
+}
+
+// fromEnv returns the environment variable key was taken from, if any.
+func (s *source) fromEnv(key string) string {
+	if s == nil {
+		return ""
+	}
+	return s.env[key]
+}

@@ -1,0 +1,110 @@
+package config
+
+import (
+	"cmp"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// redactedMark replaces secrets in Redacted output.
+const redactedMark = "***"
+
+// secretFields returns pointers to the settings that hold secrets.
+func (c *Config) secretFields() []*string {
+	return []*string{
+		&c.LLM.APIKey,
+		&c.Channels.Telegram.Token,
+		&c.Channels.Discord.Token,
+		&c.HTTP.Token,
+	}
+}
+
+// urlFields returns pointers to the settings that hold URLs, which may carry
+// a password (https://user:password@host).
+func (c *Config) urlFields() []*string {
+	return []*string{
+		&c.LLM.BaseURL,
+		&c.Channels.Telegram.APIEndpoint,
+		&c.Channels.Discord.APIBase,
+		&c.Channels.Discord.GatewayURL,
+	}
+}
+
+// Redacted returns a deep copy of c with every non-empty secret replaced by
+// "***" and passwords in URLs masked, safe to print (`switchboard check`).
+// Empty secrets stay empty, so the output still shows which are unset.
+func (c *Config) Redacted() *Config {
+	if c == nil {
+		return nil
+	}
+	r := *c
+	r.LLM.FallbackModels = slices.Clone(c.LLM.FallbackModels)
+	r.Channels.Telegram.AllowUsers = slices.Clone(c.Channels.Telegram.AllowUsers)
+	r.Channels.Discord.AllowUsers = slices.Clone(c.Channels.Discord.AllowUsers)
+	r.Channels.Discord.AllowGuilds = slices.Clone(c.Channels.Discord.AllowGuilds)
+	r.Channels.Discord.AllowChannels = slices.Clone(c.Channels.Discord.AllowChannels)
+	for _, p := range r.secretFields() {
+		if *p != "" {
+			*p = redactedMark
+		}
+	}
+	for _, p := range r.urlFields() {
+		*p = redactURL(*p)
+	}
+	return &r
+}
+
+// Secrets returns every non-empty secret value, including passwords in URLs,
+// without duplicates and longest first, so a log redactor that replaces them
+// in order never leaves the tail of a longer secret that contains a shorter
+// one.
+func (c *Config) Secrets() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range c.secretFields() {
+		out = append(out, *p)
+	}
+	for _, p := range c.urlFields() {
+		out = append(out, urlPassword(*p))
+	}
+	out = slices.DeleteFunc(out, func(s string) bool { return s == "" })
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(b), len(a)), cmp.Compare(a, b))
+	})
+	return slices.Compact(out)
+}
+
+func urlPassword(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	p, _ := u.User.Password()
+	return p
+}
+
+// redactURL masks the password in a URL; other strings are returned as is.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, ok := u.User.Password(); !ok {
+		return s
+	}
+	user := url.User(u.User.Username()).String()
+	u.User = nil
+	// url.URL.String would escape the mask to %2A%2A%2A.
+	prefix := "//"
+	if u.Scheme != "" {
+		prefix = u.Scheme + ":" + prefix
+	}
+	rest, ok := strings.CutPrefix(u.String(), prefix)
+	if !ok {
+		return redactedMark // an odd shape; hide all of it rather than leak
+	}
+	return prefix + user + ":" + redactedMark + "@" + rest
+}

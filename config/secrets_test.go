@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// secretConfig has every secret set, one of them twice, and a password in a URL.
+func secretConfig() *Config {
+	c := validConfig()
+	c.LLM.APIKey = "sk-live-abcdef"
+	c.LLM.BaseURL = "https://proxy-user:proxy-pass@llm.example.com/v1"
+	c.LLM.FallbackModels = []string{"small"}
+	c.Channels.Telegram.Token = "123456:telegram-token"
+	c.Channels.Telegram.AllowUsers = []string{"@alice"}
+	c.Channels.Discord.Token = "discord-token"
+	c.HTTP.Token = "sk-live-abcdef" // the same value twice
+	return c
+}
+
+func TestSecrets(t *testing.T) {
+	got := secretConfig().Secrets()
+	want := []string{"123456:telegram-token", "sk-live-abcdef", "discord-token", "proxy-pass"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Secrets() = %q, want %q (longest first, no duplicates)", got, want)
+	}
+	if got := validConfig().Secrets(); len(got) != 0 {
+		t.Errorf("Secrets() without secrets = %q, want none", got)
+	}
+}
+
+func TestRedactedHidesSecrets(t *testing.T) {
+	c := secretConfig()
+	secrets := c.Secrets()
+	r := c.Redacted()
+
+	for name, got := range map[string]string{
+		"llm.api_key":             r.LLM.APIKey,
+		"channels.telegram.token": r.Channels.Telegram.Token,
+		"channels.discord.token":  r.Channels.Discord.Token,
+		"http.token":              r.HTTP.Token,
+	} {
+		if got != "***" {
+			t.Errorf("%s = %q, want ***", name, got)
+		}
+	}
+	if want := "https://proxy-user:***@llm.example.com/v1"; r.LLM.BaseURL != want {
+		t.Errorf("llm.base_url = %q, want %q", r.LLM.BaseURL, want)
+	}
+
+	// Nothing secret survives in any rendering `check` might use.
+	out, err := yaml.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rendering := range []string{string(out), fmt.Sprintf("%+v", *r)} {
+		for _, s := range secrets {
+			if strings.Contains(rendering, s) {
+				t.Errorf("redacted output contains secret %q:\n%s", s, rendering)
+			}
+		}
+	}
+
+	// The original is untouched, and the copy shares no lists with it.
+	if c.LLM.APIKey != "sk-live-abcdef" || c.LLM.BaseURL != "https://proxy-user:proxy-pass@llm.example.com/v1" {
+		t.Errorf("Redacted changed the original: %+v", c.LLM)
+	}
+	r.Channels.Telegram.AllowUsers[0] = "@mallory"
+	r.LLM.FallbackModels[0] = "changed"
+	if c.Channels.Telegram.AllowUsers[0] != "@alice" || c.LLM.FallbackModels[0] != "small" {
+		t.Error("Redacted shares list storage with the original")
+	}
+	if r.Agent != c.Agent || r.Log != c.Log || r.LLM.Model != c.LLM.Model {
+		t.Error("Redacted changed settings that are not secret")
+	}
+}
+
+func TestRedactedKeepsEmptySecretsEmpty(t *testing.T) {
+	r := validConfig().Redacted()
+	for name, got := range map[string]string{
+		"llm.api_key": r.LLM.APIKey, "channels.telegram.token": r.Channels.Telegram.Token,
+		"channels.discord.token": r.Channels.Discord.Token, "http.token": r.HTTP.Token,
+	} {
+		if got != "" {
+			t.Errorf("%s = %q, want empty so check shows it is unset", name, got)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://api.openai.com/v1", "https://api.openai.com/v1"},
+		{"https://user@host/v1", "https://user@host/v1"},
+		{"https://user:pw@host:8443/v1?q=1", "https://user:***@host:8443/v1?q=1"},
+		{"wss://a%40b:p%40ss@gw/", "wss://a%40b:***@gw/"},
+		{"//user:pw@host/x", "//user:***@host/x"},
+		{"not a url", "not a url"},
+	}
+	for _, tt := range tests {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestRedactedAndSecretsOnNil(t *testing.T) {
+	var c *Config
+	if c.Redacted() != nil || c.Secrets() != nil || c.Warnings() != nil {
+		t.Error("nil Config: want nil results")
+	}
+}

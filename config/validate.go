@@ -1,0 +1,217 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Validate reports every setting that is wrong on its own or together with
+// others, joined with errors.Join. Each problem is an *Error naming the key,
+// the file and line when it was set in a file, and what to do about it.
+//
+// Settings of a disabled channel are not checked, so a half-filled telegram
+// or discord section does not block a gateway that does not use it.
+func (c *Config) Validate() error {
+	if c == nil {
+		return &Error{Msg: "no configuration"}
+	}
+	v := &checker{src: c.src}
+
+	// llm
+	v.httpURL("llm.base_url", c.LLM.BaseURL, "https://api.openai.com/v1")
+	if strings.TrimSpace(c.LLM.Model) == "" {
+		v.add("llm.model", "must not be empty; set it or OPENAI_MODEL")
+	}
+	v.positive("llm.context_window", c.LLM.ContextWindow, "the model's context size in tokens, such as 128000")
+	for i, m := range c.LLM.FallbackModels {
+		if strings.TrimSpace(m) == "" {
+			v.add(fmt.Sprintf("llm.fallback_models[%d]", i), "must not be empty; remove the entry or name a model")
+		}
+	}
+	v.notNegative("llm.max_retries", c.LLM.MaxRetries, "0 disables retries")
+	v.positiveDuration("llm.request_timeout", c.LLM.RequestTimeout, "180s")
+	v.notNegative("llm.max_output_tokens", c.LLM.MaxOutputTokens, "0 leaves the limit to the server")
+	if c.LLM.MaxOutputTokens > 0 && c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
+		v.add("llm.max_output_tokens", fmt.Sprintf("must be less than llm.context_window (%d), or no room is left for the prompt; lower it, or set 0 to leave it to the server", c.LLM.ContextWindow))
+	}
+
+	// store, agent, skills
+	v.notEmpty("store.path", c.Store.Path, `a file name for the SQLite database, such as "switchboard.db"`)
+	v.notEmpty("agent.name", c.Agent.Name, `the name the bot goes by, such as "Switchboard"`)
+	if tz := c.Agent.Timezone; tz == "" {
+		v.add("agent.timezone", `must not be empty; set an IANA zone such as "Europe/Berlin", or "UTC"`)
+	} else if _, err := time.LoadLocation(tz); err != nil {
+		v.add("agent.timezone", fmt.Sprintf(`unknown time zone %q; use an IANA name such as "Europe/Berlin" or "America/New_York", or "UTC"`, tz))
+	}
+	v.positive("agent.max_steps", c.Agent.MaxSteps, "the model calls allowed in one turn, such as 50")
+	v.positive("agent.max_concurrent_turns", c.Agent.MaxConcurrentTurns, "such as 4")
+	v.positiveDuration("agent.turn_timeout", c.Agent.TurnTimeout, "10m")
+	v.positive("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, "such as 50000")
+	v.notNegative("agent.turn_token_budget", c.Agent.TurnTokenBudget, "0 means unlimited")
+	v.notNegative("agent.user_daily_token_budget", c.Agent.UserDailyTokenBudget, "0 means unlimited")
+	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "skills" (it may be empty)`)
+
+	// channels
+	v.notEmpty("channels.console.user", c.Channels.Console.User, `your name in "switchboard chat", such as "local"`)
+	if tg := c.Channels.Telegram; tg.Enabled {
+		v.token("channels.telegram", tg.Token, "TELEGRAM_BOT_TOKEN")
+		v.httpURL("channels.telegram.api_endpoint", tg.APIEndpoint, "https://api.telegram.org")
+		v.positiveDuration("channels.telegram.poll_timeout", tg.PollTimeout, "30s")
+		for i, u := range tg.AllowUsers {
+			if !telegramUser.MatchString(u) {
+				hint := "the numeric id"
+				if telegramName.MatchString(u) {
+					hint = fmt.Sprintf("%q or the numeric id", "@"+u)
+				}
+				v.add(fmt.Sprintf("channels.telegram.allow_users[%d]", i), fmt.Sprintf("%q is neither a numeric user id nor an @username; write %s", u, hint))
+			}
+		}
+	}
+	if dc := c.Channels.Discord; dc.Enabled {
+		v.token("channels.discord", dc.Token, "DISCORD_BOT_TOKEN")
+		v.httpURL("channels.discord.api_base", dc.APIBase, "https://discord.com/api/v9")
+		if dc.GatewayURL != "" {
+			v.url("channels.discord.gateway_url", dc.GatewayURL, []string{"ws", "wss"}, "wss://gateway.discord.gg, or leave it empty to ask the API")
+		}
+		v.snowflakes("channels.discord.allow_users", dc.AllowUsers, "Copy User ID")
+		v.snowflakes("channels.discord.allow_guilds", dc.AllowGuilds, "Copy Server ID")
+		v.snowflakes("channels.discord.allow_channels", dc.AllowChannels, "Copy Channel ID")
+	}
+
+	// http
+	if listen := c.HTTP.Listen; listen != "" {
+		host, port, err := net.SplitHostPort(listen)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 0 || p > 65535 {
+			v.add("http.listen", fmt.Sprintf(`%q is not host:port; write it like "127.0.0.1:8080", or leave it empty to disable the HTTP API`, listen))
+		} else if !isLoopback(host) && c.HTTP.Token == "" {
+			v.add("http.token", fmt.Sprintf(`required when http.listen (%q) is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`, listen))
+		}
+	}
+
+	// log
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, "text", "json")
+
+	return joinErrors(v.errs)
+}
+
+// Warnings returns notes about settings that are valid but probably not what
+// the operator wants, such as an enabled channel that admits nobody. Each
+// starts with the file and line when known.
+func (c *Config) Warnings() []string {
+	if c == nil {
+		return nil
+	}
+	var notes []string
+	// note positions a warning at key, or else at fallback, when they were
+	// set in a file.
+	note := func(key, fallback, msg string) {
+		file, line := c.src.where(key)
+		if line == 0 {
+			file, line = c.src.where(fallback)
+		}
+		notes = append(notes, (&Error{File: file, Line: line, Key: key, Msg: key + " " + msg}).Error())
+	}
+	if tg := c.Channels.Telegram; tg.Enabled && len(tg.AllowUsers) == 0 {
+		note("channels.telegram.allow_users", "channels.telegram.enabled", "is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames")
+	}
+	if dc := c.Channels.Discord; dc.Enabled && len(dc.AllowUsers) == 0 {
+		note("channels.discord.allow_users", "channels.discord.enabled", "is empty, so the bot admits nobody on Discord; add user ids")
+	}
+	if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
+		note("llm.api_key", "llm.api_key", "is empty, but api.openai.com requires one; set it or OPENAI_API_KEY")
+	}
+	return notes
+}
+
+var (
+	telegramUser = regexp.MustCompile(`^([0-9]+|@[A-Za-z0-9_]+)$`)
+	telegramName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	snowflake    = regexp.MustCompile(`^[0-9]+$`)
+)
+
+// checker collects validation problems.
+type checker struct {
+	src  *source
+	errs []*Error
+}
+
+// add records a problem with key; msg says what is wrong and what to do.
+func (v *checker) add(key, msg string) {
+	file, line := v.src.where(key)
+	msg = key + ": " + msg
+	if env := v.src.fromEnv(key); env != "" {
+		msg += " (the value comes from " + env + ")"
+	}
+	v.errs = append(v.errs, &Error{File: file, Line: line, Key: key, Msg: msg})
+}
+
+func (v *checker) notEmpty(key, val, what string) {
+	if strings.TrimSpace(val) == "" {
+		v.add(key, "must not be empty; set it to "+what)
+	}
+}
+
+func (v *checker) positive(key string, n int, what string) {
+	if n <= 0 {
+		v.add(key, fmt.Sprintf("must be a positive number, got %d; set it to %s", n, what))
+	}
+}
+
+func (v *checker) notNegative(key string, n int, zero string) {
+	if n < 0 {
+		v.add(key, fmt.Sprintf("must not be negative, got %d (%s)", n, zero))
+	}
+}
+
+func (v *checker) positiveDuration(key string, d time.Duration, example string) {
+	if d <= 0 {
+		v.add(key, fmt.Sprintf("must be a positive duration, got %s; set it to something like %q", d, example))
+	}
+}
+
+func (v *checker) oneOf(key, val string, allowed ...string) {
+	if !slices.Contains(allowed, val) {
+		v.add(key, fmt.Sprintf("%q is not one of %s", val, strings.Join(allowed, ", ")))
+	}
+}
+
+func (v *checker) token(section, token, env string) {
+	if token == "" {
+		v.add(section+".token", fmt.Sprintf("required when %s.enabled is true; set it or %s", section, env))
+	}
+}
+
+func (v *checker) httpURL(key, val, example string) {
+	v.url(key, val, []string{"http", "https"}, example)
+}
+
+func (v *checker) url(key, val string, schemes []string, example string) {
+	u, err := url.Parse(val)
+	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
+		v.add(key, fmt.Sprintf("%q is not a %s URL; write it like %s", redactURL(val), strings.Join(schemes, " or "), example))
+	}
+}
+
+func (v *checker) snowflakes(key string, ids []string, how string) {
+	for i, id := range ids {
+		if !snowflake.MatchString(id) {
+			v.add(fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%q is not a Discord id; use the numeric id (Developer Mode, then %s)", id, how))
+		}
+	}
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

@@ -1,0 +1,247 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   []string // nil: valid
+	}{
+		{"valid", func(*Config) {}, nil},
+
+		// llm
+		{"base_url scheme", func(c *Config) { c.LLM.BaseURL = "ftp://example.com" },
+			[]string{`llm.base_url: "ftp://example.com" is not a http or https URL; write it like https://api.openai.com/v1`}},
+		{"base_url without host", func(c *Config) { c.LLM.BaseURL = "api.openai.com/v1" },
+			[]string{`llm.base_url: "api.openai.com/v1" is not a http or https URL; write it like https://api.openai.com/v1`}},
+		{"base_url password is not printed", func(c *Config) { c.LLM.BaseURL = "ftp://u:hunter2@example.com" },
+			[]string{`llm.base_url: "ftp://u:***@example.com" is not a http or https URL; write it like https://api.openai.com/v1`}},
+		{"base_url http", func(c *Config) { c.LLM.BaseURL = "http://localhost:11434/v1" }, nil},
+		{"model empty", func(c *Config) { c.LLM.Model = " " },
+			[]string{"llm.model: must not be empty; set it or OPENAI_MODEL"}},
+		{"context_window zero", func(c *Config) { c.LLM.ContextWindow = 0 },
+			[]string{"llm.context_window: must be a positive number, got 0; set it to the model's context size in tokens, such as 128000"}},
+		{"fallback model empty", func(c *Config) { c.LLM.FallbackModels = []string{"a", ""} },
+			[]string{"llm.fallback_models[1]: must not be empty; remove the entry or name a model"}},
+		{"max_retries negative", func(c *Config) { c.LLM.MaxRetries = -1 },
+			[]string{"llm.max_retries: must not be negative, got -1 (0 disables retries)"}},
+		{"max_retries zero", func(c *Config) { c.LLM.MaxRetries = 0 }, nil},
+		{"request_timeout zero", func(c *Config) { c.LLM.RequestTimeout = 0 },
+			[]string{`llm.request_timeout: must be a positive duration, got 0s; set it to something like "180s"`}},
+		{"max_output_tokens negative", func(c *Config) { c.LLM.MaxOutputTokens = -5 },
+			[]string{"llm.max_output_tokens: must not be negative, got -5 (0 leaves the limit to the server)"}},
+		{"max_output_tokens fills the window", func(c *Config) { c.LLM.ContextWindow = 1000; c.LLM.MaxOutputTokens = 1000 },
+			[]string{"llm.max_output_tokens: must be less than llm.context_window (1000), or no room is left for the prompt; lower it, or set 0 to leave it to the server"}},
+		{"max_output_tokens fits", func(c *Config) { c.LLM.MaxOutputTokens = 4096 }, nil},
+
+		// store, agent, skills
+		{"store.path empty", func(c *Config) { c.Store.Path = "" },
+			[]string{`store.path: must not be empty; set it to a file name for the SQLite database, such as "switchboard.db"`}},
+		{"agent.name empty", func(c *Config) { c.Agent.Name = "" },
+			[]string{`agent.name: must not be empty; set it to the name the bot goes by, such as "Switchboard"`}},
+		{"timezone empty", func(c *Config) { c.Agent.Timezone = "" },
+			[]string{`agent.timezone: must not be empty; set an IANA zone such as "Europe/Berlin", or "UTC"`}},
+		{"timezone unknown", func(c *Config) { c.Agent.Timezone = "Mars/Olympus_Mons" },
+			[]string{`agent.timezone: unknown time zone "Mars/Olympus_Mons"; use an IANA name such as "Europe/Berlin" or "America/New_York", or "UTC"`}},
+		{"timezone IANA", func(c *Config) { c.Agent.Timezone = "Pacific/Chatham" }, nil},
+		{"max_steps zero", func(c *Config) { c.Agent.MaxSteps = 0 },
+			[]string{"agent.max_steps: must be a positive number, got 0; set it to the model calls allowed in one turn, such as 50"}},
+		{"max_concurrent_turns negative", func(c *Config) { c.Agent.MaxConcurrentTurns = -1 },
+			[]string{"agent.max_concurrent_turns: must be a positive number, got -1; set it to such as 4"}},
+		{"turn_timeout negative", func(c *Config) { c.Agent.TurnTimeout = -time.Second },
+			[]string{`agent.turn_timeout: must be a positive duration, got -1s; set it to something like "10m"`}},
+		{"tool_result_max_chars zero", func(c *Config) { c.Agent.ToolResultMaxChars = 0 },
+			[]string{"agent.tool_result_max_chars: must be a positive number, got 0; set it to such as 50000"}},
+		{"turn_token_budget negative", func(c *Config) { c.Agent.TurnTokenBudget = -1 },
+			[]string{"agent.turn_token_budget: must not be negative, got -1 (0 means unlimited)"}},
+		{"user_daily_token_budget negative", func(c *Config) { c.Agent.UserDailyTokenBudget = -1 },
+			[]string{"agent.user_daily_token_budget: must not be negative, got -1 (0 means unlimited)"}},
+		{"budgets set", func(c *Config) { c.Agent.TurnTokenBudget = 10000; c.Agent.UserDailyTokenBudget = 1e6 }, nil},
+		{"skills.dir empty", func(c *Config) { c.Skills.Dir = "" },
+			[]string{`skills.dir: must not be empty; set it to a directory of skill files, such as "skills" (it may be empty)`}},
+
+		// channels
+		{"console.user empty", func(c *Config) { c.Channels.Console.User = "" },
+			[]string{`channels.console.user: must not be empty; set it to your name in "switchboard chat", such as "local"`}},
+		{"telegram without token", func(c *Config) { c.Channels.Telegram.Enabled = true },
+			[]string{"channels.telegram.token: required when channels.telegram.enabled is true; set it or TELEGRAM_BOT_TOKEN"}},
+		{"telegram complete", func(c *Config) {
+			c.Channels.Telegram = Telegram{Enabled: true, Token: "1:x", APIEndpoint: "http://127.0.0.1:9", AllowUsers: []string{"123", "@bob_1"}, PollTimeout: time.Second}
+		}, nil},
+		{"telegram bad fields", func(c *Config) {
+			c.Channels.Telegram = Telegram{Enabled: true, Token: "1:x", APIEndpoint: "telegram", AllowUsers: []string{"bob", "12ab", ""}}
+		}, []string{
+			`channels.telegram.api_endpoint: "telegram" is not a http or https URL; write it like https://api.telegram.org`,
+			`channels.telegram.poll_timeout: must be a positive duration, got 0s; set it to something like "30s"`,
+			`channels.telegram.allow_users[0]: "bob" is neither a numeric user id nor an @username; write "@bob" or the numeric id`,
+			`channels.telegram.allow_users[1]: "12ab" is neither a numeric user id nor an @username; write the numeric id`,
+			`channels.telegram.allow_users[2]: "" is neither a numeric user id nor an @username; write the numeric id`,
+		}},
+		{"telegram disabled is not checked", func(c *Config) {
+			c.Channels.Telegram = Telegram{APIEndpoint: "junk", AllowUsers: []string{"junk"}}
+		}, nil},
+		{"discord without token", func(c *Config) { c.Channels.Discord.Enabled = true },
+			[]string{"channels.discord.token: required when channels.discord.enabled is true; set it or DISCORD_BOT_TOKEN"}},
+		{"discord complete", func(c *Config) {
+			c.Channels.Discord = Discord{Enabled: true, Token: "t", APIBase: "https://discord.com/api/v9", GatewayURL: "wss://gateway.discord.gg",
+				AllowUsers: []string{"80351110224678912"}, AllowGuilds: []string{"1"}, AllowChannels: []string{"2"}}
+		}, nil},
+		{"discord bad fields", func(c *Config) {
+			c.Channels.Discord = Discord{Enabled: true, Token: "t", APIBase: "discord.com", GatewayURL: "https://gateway.discord.gg",
+				AllowUsers: []string{"bob#1234"}, AllowGuilds: []string{"my server"}, AllowChannels: []string{"#general"}}
+		}, []string{
+			`channels.discord.api_base: "discord.com" is not a http or https URL; write it like https://discord.com/api/v9`,
+			`channels.discord.gateway_url: "https://gateway.discord.gg" is not a ws or wss URL; write it like wss://gateway.discord.gg, or leave it empty to ask the API`,
+			`channels.discord.allow_users[0]: "bob#1234" is not a Discord id; use the numeric id (Developer Mode, then Copy User ID)`,
+			`channels.discord.allow_guilds[0]: "my server" is not a Discord id; use the numeric id (Developer Mode, then Copy Server ID)`,
+			`channels.discord.allow_channels[0]: "#general" is not a Discord id; use the numeric id (Developer Mode, then Copy Channel ID)`,
+		}},
+		{"discord disabled is not checked", func(c *Config) { c.Channels.Discord = Discord{APIBase: "junk"} }, nil},
+
+		// http
+		{"listen disabled", func(c *Config) { c.HTTP.Listen = "" }, nil},
+		{"listen localhost", func(c *Config) { c.HTTP.Listen = "localhost:8080" }, nil},
+		{"listen IPv6 loopback", func(c *Config) { c.HTTP.Listen = "[::1]:8080" }, nil},
+		{"listen 127.0.0.2", func(c *Config) { c.HTTP.Listen = "127.0.0.2:8080" }, nil},
+		{"listen not host:port", func(c *Config) { c.HTTP.Listen = "8080" },
+			[]string{`http.listen: "8080" is not host:port; write it like "127.0.0.1:8080", or leave it empty to disable the HTTP API`}},
+		{"listen port out of range", func(c *Config) { c.HTTP.Listen = "127.0.0.1:99999" },
+			[]string{`http.listen: "127.0.0.1:99999" is not host:port; write it like "127.0.0.1:8080", or leave it empty to disable the HTTP API`}},
+		{"listen all interfaces without token", func(c *Config) { c.HTTP.Listen = ":8080" },
+			[]string{`http.token: required when http.listen (":8080") is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`}},
+		{"listen public without token", func(c *Config) { c.HTTP.Listen = "0.0.0.0:8080" },
+			[]string{`http.token: required when http.listen ("0.0.0.0:8080") is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`}},
+		{"listen hostname without token", func(c *Config) { c.HTTP.Listen = "gateway.internal:8080" },
+			[]string{`http.token: required when http.listen ("gateway.internal:8080") is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`}},
+		{"listen public with token", func(c *Config) { c.HTTP.Listen = ":8080"; c.HTTP.Token = "secret" }, nil},
+
+		// log
+		{"log level", func(c *Config) { c.Log.Level = "INFO" },
+			[]string{`log.level: "INFO" is not one of debug, info, warn, error`}},
+		{"log format", func(c *Config) { c.Log.Format = "xml" },
+			[]string{`log.format: "xml" is not one of text, json`}},
+		{"log debug json", func(c *Config) { c.Log.Level = "debug"; c.Log.Format = "json" }, nil},
+
+		{"every problem is reported", func(c *Config) {
+			c.LLM.Model = ""
+			c.Agent.MaxSteps = 0
+			c.Log.Format = "xml"
+		}, []string{
+			"llm.model: must not be empty; set it or OPENAI_MODEL",
+			"agent.max_steps: must be a positive number, got 0; set it to the model calls allowed in one turn, such as 50",
+			`log.format: "xml" is not one of text, json`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.change(c)
+			err := c.Validate()
+			if got := messages(t, err); !slices.Equal(got, tt.want) {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+			for _, p := range problems(t, err) {
+				if p.Key == "" {
+					t.Errorf("problem %q names no key", p.Msg)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateNamesFileLineAndSource(t *testing.T) {
+	cfg := mustLoad(t, doc(
+		"llm:",
+		`  model: ""`,
+		"agent:",
+		"  max_steps: 0",
+		"channels:",
+		"  telegram:",
+		"    enabled: true",
+		"    allow_users: [\"@ok\", bob]",
+	), map[string]string{"OPENAI_BASE_URL": "ftp://proxy"})
+	err := cfg.Validate()
+	want := []string{
+		"config.yaml:2: llm.model: must not be empty; set it or OPENAI_MODEL",
+		"config.yaml:4: agent.max_steps: must be a positive number, got 0; set it to the model calls allowed in one turn, such as 50",
+		`config.yaml:8: channels.telegram.allow_users[1]: "bob" is neither a numeric user id nor an @username; write "@bob" or the numeric id`,
+		`llm.base_url: "ftp://proxy" is not a http or https URL; write it like https://api.openai.com/v1 (the value comes from OPENAI_BASE_URL)`,
+		"channels.telegram.token: required when channels.telegram.enabled is true; set it or TELEGRAM_BOT_TOKEN",
+	}
+	if got := messages(t, err); !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "llm.model" || ce.Line != 2 {
+		t.Errorf("errors.As = %+v, want the llm.model problem at line 2", ce)
+	}
+}
+
+func TestValidateNil(t *testing.T) {
+	var c *Config
+	var ce *Error
+	if err := c.Validate(); !errors.As(err, &ce) {
+		t.Errorf("nil Config: Validate = %v, want a *Error", err)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   []string
+	}{
+		{"none", func(*Config) {}, nil},
+		{"disabled channels admit nobody quietly", func(c *Config) { c.Channels.Telegram.Token = "x" }, nil},
+		{"telegram admits nobody", func(c *Config) { c.Channels.Telegram.Enabled = true },
+			[]string{"channels.telegram.allow_users is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames"}},
+		{"telegram admits someone", func(c *Config) {
+			c.Channels.Telegram.Enabled = true
+			c.Channels.Telegram.AllowUsers = []string{"@bob"}
+		}, nil},
+		{"discord admits nobody", func(c *Config) {
+			c.Channels.Discord.Enabled = true
+			c.Channels.Discord.AllowGuilds = []string{"1"}
+		}, []string{"channels.discord.allow_users is empty, so the bot admits nobody on Discord; add user ids"}},
+		{"openai without key", func(c *Config) { c.LLM.APIKey = "" },
+			[]string{"llm.api_key is empty, but api.openai.com requires one; set it or OPENAI_API_KEY"}},
+		{"local server without key", func(c *Config) { c.LLM.APIKey = ""; c.LLM.BaseURL = "http://localhost:11434/v1" }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			c.LLM.APIKey = "sk-test"
+			tt.change(c)
+			if got := c.Warnings(); !slices.Equal(got, tt.want) {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWarningsNameFileAndLine(t *testing.T) {
+	cfg := mustLoad(t, doc(
+		"llm:",
+		"  model: m",
+		"  api_key: sk",
+		"channels:",
+		"  telegram:",
+		"    enabled: true",
+		"  discord:",
+		"    enabled: true",
+		"    allow_users: []",
+	), nil)
+	want := []string{
+		"config.yaml:6: channels.telegram.allow_users is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames",
+		"config.yaml:9: channels.discord.allow_users is empty, so the bot admits nobody on Discord; add user ids",
+	}
+	if got := cfg.Warnings(); !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}

@@ -1,0 +1,567 @@
+package llm
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Config configures a Client. Zero values take the documented defaults.
+type Config struct {
+	BaseURL string // e.g. "https://api.openai.com/v1"
+	APIKey  string // sent as a bearer token; redacted from every error and log line
+	Model   string
+	// FallbackModels are tried in order after Model fails with an error other
+	// than a context-length, authentication or cancellation error, once its
+	// retries are exhausted, and only if nothing of the call was streamed to
+	// onDelta yet.
+	FallbackModels []string
+	// MaxRetries is the number of retries per model on 429, 5xx, timeouts
+	// and transport errors. 0 means the default, 3; negative means none.
+	MaxRetries int
+	// MaxRetryWait bounds the total time one Complete call spends waiting
+	// between retries (across models); a wait that would exceed it ends the
+	// call with the last error instead. Default 60s.
+	MaxRetryWait time.Duration
+	// RequestTimeout bounds one attempt, stream included. Default 180s: long
+	// answers from slow models stream for minutes.
+	RequestTimeout time.Duration
+	HTTPClient     *http.Client // default: a client on http.DefaultTransport without an overall timeout
+	Logger         *slog.Logger // default: discard
+	// Sleep waits between retries; tests inject one. Default: a timer that
+	// returns ctx.Err() when ctx ends first.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Rand returns the jitter in [0,1); tests inject one. Default math/rand/v2.
+	Rand func() float64
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxRetries     = 3
+	DefaultMaxRetryWait   = 60 * time.Second
+	DefaultRequestTimeout = 180 * time.Second
+
+	backoffBase = 500 * time.Millisecond
+	backoffCap  = 20 * time.Second
+)
+
+// Client calls one OpenAI-compatible chat completions endpoint. It is safe
+// for concurrent use.
+type Client struct {
+	cfg     Config
+	api     *openai.Client
+	log     *slog.Logger
+	redact  redactor
+	retries int
+	now     func() time.Time
+
+	// noStreamOptions is set once the server rejected stream_options; later
+	// calls leave it out (and get no usage).
+	noStreamOptions atomic.Bool
+}
+
+// New validates cfg and returns a client. Errors name the offending field.
+func New(cfg Config) (*Client, error) {
+	red := redactor(cfg.APIKey)
+	var problems []error
+	if cfg.BaseURL == "" {
+		problems = append(problems, errors.New("llm: config: BaseURL is empty"))
+	} else if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		problems = append(problems, fmt.Errorf("llm: config: BaseURL %q is not an http(s) URL with a host", red.String(cfg.BaseURL)))
+	}
+	if strings.TrimSpace(cfg.Model) == "" {
+		problems = append(problems, errors.New("llm: config: Model is empty"))
+	}
+	for i, m := range cfg.FallbackModels {
+		if strings.TrimSpace(m) == "" {
+			problems = append(problems, fmt.Errorf("llm: config: FallbackModels[%d] is empty", i))
+		}
+	}
+	if cfg.MaxRetryWait < 0 {
+		problems = append(problems, errors.New("llm: config: MaxRetryWait is negative"))
+	}
+	if cfg.RequestTimeout < 0 {
+		problems = append(problems, errors.New("llm: config: RequestTimeout is negative"))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, err
+	}
+
+	c := &Client{cfg: cfg, redact: red, now: time.Now}
+	c.cfg.FallbackModels = slices.Clone(cfg.FallbackModels)
+	switch {
+	case cfg.MaxRetries == 0:
+		c.retries = DefaultMaxRetries
+	case cfg.MaxRetries > 0:
+		c.retries = cfg.MaxRetries
+	}
+	if c.cfg.MaxRetryWait == 0 {
+		c.cfg.MaxRetryWait = DefaultMaxRetryWait
+	}
+	if c.cfg.RequestTimeout == 0 {
+		c.cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.cfg.Sleep == nil {
+		c.cfg.Sleep = sleepCtx
+	}
+	if c.cfg.Rand == nil {
+		c.cfg.Rand = rand.Float64
+	}
+	c.log = cfg.Logger
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc.HTTPClient = headerCapture{httpClient}
+	c.api = openai.NewClientWithConfig(oc)
+	return c, nil
+}
+
+// Model returns the primary model.
+func (c *Client) Model() string { return c.cfg.Model }
+
+// callState is what one Complete call carries across attempts and models.
+type callState struct {
+	onDelta  func(Delta)
+	streamed bool          // some text was handed to onDelta
+	waited   time.Duration // total wait between retries so far
+}
+
+// Complete streams one model call, handing each text fragment to onDelta
+// (which may be nil) as it arrives, and returns the assembled answer. It
+// retries and falls back as Config describes. Errors are *Error, or wrap
+// ctx.Err() when ctx ended.
+func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
+	base, err := toChatRequest(req)
+	if err != nil {
+		return Response{}, fmt.Errorf("llm: build request: %w", err)
+	}
+	if onDelta == nil {
+		onDelta = func(Delta) {}
+	}
+	call := &callState{onDelta: onDelta}
+	models := append([]string{c.cfg.Model}, c.cfg.FallbackModels...)
+	var lastErr error
+	for i, model := range models {
+		resp, err := c.completeModel(ctx, call, model, base)
+		if err == nil {
+			return resp, nil
+		}
+		lastErr = err
+		if i == len(models)-1 || !c.canFallBack(ctx, call, err) {
+			break
+		}
+		c.log.Warn("llm: falling back to the next model", "model", model, "next", models[i+1], "err", err.Error())
+	}
+	return Response{}, lastErr
+}
+
+func (c *Client) canFallBack(ctx context.Context, call *callState, err error) bool {
+	e, ok := errorsAs[*Error](err)
+	if !ok || ctx.Err() != nil || call.streamed || e.ContextLength() {
+		return false
+	}
+	// The same key goes to the same server for every model.
+	return e.Status != http.StatusUnauthorized && e.Status != http.StatusForbidden
+}
+
+// completeModel runs the attempts for one model.
+func (c *Client) completeModel(ctx context.Context, call *callState, model string, base openai.ChatCompletionRequest) (Response, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := c.attempt(ctx, call, model, base)
+		if err == nil {
+			return resp, nil
+		}
+		e, ok := errorsAs[*Error](err)
+		if !ok || !e.Retryable || call.streamed || attempt > c.retries {
+			return Response{}, err
+		}
+		wait := e.RetryAfter
+		if wait <= 0 {
+			wait = c.backoff(attempt)
+		}
+		if call.waited+wait > c.cfg.MaxRetryWait {
+			c.log.Warn("llm: giving up: retry wait exceeds the budget",
+				"model", model, "attempt", attempt, "status", e.Status, "wait", wait,
+				"waited", call.waited, "budget", c.cfg.MaxRetryWait, "err", e.Message)
+			return Response{}, err
+		}
+		level := slog.LevelWarn
+		if e.Status == http.StatusTooManyRequests {
+			level = slog.LevelInfo // expected under load; the server told us how long
+		}
+		c.log.Log(ctx, level, "llm: retrying",
+			"model", model, "attempt", attempt, "max_retries", c.retries,
+			"status", e.Status, "code", e.Code, "wait", wait, "err", e.Message)
+		if err := c.cfg.Sleep(ctx, wait); err != nil {
+			return Response{}, fmt.Errorf("llm: model %s: wait before retry: %w", model, err)
+		}
+		call.waited += wait
+	}
+}
+
+// backoff is the jittered exponential wait before retry number attempt
+// (from 1): half of min(cap, base·2^(attempt-1)) plus up to as much again.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := backoffCap
+	if attempt-1 < 16 {
+		d = min(backoffCap, backoffBase<<(attempt-1))
+	}
+	jitter := min(max(c.cfg.Rand(), 0), 1)
+	return d/2 + time.Duration(jitter*float64(d/2))
+}
+
+// attempt makes one request (two if the server rejects stream_options) and
+// reads its stream.
+func (c *Client) attempt(ctx context.Context, call *callState, model string, base openai.ChatCompletionRequest) (Response, error) {
+	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	hdr := &captured{}
+	actx = context.WithValue(actx, capturedKey{}, hdr)
+
+	req := base
+	req.Model = model
+	withOptions := !c.noStreamOptions.Load()
+	if withOptions {
+		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	stream, err := c.api.CreateChatCompletionStream(actx, req)
+	if err != nil {
+		err = c.classify(ctx, actx, model, err, hdr, false)
+		if !withOptions || !rejectsStreamOptions(err) {
+			return Response{}, err
+		}
+		c.noStreamOptions.Store(true)
+		c.log.Info("llm: server rejects stream_options; continuing without (no usage reported)", "model", model)
+		req.StreamOptions = nil
+		*hdr = captured{}
+		if stream, err = c.api.CreateChatCompletionStream(actx, req); err != nil {
+			return Response{}, c.classify(ctx, actx, model, err, hdr, false)
+		}
+	}
+	defer stream.Close()
+
+	var (
+		text   strings.Builder
+		calls  = map[int]*ToolCall{}
+		finish string
+		usage  Usage
+	)
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			hdr.finished = true
+			break
+		}
+		if err != nil {
+			return Response{}, c.classify(ctx, actx, model, err, hdr, true)
+		}
+		if u := chunk.Usage; u != nil {
+			usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		}
+		for _, ch := range chunk.Choices {
+			if ch.FinishReason != "" {
+				finish = string(ch.FinishReason)
+			}
+			if ch.Delta.Content != "" {
+				text.WriteString(ch.Delta.Content)
+				call.streamed = true
+				call.onDelta(Delta{Text: ch.Delta.Content})
+			}
+			for _, d := range ch.Delta.ToolCalls {
+				i := 0 // key by Index: ids and names come only in a call's first fragment
+				if d.Index != nil {
+					i = *d.Index
+				}
+				tc := calls[i]
+				if tc == nil {
+					tc = &ToolCall{}
+					calls[i] = tc
+				}
+				if d.ID != "" {
+					tc.ID = d.ID
+				}
+				if d.Function.Name != "" {
+					tc.Name = d.Function.Name
+				}
+				tc.Arguments += d.Function.Arguments
+			}
+		}
+	}
+
+	msg := Message{Role: RoleAssistant, Content: text.String()}
+	for _, i := range slices.Sorted(maps.Keys(calls)) {
+		tc := *calls[i]
+		if tc.ID == "" {
+			tc.ID = fmt.Sprintf("call_%d", i)
+		}
+		if strings.TrimSpace(tc.Arguments) == "" {
+			tc.Arguments = "{}"
+		}
+		msg.ToolCalls = append(msg.ToolCalls, tc)
+	}
+	return Response{Message: msg, FinishReason: finish, Usage: usage, Model: model}, nil
+}
+
+// classify turns what go-openai returned into an *Error, or into a wrapped
+// ctx.Err() when the caller's context ended.
+func (c *Client) classify(ctx, actx context.Context, model string, err error, hdr *captured, inStream bool) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("llm: model %s: %w", model, ctxErr)
+	}
+	e := &Error{Model: model, cause: c.redact.Err(err)}
+	if hdr.status >= 400 {
+		e.RetryAfter = hdr.retryAfter(c.now())
+	}
+	ae, isAPI := errorsAs[*openai.APIError](err)
+	re, isReq := errorsAs[*openai.RequestError](err)
+	switch {
+	case actx.Err() != nil:
+		e.Code = "timeout"
+		e.Message = fmt.Sprintf("attempt timed out after %s", c.cfg.RequestTimeout)
+		e.Retryable = true
+	case isAPI:
+		e.Status, e.Code, e.Message = ae.HTTPStatusCode, codeString(ae.Code), ae.Message
+		// Status 0: an error event inside a stream, i.e. the server failed
+		// while answering.
+		e.Retryable = ae.HTTPStatusCode == 0 || retryableStatus(ae.HTTPStatusCode)
+	case isReq:
+		e.Status = re.HTTPStatusCode
+		e.Message = "non-JSON error body: " + summarize(re.Body)
+		e.Retryable = retryableStatus(re.HTTPStatusCode)
+	default:
+		e.Message = err.Error()
+		e.Retryable = inStream || isTransport(err)
+	}
+	if e.ContextLength() || e.Code == "insufficient_quota" {
+		e.Retryable = false
+	}
+	e.Message = c.redact.String(e.Message)
+	return e
+}
+
+// isTransport reports whether err came from the network rather than from
+// a client-side check in go-openai.
+func isTransport(err error) bool {
+	if _, ok := errorsAs[*url.Error](err); ok {
+		return true
+	}
+	if _, ok := errorsAs[net.Error](err); ok {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+func rejectsStreamOptions(err error) bool {
+	e, ok := errorsAs[*Error](err)
+	return ok && e.Status == http.StatusBadRequest && strings.Contains(strings.ToLower(e.Message), "stream_options")
+}
+
+// codeString renders go-openai's APIError.Code, which is a string, an int,
+// or 0 when the server sent null.
+func codeString(code any) string {
+	switch v := code.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case int:
+		if v == 0 {
+			return ""
+		}
+		return strconv.Itoa(v)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// summarize shortens a non-JSON body (typically a proxy's HTML page) for an
+// error message: its <title> if it has one, else its first 200 bytes with
+// whitespace collapsed.
+func summarize(body []byte) string {
+	s := string(body)
+	if _, rest, ok := strings.Cut(s, "<title>"); ok {
+		if title, _, ok := strings.Cut(rest, "</title>"); ok {
+			s = title
+		}
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// --- Retry-After capture ----------------------------------------------------
+
+// go-openai drops the response headers of a failed stream call, so the
+// HTTP client is wrapped to record them per attempt through the request
+// context (which keeps concurrent calls apart).
+type capturedKey struct{}
+
+type captured struct {
+	finished       bool // the stream ended with [DONE]: drain the rest on close
+	status         int
+	retryAfterSecs string // Retry-After
+	retryAfterMS   string // retry-after-ms, sent by OpenAI and Azure
+}
+
+func (h *captured) retryAfter(now time.Time) time.Duration {
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(h.retryAfterMS), 64); err == nil && ms > 0 && ms < 1e9 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	return parseRetryAfter(h.retryAfterSecs, now)
+}
+
+type headerCapture struct{ c *http.Client }
+
+func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
+	resp, err := h.c.Do(req)
+	if resp != nil {
+		if hdr, ok := req.Context().Value(capturedKey{}).(*captured); ok {
+			hdr.status = resp.StatusCode
+			hdr.retryAfterSecs = resp.Header.Get("Retry-After")
+			hdr.retryAfterMS = resp.Header.Get("Retry-After-Ms")
+			resp.Body = &drainOnClose{ReadCloser: resp.Body, hdr: hdr}
+		}
+	}
+	return resp, err
+}
+
+// drainOnClose reads what is left of a finished stream (the blank line after
+// [DONE] and the chunked-encoding trailer) before closing, so that the
+// connection goes back to the pool instead of being torn down: go-openai
+// closes the body right after [DONE].
+type drainOnClose struct {
+	io.ReadCloser
+	hdr *captured
+}
+
+func (d *drainOnClose) Close() error {
+	if d.hdr.finished {
+		io.CopyN(io.Discard, d.ReadCloser, 64<<10)
+	}
+	return d.ReadCloser.Close()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// --- mapping to go-openai ---------------------------------------------------
+
+// emptySchema is the parameters schema of a tool that declares none.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+func toChatRequest(req Request) (openai.ChatCompletionRequest, error) {
+	out := openai.ChatCompletionRequest{MaxTokens: req.MaxTokens}
+	out.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages))
+	for i, m := range req.Messages {
+		om, err := toChatMessage(m)
+		if err != nil {
+			return out, fmt.Errorf("message %d (%s): %w", i, m.Role, err)
+		}
+		out.Messages = append(out.Messages, om)
+	}
+	forced := false
+	for _, t := range req.Tools {
+		if t.Name == "" {
+			return out, errors.New("tool with an empty name")
+		}
+		params := t.Parameters
+		if len(params) == 0 {
+			params = emptySchema
+		} else if !json.Valid(params) {
+			return out, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+		}
+		out.Tools = append(out.Tools, openai.Tool{
+			Type: openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{
+				Name: t.Name, Description: t.Description, Parameters: params,
+			},
+		})
+		forced = forced || t.Name == req.ForceTool
+	}
+	if req.ForceTool != "" {
+		if !forced {
+			return out, fmt.Errorf("forced tool %s is not among the offered tools", req.ForceTool)
+		}
+		out.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: req.ForceTool}}
+	}
+	return out, nil
+}
+
+func toChatMessage(m Message) (openai.ChatCompletionMessage, error) {
+	om := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
+	switch m.Role {
+	case RoleTool:
+		om.ToolCallID = m.ToolCallID // Name stays ours: the API identifies the call by id
+	default:
+		om.Name = m.Name
+	}
+	for _, tc := range m.ToolCalls {
+		args := tc.Arguments
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
+		}
+		om.ToolCalls = append(om.ToolCalls, openai.ToolCall{
+			ID: tc.ID, Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: tc.Name, Arguments: args},
+		})
+	}
+	if len(m.Images) == 0 {
+		return om, nil
+	}
+	if m.Role != RoleUser {
+		return om, errors.New("images are only supported on user messages")
+	}
+	om.Content = ""
+	if m.Content != "" {
+		om.MultiContent = append(om.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
+	}
+	for i, img := range m.Images {
+		u := img.URL
+		if len(img.Data) > 0 {
+			mime := img.MIME
+			if mime == "" {
+				mime = http.DetectContentType(img.Data)
+			}
+			u = "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
+		}
+		if u == "" {
+			return om, fmt.Errorf("image %d has neither data nor a URL", i)
+		}
+		om.MultiContent = append(om.MultiContent, openai.ChatMessagePart{
+			Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: u},
+		})
+	}
+	return om, nil
+}
