@@ -73,6 +73,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		MaxConcurrentTurns: cfg.Agent.MaxConcurrentTurns,
 		TurnTimeout:        cfg.Agent.TurnTimeout,
 		ModelName:          cfg.LLM.Model,
+		Vision:             cfg.LLM.Vision,
 		Location:           loc,
 		Logger:             log,
 	})

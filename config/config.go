@@ -35,6 +35,8 @@ type Config struct {
 	Agent    Agent    `yaml:"agent"`
 	Channels Channels `yaml:"channels"`
 	Skills   Skills   `yaml:"skills"`
+	Tools    Tools    `yaml:"tools"`
+	MCP      MCP      `yaml:"mcp"`
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
 
@@ -53,6 +55,7 @@ type LLM struct {
 	MaxRetries      int           `yaml:"max_retries"`       // retries of one request; 0 disables
 	RequestTimeout  time.Duration `yaml:"request_timeout"`   // for one model request, streaming included
 	MaxOutputTokens int           `yaml:"max_output_tokens"` // 0 leaves it to the server
+	Vision          bool          `yaml:"vision"`            // the model accepts image input
 }
 
 // Store configures the SQLite database.
@@ -110,6 +113,34 @@ type Skills struct {
 	Dir string `yaml:"dir"`
 }
 
+// Tools configures tools that touch the machine; all are off by default.
+type Tools struct {
+	Command CommandTool `yaml:"command"`
+}
+
+// CommandTool governs skill tools of kind "command".
+type CommandTool struct {
+	Enabled        bool          `yaml:"enabled"`          // off: command tools refuse to run
+	Workspace      string        `yaml:"workspace"`        // the only directory commands run in and may name paths in
+	Timeout        time.Duration `yaml:"timeout"`          // per run
+	MaxOutputChars int           `yaml:"max_output_chars"` // longer output is truncated
+}
+
+// MCP lists Model Context Protocol servers whose tools join the tool set.
+type MCP struct {
+	Servers []MCPServer `yaml:"servers"`
+}
+
+// MCPServer is one MCP server: a local command (stdio) or a URL (streamable HTTP).
+type MCPServer struct {
+	Name    string        `yaml:"name"`    // tool names are prefixed "<name>__"
+	Command []string      `yaml:"command"` // argv of a stdio server
+	Env     []string      `yaml:"env"`     // KEY=value pairs for a stdio server
+	URL     string        `yaml:"url"`     // a streamable HTTP server
+	Headers []string      `yaml:"headers"` // "Name: value" pairs for an HTTP server
+	Timeout time.Duration `yaml:"timeout"` // per call
+}
+
 // HTTP configures the HTTP API.
 type HTTP struct {
 	Listen string `yaml:"listen"` // host:port; empty disables the HTTP API
@@ -165,6 +196,15 @@ const (
 	defaultDiscordAPIBase = "https://discord.com/api/v9"
 	// Relative to the working directory, next to the database.
 	defaultSkillsDir = "skills"
+	// defaultWorkspace is where command tools run: a directory of its own,
+	// never the service's working directory with its config and database.
+	defaultWorkspace = "workspace"
+	// defaultCommandTimeout stops a hung command before it holds a turn.
+	defaultCommandTimeout = 30 * time.Second
+	// defaultCommandOutput fits a page of output in the model's context.
+	defaultCommandOutput = 20000
+	// defaultMCPTimeout bounds one MCP tool call.
+	defaultMCPTimeout = 60 * time.Second
 	// Loopback only, so a fresh install exposes nothing to the network and
 	// needs no token.
 	defaultHTTPListen = "127.0.0.1:8080"
@@ -204,8 +244,10 @@ func Default() *Config {
 			Discord: Discord{APIBase: defaultDiscordAPIBase},
 		},
 		Skills: Skills{Dir: defaultSkillsDir},
-		HTTP:   HTTP{Listen: defaultHTTPListen},
-		Log:    Log{Level: defaultLogLevel, Format: defaultLogFormat},
+		Tools: Tools{Command: CommandTool{Workspace: defaultWorkspace, Timeout: defaultCommandTimeout,
+			MaxOutputChars: defaultCommandOutput}},
+		HTTP: HTTP{Listen: defaultHTTPListen},
+		Log:  Log{Level: defaultLogLevel, Format: defaultLogFormat},
 	}
 }
 

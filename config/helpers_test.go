@@ -70,6 +70,9 @@ func normalized(c *Config) *Config {
 			*p = nil
 		}
 	}
+	if len(r.MCP.Servers) == 0 {
+		r.MCP.Servers = nil
+	}
 	return &r
 }
 

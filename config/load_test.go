@@ -200,7 +200,7 @@ func TestLoadRejectsBadReferences(t *testing.T) {
 		},
 		{ // keys are never expanded, so a reference in a key is an unknown key
 			doc("llm:", "  ${KEY}: x"),
-			`config.yaml:2: unknown key "llm.${KEY}"; llm takes base_url, api_key, model, context_window, fallback_models, max_retries, request_timeout, max_output_tokens`,
+			`config.yaml:2: unknown key "llm.${KEY}"; llm takes base_url, api_key, model, context_window, fallback_models, max_retries, request_timeout, max_output_tokens, vision`,
 		},
 	}
 	for _, tt := range tests {
@@ -260,7 +260,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 		{
 			name: "nothing close at the top",
 			yaml: doc("zzz: 1"),
-			want: `config.yaml:1: unknown key "zzz"; the top level takes llm, store, agent, channels, skills, http, log`,
+			want: `config.yaml:1: unknown key "zzz"; the top level takes llm, store, agent, channels, skills, tools, mcp, http, log`,
 			key:  "zzz",
 		},
 		{
@@ -272,7 +272,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: doc("base: &b", "  model: a", "llm:", "  <<: *b"),
-			want: `config.yaml:1: unknown key "base"; the top level takes llm, store, agent, channels, skills, http, log`,
+			want: `config.yaml:1: unknown key "base"; the top level takes llm, store, agent, channels, skills, tools, mcp, http, log`,
 			key:  "base",
 		},
 	}

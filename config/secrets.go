@@ -70,6 +70,20 @@ func (c *Config) Secrets() []string {
 	for _, p := range c.urlFields() {
 		out = append(out, urlPassword(*p))
 	}
+	// MCP servers get credentials through env and headers: treat every value
+	// as a secret (a short one would redact ordinary words, so skip those).
+	for _, srv := range c.MCP.Servers {
+		for _, e := range srv.Env {
+			if _, v, ok := strings.Cut(e, "="); ok && len(v) >= 8 {
+				out = append(out, v)
+			}
+		}
+		for _, h := range srv.Headers {
+			if _, v, ok := strings.Cut(h, ":"); ok && len(strings.TrimSpace(v)) >= 8 {
+				out = append(out, strings.TrimSpace(v))
+			}
+		}
+	}
 	out = slices.DeleteFunc(out, func(s string) bool { return s == "" })
 	slices.SortFunc(out, func(a, b string) int {
 		return cmp.Or(cmp.Compare(len(b), len(a)), cmp.Compare(a, b))

@@ -58,6 +58,45 @@ func (c *Config) Validate() error {
 	v.notNegative("agent.user_daily_token_budget", c.Agent.UserDailyTokenBudget, "0 means unlimited")
 	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "skills" (it may be empty)`)
 
+	// tools and MCP
+	if cmd := c.Tools.Command; cmd.Enabled {
+		v.notEmpty("tools.command.workspace", cmd.Workspace, `the directory command tools run in, such as "workspace"`)
+		v.positiveDuration("tools.command.timeout", cmd.Timeout, "30s")
+		v.positive("tools.command.max_output_chars", cmd.MaxOutputChars, "such as 20000")
+	}
+	names := map[string]int{}
+	for i, s := range c.MCP.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		switch {
+		case !mcpName.MatchString(s.Name):
+			v.add(key+".name", fmt.Sprintf("%q must be letters, digits or - (up to 20), such as \"github\"; it prefixes the server's tool names", s.Name))
+		case names[s.Name] > 0:
+			v.add(key+".name", fmt.Sprintf("%q is used by mcp.servers[%d] too; names must be unique", s.Name, names[s.Name]-1))
+		}
+		names[s.Name] = i + 1
+		switch {
+		case len(s.Command) == 0 && s.URL == "":
+			v.add(key, "set command (a stdio server, such as [npx, -y, some-mcp-server]) or url (a streamable HTTP server)")
+		case len(s.Command) > 0 && s.URL != "":
+			v.add(key, "set either command or url, not both")
+		case s.URL != "":
+			v.httpURL(key+".url", s.URL, "http://127.0.0.1:3000/mcp")
+		}
+		for j, e := range s.Env {
+			if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+				v.add(fmt.Sprintf("%s.env[%d]", key, j), fmt.Sprintf("%q must be KEY=value", e))
+			}
+		}
+		for j, h := range s.Headers {
+			if k, _, ok := strings.Cut(h, ":"); !ok || strings.TrimSpace(k) == "" {
+				v.add(fmt.Sprintf("%s.headers[%d]", key, j), fmt.Sprintf("%q must be \"Name: value\"", h))
+			}
+		}
+		if s.Timeout < 0 {
+			v.add(key+".timeout", "must not be negative; 0 uses the default of 60s")
+		}
+	}
+
 	// channels
 	v.notEmpty("channels.console.user", c.Channels.Console.User, `your name in "switchboard chat", such as "local"`)
 	if tg := c.Channels.Telegram; tg.Enabled {
@@ -135,6 +174,7 @@ var (
 	telegramUser = regexp.MustCompile(`^([0-9]+|@[A-Za-z0-9_]+)$`)
 	telegramName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	snowflake    = regexp.MustCompile(`^[0-9]+$`)
+	mcpName      = regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`)
 )
 
 // checker collects validation problems.

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+// Inbox statuses.
+const (
+	InboxPending = "pending"
+	InboxDone    = "done"
+	InboxSkipped = "skipped"
+)
+
+// InboxItem is an inbound platform message, stored before the adapter
+// confirms it to the platform so that a crash cannot lose it.
+type InboxItem struct {
+	ID                                  int64
+	Channel, ChatKey, MessageID, UserID string
+	Payload                             []byte // JSON of the normalised message
+	Status                              string // InboxPending, InboxDone or InboxSkipped
+	ReceivedAt                          time.Time
+}
+
+const (
+	sqlIntake = `INSERT INTO inbox (channel, chat_key, message_id, user_id, payload, status, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (channel, chat_key, message_id) DO NOTHING`
+	sqlInboxByKey   = `SELECT id FROM inbox WHERE channel = ? AND chat_key = ? AND message_id = ?`
+	sqlFinishInbox  = `UPDATE inbox SET status = ?, finished_at = ? WHERE id = ?`
+	sqlPendingInbox = `SELECT id, channel, chat_key, message_id, user_id, payload, status, received_at
+		FROM inbox WHERE status = 'pending' ORDER BY id`
+	sqlInsertDelivery = `INSERT INTO deliveries (inbox_id, turn_id, platform_msg_id, delivered_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`
+	sqlCountDeliveries = `SELECT COUNT(*) FROM deliveries WHERE inbox_id = ?`
+)
+
+// Intake stores an inbound message once. (Channel, ChatKey, MessageID)
+// identifies it: storing it again returns the existing id with fresh=false
+// and changes nothing. An empty Status means InboxPending; a zero ReceivedAt
+// means now.
+func (s *Store) Intake(ctx context.Context, it InboxItem) (id int64, fresh bool, err error) {
+	if it.Channel == "" || it.ChatKey == "" || it.MessageID == "" {
+		return 0, false, fmt.Errorf("store: intake %q/%q/%q: channel, chat key and message id are required",
+			it.Channel, it.ChatKey, it.MessageID)
+	}
+	status := it.Status
+	if status == "" {
+		status = InboxPending
+	}
+	payload := it.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		received := s.nowMS()
+		if !it.ReceivedAt.IsZero() {
+			received = it.ReceivedAt.UnixMilli()
+		}
+		res, err := tx.ExecContext(ctx, sqlIntake, it.Channel, it.ChatKey, it.MessageID, it.UserID, payload, status, received)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			fresh = true
+			id, err = res.LastInsertId()
+			return err
+		}
+		return tx.QueryRowContext(ctx, sqlInboxByKey, it.Channel, it.ChatKey, it.MessageID).Scan(&id)
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("store: intake %s/%s/%s: %w", it.Channel, it.ChatKey, it.MessageID, err)
+	}
+	return id, fresh, nil
+}
+
+// FinishInbox marks an inbox item done or skipped.
+func (s *Store) FinishInbox(ctx context.Context, id int64, status string) error {
+	if status != InboxDone && status != InboxSkipped {
+		return fmt.Errorf("store: finish inbox %d: invalid status %q", id, status)
+	}
+	res, err := s.db.ExecContext(ctx, sqlFinishInbox, status, s.nowMS(), id)
+	if err != nil {
+		return fmt.Errorf("store: finish inbox %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: finish inbox %d: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: finish inbox %d: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// PendingInbox returns the items still pending, oldest first: at startup,
+// the messages a crash left unanswered.
+func (s *Store) PendingInbox(ctx context.Context) ([]InboxItem, error) {
+	rows, err := s.db.QueryContext(ctx, sqlPendingInbox)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending inbox: %w", err)
+	}
+	defer rows.Close()
+	var out []InboxItem
+	for rows.Next() {
+		var it InboxItem
+		var received int64
+		if err := rows.Scan(&it.ID, &it.Channel, &it.ChatKey, &it.MessageID, &it.UserID, &it.Payload,
+			&it.Status, &received); err != nil {
+			return nil, fmt.Errorf("store: pending inbox: %w", err)
+		}
+		it.ReceivedAt = fromMS(received)
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: pending inbox: %w", err)
+	}
+	return out, nil
+}
+
+// RecordDelivery records a reply to the inbox item that the platform
+// confirmed. turnID may be 0. The same non-empty platformMsgID recorded twice
+// for one item counts once.
+func (s *Store) RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error {
+	_, err := s.db.ExecContext(ctx, sqlInsertDelivery, inboxID, nullID(turnID), platformMsgID, s.nowMS())
+	if isForeignKey(err) {
+		return fmt.Errorf("store: record delivery for inbox %d, turn %d: %w", inboxID, turnID, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("store: record delivery for inbox %d: %w", inboxID, err)
+	}
+	return nil
+}
+
+// Deliveries counts the confirmed replies to the inbox item.
+func (s *Store) Deliveries(ctx context.Context, inboxID int64) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, sqlCountDeliveries, inboxID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: deliveries for inbox %d: %w", inboxID, err)
+	}
+	return n, nil
+}
+
+// isForeignKey reports whether err is a FOREIGN KEY constraint failure, i.e.
+// a referenced row does not exist.
+func isForeignKey(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.ExtendedCode == sqlite3.ErrConstraintForeignKey
+}

@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migration is one schema change. Versions start at 1 and increase by one;
+// a migration, once released, is never edited: add a new one instead.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations are applied in order, each in its own transaction.
+var migrations = []migration{
+	{1, "conversations, turns and inbox", migration1},
+	{2, "summaries and state", migration2},
+}
+
+// Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys
+// (turns.inbox_id, messages.turn_id, deliveries.turn_id) are NULL when unset.
+const migration1 = `
+CREATE TABLE chats (
+	id         INTEGER PRIMARY KEY,
+	channel    TEXT    NOT NULL,
+	chat_key   TEXT    NOT NULL,
+	type       TEXT    NOT NULL DEFAULT '',
+	title      TEXT    NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	UNIQUE (channel, chat_key)
+);
+
+CREATE TABLE sessions (
+	id         INTEGER PRIMARY KEY,
+	chat_id    INTEGER NOT NULL REFERENCES chats (id),
+	started_at INTEGER NOT NULL,
+	ended_at   INTEGER
+);
+CREATE INDEX sessions_chat ON sessions (chat_id, id);
+-- At most one open session per chat.
+CREATE UNIQUE INDEX sessions_open ON sessions (chat_id) WHERE ended_at IS NULL;
+
+CREATE TABLE inbox (
+	id          INTEGER PRIMARY KEY,
+	channel     TEXT    NOT NULL,
+	chat_key    TEXT    NOT NULL,
+	message_id  TEXT    NOT NULL,
+	user_id     TEXT    NOT NULL DEFAULT '',
+	payload     BLOB    NOT NULL,
+	status      TEXT    NOT NULL CHECK (status IN ('pending', 'done', 'skipped')),
+	received_at INTEGER NOT NULL,
+	finished_at INTEGER,
+	UNIQUE (channel, chat_key, message_id)
+);
+CREATE INDEX inbox_pending ON inbox (id) WHERE status = 'pending';
+
+CREATE TABLE turns (
+	id                INTEGER PRIMARY KEY,
+	chat_id           INTEGER NOT NULL REFERENCES chats (id),
+	session_id        INTEGER NOT NULL REFERENCES sessions (id),
+	inbox_id          INTEGER REFERENCES inbox (id),
+	user_id           TEXT    NOT NULL DEFAULT '',
+	channel           TEXT    NOT NULL DEFAULT '',
+	kind              TEXT    NOT NULL CHECK (kind <> ''),
+	status            TEXT    NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'cancelled')),
+	stop_reason       TEXT    NOT NULL DEFAULT '',
+	error             TEXT    NOT NULL DEFAULT '',
+	model             TEXT    NOT NULL DEFAULT '',
+	steps             INTEGER NOT NULL DEFAULT 0,
+	prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+	completion_tokens INTEGER NOT NULL DEFAULT 0,
+	total_tokens      INTEGER NOT NULL DEFAULT 0,
+	started_at        INTEGER NOT NULL,
+	ended_at          INTEGER,
+	duration_ms       INTEGER
+);
+CREATE INDEX turns_chat ON turns (chat_id, id);
+CREATE INDEX turns_session ON turns (session_id);
+CREATE INDEX turns_running ON turns (id) WHERE status = 'running';
+CREATE INDEX turns_inbox ON turns (inbox_id, id) WHERE inbox_id IS NOT NULL;
+CREATE INDEX turns_user ON turns (user_id, started_at);
+
+-- tool_calls: JSON array of llm.ToolCall, NULL when none.
+-- images: JSON array of {mime, url, size}; image bytes are never stored.
+CREATE TABLE messages (
+	id           INTEGER PRIMARY KEY,
+	session_id   INTEGER NOT NULL REFERENCES sessions (id),
+	turn_id      INTEGER REFERENCES turns (id),
+	role         TEXT    NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+	content      TEXT    NOT NULL DEFAULT '',
+	tool_calls   TEXT,
+	tool_call_id TEXT    NOT NULL DEFAULT '',
+	name         TEXT    NOT NULL DEFAULT '',
+	images       TEXT,
+	hidden       INTEGER NOT NULL DEFAULT 0,
+	created_at   INTEGER NOT NULL
+);
+CREATE INDEX messages_session ON messages (session_id, id);
+CREATE INDEX messages_turn ON messages (turn_id);
+
+CREATE TABLE deliveries (
+	id              INTEGER PRIMARY KEY,
+	inbox_id        INTEGER NOT NULL REFERENCES inbox (id),
+	turn_id         INTEGER REFERENCES turns (id),
+	platform_msg_id TEXT    NOT NULL DEFAULT '',
+	delivered_at    INTEGER NOT NULL
+);
+CREATE INDEX deliveries_inbox ON deliveries (inbox_id);
+-- A platform message confirmed twice is one delivery; unknown ids ('') are not merged.
+CREATE UNIQUE INDEX deliveries_platform ON deliveries (inbox_id, platform_msg_id) WHERE platform_msg_id <> '';
+`
+
+const migration2 = `
+CREATE TABLE summaries (
+	id               INTEGER PRIMARY KEY,
+	session_id       INTEGER NOT NULL REFERENCES sessions (id),
+	up_to_message_id INTEGER NOT NULL REFERENCES messages (id),
+	text             TEXT    NOT NULL,
+	created_at       INTEGER NOT NULL
+);
+CREATE INDEX summaries_session ON summaries (session_id, id);
+
+CREATE TABLE state (
+	key        TEXT    PRIMARY KEY,
+	value      TEXT    NOT NULL,
+	updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+`
+
+const (
+	sqlCreateSchemaVersion = `CREATE TABLE IF NOT EXISTS schema_version (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT    NOT NULL,
+	applied_at INTEGER NOT NULL
+)`
+	sqlMaxSchemaVersion = `SELECT COALESCE(MAX(version), 0) FROM schema_version`
+	sqlInsertVersion    = `INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`
+)
+
+// migrate applies the migrations newer than the database's schema version.
+// Each runs in its own IMMEDIATE transaction that re-reads the version first,
+// so two processes opening the same file at once apply each migration once.
+func migrate(ctx context.Context, db *sql.DB, ms []migration, nowMS int64) error {
+	if _, err := db.ExecContext(ctx, sqlCreateSchemaVersion); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var have int
+	if err := db.QueryRowContext(ctx, sqlMaxSchemaVersion).Scan(&have); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if latest := len(ms); have > latest {
+		return fmt.Errorf("migrate: database schema version %d is newer than this program's %d", have, latest)
+	}
+	for i, m := range ms {
+		if m.version != i+1 {
+			return fmt.Errorf("migrate: migration %q has version %d, want %d", m.name, m.version, i+1)
+		}
+		if m.version <= have {
+			continue
+		}
+		if err := applyMigration(ctx, db, m, nowMS); err != nil {
+			return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, m migration, nowMS int64) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	var have int
+	if err := tx.QueryRowContext(ctx, sqlMaxSchemaVersion).Scan(&have); err != nil {
+		return err
+	}
+	if have >= m.version {
+		return nil // another process got here first
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, sqlInsertVersion, m.version, m.name, nowMS); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,318 @@
+// Package store keeps Switchboard's durable state in one SQLite file: chats,
+// sessions, turns and their messages, the inbox of inbound platform messages,
+// confirmed deliveries, compaction summaries and small key/value state.
+//
+// Every write that has to be all-or-nothing (a turn's first messages, one
+// agent step) is a single IMMEDIATE transaction, so a crash leaves the store
+// exactly as it was after the previous step. Timestamps are stored as UTC unix
+// milliseconds and read back as UTC times.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-sqlite3" // registers the "sqlite3" driver (cgo)
+)
+
+// ErrNotFound is matched (errors.Is) by errors for rows that do not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrTurnNotRunning is matched (errors.Is) when a step is committed to, or a
+// finish recorded for, a turn that has already finished.
+var ErrTurnNotRunning = errors.New("store: turn is not running")
+
+// dsnOptions are applied by the driver to every pooled connection.
+//   - WAL lets readers run alongside the one writer.
+//   - busy_timeout makes a writer wait up to 5 s for the lock instead of
+//     failing with "database is locked".
+//   - _txlock=immediate takes the write lock at BEGIN: a deferred transaction
+//     that reads and then writes cannot wait for the lock and fails at once
+//     (LIBRARIES.md §4 measured 143 failures in 200 without it).
+//   - synchronous=NORMAL is safe against process crashes in WAL mode; a power
+//     cut may lose the last commits but never corrupts the file.
+const dsnOptions = "_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate"
+
+// maxIdleConns keeps a few connections warm: opening one costs a schema parse.
+const maxIdleConns = 4
+
+// Store is the SQLite-backed store. It is safe for concurrent use.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+// Option configures a Store at Open.
+type Option func(*Store)
+
+// WithClock sets the clock used for every timestamp the store writes
+// (default time.Now). Tests pass a fake clock.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// uriEscaper escapes the characters that would end the path part of the
+// "file:" URI the driver hands to SQLite.
+var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// dsn is the driver's data source name for the database file at path.
+func dsn(path string) string { return "file:" + uriEscaper.Replace(path) + "?" + dsnOptions }
+
+// Open opens (creating it and its parent directories if needed) the database
+// file at path and applies any pending migrations. path must be a file path:
+// WAL does not work on ":memory:".
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("store: open: empty path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite3", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db.SetMaxIdleConns(maxIdleConns)
+	if err := connect(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &Store{db: db, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := migrate(ctx, db, migrations, s.nowMS()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// busyTimeout matches _busy_timeout in dsnOptions.
+const busyTimeout = 5 * time.Second
+
+// connect opens the pool's first connection. The driver runs PRAGMA
+// journal_mode=WAL on each new connection; converting a new file needs
+// exclusive access, and while another process holds the write lock SQLite
+// answers SQLITE_BUSY at once instead of running the busy handler (waiting
+// could deadlock). Two processes creating the same file at once hit this
+// (about one race in twelve when measured), so the loser retries for up to
+// busyTimeout. Once the file is in WAL mode the pragma takes no lock.
+func connect(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	wait := 5 * time.Millisecond
+	for {
+		err := db.PingContext(ctx)
+		var se sqlite3.Error
+		if err == nil || !errors.As(err, &se) || se.Code != sqlite3.ErrBusy || time.Now().After(deadline) {
+			return err
+		}
+		if testHookConnectRetry != nil {
+			testHookConnectRetry()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// testHookConnectRetry, if set, runs before each retry in connect.
+var testHookConnectRetry func()
+
+// Close closes the database.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// DB returns the underlying database, for packages that own their own tables.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Ping checks that the database accepts writes: it takes the write lock
+// (BEGIN IMMEDIATE) and rolls back. Use it for readiness checks.
+func (s *Store) Ping(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in one IMMEDIATE transaction and commits it if fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// nowMS is the store clock as UTC unix milliseconds.
+func (s *Store) nowMS() int64 { return s.now().UnixMilli() }
+
+// fromMS turns stored unix milliseconds into a UTC time.
+func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// fromNullMS is fromMS for nullable columns.
+func fromNullMS(ms sql.NullInt64) *time.Time {
+	if !ms.Valid {
+		return nil
+	}
+	t := fromMS(ms.Int64)
+	return &t
+}
+
+// nullID stores 0 as NULL, for optional foreign keys.
+func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id != 0} }
+
+// rowScanner is *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(dest ...any) error }
+
+// Stats are row counts for metrics and the status page.
+type Stats struct {
+	Chats    int
+	Sessions int
+	Messages int
+	Turns    map[string]int // by status: running, completed, failed, cancelled
+	Inbox    map[string]int // by status: pending, done, skipped
+}
+
+const (
+	sqlStatsCounts = `SELECT (SELECT COUNT(*) FROM chats), (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages)`
+	sqlStatsTurns  = `SELECT status, COUNT(*) FROM turns GROUP BY status`
+	sqlStatsInbox  = `SELECT status, COUNT(*) FROM inbox GROUP BY status`
+)
+
+// Stats counts chats, sessions, messages, and turns and inbox items by status.
+// The counts are read without a transaction and may be mutually a few rows
+// apart under concurrent writes.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Turns: map[string]int{}, Inbox: map[string]int{}}
+	if err := s.db.QueryRowContext(ctx, sqlStatsCounts).Scan(&st.Chats, &st.Sessions, &st.Messages); err != nil {
+		return Stats{}, fmt.Errorf("store: stats: %w", err)
+	}
+	for _, q := range []struct {
+		sql string
+		to  map[string]int
+	}{{sqlStatsTurns, st.Turns}, {sqlStatsInbox, st.Inbox}} {
+		if err := countByStatus(ctx, s.db, q.sql, q.to); err != nil {
+			return Stats{}, fmt.Errorf("store: stats: %w", err)
+		}
+	}
+	return st, nil
+}
+
+func countByStatus(ctx context.Context, db *sql.DB, query string, to map[string]int) error {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			return err
+		}
+		to[status] = n
+	}
+	return rows.Err()
+}
+
+const (
+	sqlGetState = `SELECT value FROM state WHERE key = ?`
+	sqlSetState = `INSERT INTO state (key, value, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
+)
+
+// GetState returns the value stored under key. Keys are free-form; scope them
+// by prefix, e.g. "telegram/offset".
+func (s *Store) GetState(ctx context.Context, key string) (string, bool, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, sqlGetState, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("store: get state %q: %w", key, err)
+	}
+	return v, true, nil
+}
+
+// SetState stores value under key, replacing any previous value.
+func (s *Store) SetState(ctx context.Context, key, value string) error {
+	if key == "" {
+		return errors.New("store: set state: empty key")
+	}
+	if _, err := s.db.ExecContext(ctx, sqlSetState, key, value, s.nowMS()); err != nil {
+		return fmt.Errorf("store: set state %q: %w", key, err)
+	}
+	return nil
+}
+
+const (
+	sqlInsertSummary    = `INSERT INTO summaries (session_id, up_to_message_id, text, created_at) VALUES (?, ?, ?, ?)`
+	sqlLatestSummary    = `SELECT text, up_to_message_id FROM summaries WHERE session_id = ? ORDER BY id DESC LIMIT 1`
+	sqlMessageInSession = `SELECT session_id FROM messages WHERE id = ?`
+)
+
+// SaveSummary records that the session's history up to and including message
+// upToMessageID is folded into text. Earlier summaries stay (the newest wins).
+// The message must belong to the session.
+func (s *Store) SaveSummary(ctx context.Context, sessionID, upToMessageID int64, text string) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var got int64
+		err := tx.QueryRowContext(ctx, sqlMessageInSession, upToMessageID).Scan(&got)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("message %d: %w", upToMessageID, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if got != sessionID {
+			return fmt.Errorf("message %d belongs to session %d", upToMessageID, got)
+		}
+		_, err = tx.ExecContext(ctx, sqlInsertSummary, sessionID, upToMessageID, text, s.nowMS())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: save summary of session %d: %w", sessionID, err)
+	}
+	return nil
+}
+
+// LatestSummary returns the newest summary of the session; ok is false if
+// there is none.
+func (s *Store) LatestSummary(ctx context.Context, sessionID int64) (text string, upToMessageID int64, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx, sqlLatestSummary, sessionID).Scan(&text, &upToMessageID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", 0, false, fmt.Errorf("store: latest summary of session %d: %w", sessionID, err)
+	}
+	return text, upToMessageID, true, nil
+}

@@ -1,0 +1,481 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"switchboard/llm"
+)
+
+func TestOpenCreatesDirsAndAppliesPragmas(t *testing.T) {
+	// '?', '#' and '%' would end or alter the path part of a file: URI.
+	path := filepath.Join(t.TempDir(), "a b", "we?ird#dir%20", "chat.db")
+	s := openAt(t, path, newClock())
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database file not at %q: %v", path, err)
+	}
+
+	// Pragmas must hold on every pooled connection, not just the first.
+	ctx := t.Context()
+	var conns []*sql.Conn
+	for range 3 {
+		c, err := s.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		var mode string
+		var fk, busy, sync int
+		if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+			t.Fatal(err)
+		}
+		if mode != "wal" || fk != 1 || busy != 5000 || sync != 1 {
+			t.Errorf("conn %d: journal_mode=%s foreign_keys=%d busy_timeout=%d synchronous=%d, want wal 1 5000 1",
+				i, mode, fk, busy, sync)
+		}
+		_ = c.Close()
+	}
+}
+
+func TestOpenEmptyPath(t *testing.T) {
+	if _, err := Open(t.Context(), ""); err == nil {
+		t.Fatal("Open(\"\") succeeded")
+	}
+}
+
+func schemaVersions(t *testing.T, db *sql.DB) map[int]int64 {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "SELECT version, applied_at FROM schema_version ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[int]int64{}
+	for rows.Next() {
+		var v int
+		var at int64
+		if err := rows.Scan(&v, &at); err != nil {
+			t.Fatal(err)
+		}
+		got[v] = at
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestMigrationsIdempotentOnReopen(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "db", "s.db")
+	s, err := Open(t.Context(), path, WithClock(clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := schemaVersions(t, s.DB())
+	if len(first) != len(migrations) {
+		t.Fatalf("after first open: %d versions, want %d", len(first), len(migrations))
+	}
+	for v, at := range first {
+		if v < 1 || v > len(migrations) || at != clk.Now().UnixMilli() {
+			t.Errorf("version %d applied_at %d: want 1..%d at the clock's %d", v, at, len(migrations), clk.Now().UnixMilli())
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 2 {
+		clk.Advance(time.Second)
+		s := openAt(t, path, clk)
+		if got := schemaVersions(t, s.DB()); !reflect.DeepEqual(got, first) {
+			t.Fatalf("after reopen: versions %v, want unchanged %v", got, first)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	s, _, path := openTest(t)
+	if _, err := s.DB().ExecContext(t.Context(),
+		"INSERT INTO schema_version (version, name, applied_at) VALUES (99, 'future', 0)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Open on a newer schema: err = %v, want a 'newer' error", err)
+	}
+}
+
+func TestFailedMigrationRollsBack(t *testing.T) {
+	db, err := sql.Open("sqlite3", dsn(filepath.Join(t.TempDir(), "m.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms := []migration{
+		{1, "good", `CREATE TABLE good (a INTEGER);`},
+		{2, "bad", `CREATE TABLE half (a INTEGER); CREATE TABLE broken (`},
+	}
+	if err := migrate(t.Context(), db, ms, 1); err == nil {
+		t.Fatal("migrate with a broken migration succeeded")
+	}
+	if got := schemaVersions(t, db); !reflect.DeepEqual(got, map[int]int64{1: 1}) {
+		t.Errorf("versions %v, want only 1", got)
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(),
+		"SELECT COUNT(*) FROM sqlite_schema WHERE name IN ('good', 'half')").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d of tables good/half exist, want only good (half must roll back)", n)
+	}
+
+	// Fixed, it applies on the next run, once.
+	ms[1].sql = `CREATE TABLE half (a INTEGER);`
+	for range 2 {
+		if err := migrate(t.Context(), db, ms, 2); err != nil {
+			t.Fatalf("migrate: %v", err)
+		}
+	}
+	if got := schemaVersions(t, db); !reflect.DeepEqual(got, map[int]int64{1: 1, 2: 2}) {
+		t.Errorf("versions %v, want 1 and 2", got)
+	}
+}
+
+func TestHistorySurvivesRestart(t *testing.T) {
+	s, clk, path := openTest(t)
+	f := newFixture(t, s, "42")
+	ctx := t.Context()
+	img := llm.Image{MIME: "image/png", Data: []byte("\x89PNG....")}
+	turnID, firstIDs, err := s.BeginTurn(ctx, TurnStart{ChatID: f.chat.ID, SessionID: f.sess.ID, UserID: "u1",
+		Channel: "telegram", Kind: "user"},
+		[]llm.Message{{Role: llm.RoleUser, Content: "weather?", Images: []llm.Image{img, {MIME: "image/jpeg", URL: "https://x/y.jpg"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(1500 * time.Millisecond)
+	if _, err := s.CommitStep(ctx, turnID, 1, toolStep(1), llm.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CommitStep(ctx, turnID, 2, []StepMessage{
+		{Message: llm.Message{Role: llm.RoleUser, Content: "use the tool result"}, Hidden: true},
+		{Message: llm.Message{Role: llm.RoleAssistant, Content: "Sunny in Paris."}},
+	}, llm.Usage{PromptTokens: 20, CompletionTokens: 7, TotalTokens: 27}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(500 * time.Millisecond)
+	if err := s.FinishTurn(ctx, turnID, TurnEnd{StopReason: llm.FinishStop, Status: TurnCompleted, Model: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	beforeMsgs, err := s.Messages(ctx, f.sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beforeTurn, err := s.Turn(ctx, turnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := openAt(t, path, clk)
+	msgs, err := s2.Messages(ctx, f.sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(msgs, beforeMsgs) {
+		t.Errorf("messages after restart differ:\n got %+v\nwant %+v", msgs, beforeMsgs)
+	}
+	t0 := newClock().Now()
+	want := []Message{
+		{ID: firstIDs[0], SessionID: f.sess.ID, TurnID: turnID, CreatedAt: t0, Message: llm.Message{Role: llm.RoleUser,
+			Content: "weather?", Images: []llm.Image{{MIME: "image/png"}, {MIME: "image/jpeg", URL: "https://x/y.jpg"}}}},
+	}
+	for _, m := range toolStep(1) {
+		want = append(want, Message{SessionID: f.sess.ID, TurnID: turnID, CreatedAt: t0.Add(1500 * time.Millisecond), Message: m.Message})
+	}
+	want = append(want,
+		Message{SessionID: f.sess.ID, TurnID: turnID, CreatedAt: t0.Add(1500 * time.Millisecond), Hidden: true,
+			Message: llm.Message{Role: llm.RoleUser, Content: "use the tool result"}},
+		Message{SessionID: f.sess.ID, TurnID: turnID, CreatedAt: t0.Add(1500 * time.Millisecond),
+			Message: llm.Message{Role: llm.RoleAssistant, Content: "Sunny in Paris."}})
+	if len(msgs) != len(want) {
+		t.Fatalf("got %d messages, want %d", len(msgs), len(want))
+	}
+	for i := range want {
+		if i > 0 {
+			want[i].ID = msgs[i].ID
+			if msgs[i].ID <= msgs[i-1].ID {
+				t.Errorf("message %d id %d not after %d", i, msgs[i].ID, msgs[i-1].ID)
+			}
+		}
+		if !reflect.DeepEqual(msgs[i], want[i]) {
+			t.Errorf("message %d:\n got %+v\nwant %+v", i, msgs[i], want[i])
+		}
+	}
+
+	turn, err := s2.Turn(ctx, turnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(turn, beforeTurn) {
+		t.Errorf("turn after restart = %+v, want %+v", turn, beforeTurn)
+	}
+	end := t0.Add(2000 * time.Millisecond)
+	wantTurn := Turn{ID: turnID, ChatID: f.chat.ID, SessionID: f.sess.ID, UserID: "u1", Channel: "telegram", Kind: "user",
+		Status: TurnCompleted, StopReason: "stop", Model: "m1", Steps: 2,
+		Usage:     llm.Usage{PromptTokens: 30, CompletionTokens: 12, TotalTokens: 42},
+		StartedAt: t0, EndedAt: &end, Duration: 2000 * time.Millisecond}
+	if !reflect.DeepEqual(turn, wantTurn) {
+		t.Errorf("turn = %+v, want %+v", turn, wantTurn)
+	}
+	if c, err := s2.ChatByID(ctx, f.chat.ID); err != nil || c != f.chat {
+		t.Errorf("ChatByID after restart = %+v, %v; want %+v", c, err, f.chat)
+	}
+	if sess, err := s2.CurrentSession(ctx, f.chat.ID); err != nil || sess.ID != f.sess.ID || sess.Messages != 6 {
+		t.Errorf("CurrentSession after restart = %+v, %v; want id %d with 6 messages", sess, err, f.sess.ID)
+	}
+}
+
+func TestEnsureChat(t *testing.T) {
+	s, clk, _ := openTest(t)
+	ctx := t.Context()
+	c1, err := s.EnsureChat(ctx, "telegram", "-100", "group", "Old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.ID == 0 || c1.Channel != "telegram" || c1.Key != "-100" || c1.Type != "group" || c1.Title != "Old" ||
+		!c1.CreatedAt.Equal(clk.Now()) || c1.CreatedAt.Location() != time.UTC {
+		t.Fatalf("new chat = %+v", c1)
+	}
+	clk.Advance(time.Hour)
+	steps := []struct {
+		typ, title         string
+		wantTyp, wantTitle string
+	}{
+		{"group", "Old", "group", "Old"},
+		{"supergroup", "New", "supergroup", "New"},
+		{"", "", "supergroup", "New"}, // empty never erases
+		{"", "Newer", "supergroup", "Newer"},
+	}
+	for _, st := range steps {
+		c, err := s.EnsureChat(ctx, "telegram", "-100", st.typ, st.title)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Chat{ID: c1.ID, Channel: "telegram", Key: "-100", Type: st.wantTyp, Title: st.wantTitle, CreatedAt: c1.CreatedAt}
+		if c != want {
+			t.Errorf("EnsureChat(%q, %q) = %+v, want %+v", st.typ, st.title, c, want)
+		}
+	}
+	other, err := s.EnsureChat(ctx, "discord", "-100", "group", "Old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.ID == c1.ID {
+		t.Error("same key on another channel reused the chat")
+	}
+	if _, err := s.EnsureChat(ctx, "", "x", "", ""); err == nil {
+		t.Error("EnsureChat with empty channel succeeded")
+	}
+	if _, err := s.ChatByID(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ChatByID(999) err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	s, clk, _ := openTest(t)
+	ctx := t.Context()
+	f := newFixture(t, s, "1")
+	again, err := s.CurrentSession(ctx, f.chat.ID)
+	if err != nil || again.ID != f.sess.ID || again.EndedAt != nil {
+		t.Fatalf("CurrentSession again = %+v, %v; want stable id %d, open", again, err, f.sess.ID)
+	}
+	if _, err := s.CurrentSession(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("CurrentSession(unknown chat) err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.NewSession(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("NewSession(unknown chat) err = %v, want ErrNotFound", err)
+	}
+
+	f.beginTurn(t, s, "hello")
+	oldMsgs, err := s.Messages(ctx, f.sess.ID)
+	if err != nil || len(oldMsgs) != 1 {
+		t.Fatalf("Messages = %v, %v; want 1", oldMsgs, err)
+	}
+
+	clk.Advance(time.Minute)
+	ended := clk.Now()
+	next, err := s.NewSession(ctx, f.chat.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.ID == f.sess.ID || next.EndedAt != nil || !next.StartedAt.Equal(ended) || next.Messages != 0 {
+		t.Errorf("NewSession = %+v, want a new open session started at %v", next, ended)
+	}
+	cur, err := s.CurrentSession(ctx, f.chat.ID)
+	if err != nil || cur.ID != next.ID {
+		t.Errorf("CurrentSession after NewSession = %+v, %v; want %d", cur, err, next.ID)
+	}
+	if got, err := s.Messages(ctx, f.sess.ID); err != nil || !reflect.DeepEqual(got, oldMsgs) {
+		t.Errorf("old session messages = %v, %v; want %v", got, err, oldMsgs)
+	}
+	if got, err := s.Messages(ctx, next.ID); err != nil || len(got) != 0 {
+		t.Errorf("new session messages = %v, %v; want none", got, err)
+	}
+
+	all, err := s.Sessions(ctx, f.chat.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Session{
+		{ID: next.ID, ChatID: f.chat.ID, StartedAt: ended},
+		{ID: f.sess.ID, ChatID: f.chat.ID, StartedAt: f.sess.StartedAt, EndedAt: &ended, Messages: 1},
+	}
+	if !reflect.DeepEqual(all, want) {
+		t.Errorf("Sessions = %+v, want %+v", all, want)
+	}
+	if got, err := s.Session(ctx, f.sess.ID); err != nil || !reflect.DeepEqual(got, want[1]) {
+		t.Errorf("Session(old) = %+v, %v; want %+v", got, err, want[1])
+	}
+
+	// A turn without a session id lands in the current session.
+	id, _, err := s.BeginTurn(ctx, TurnStart{ChatID: f.chat.ID, Kind: "job"}, []llm.Message{{Role: llm.RoleUser, Content: "tick"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := s.Turn(ctx, id); err != nil || tr.SessionID != next.ID {
+		t.Errorf("turn session = %d, %v; want current %d", tr.SessionID, err, next.ID)
+	}
+}
+
+func TestSummaries(t *testing.T) {
+	s, _, _ := openTest(t)
+	ctx := t.Context()
+	f := newFixture(t, s, "1")
+	if _, _, ok, err := s.LatestSummary(ctx, f.sess.ID); err != nil || ok {
+		t.Fatalf("LatestSummary on empty = ok %v, %v; want none", ok, err)
+	}
+	turn := f.beginTurn(t, s, "one")
+	ids, err := s.CommitStep(ctx, turn, 1, toolStep(1), llm.Usage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveSummary(ctx, f.sess.ID, ids[0], "first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveSummary(ctx, f.sess.ID, ids[2], "second"); err != nil {
+		t.Fatal(err)
+	}
+	text, upTo, ok, err := s.LatestSummary(ctx, f.sess.ID)
+	if err != nil || !ok || text != "second" || upTo != ids[2] {
+		t.Errorf("LatestSummary = %q, %d, %v, %v; want second, %d", text, upTo, ok, err, ids[2])
+	}
+	after, err := s.MessagesAfter(ctx, f.sess.ID, ids[0])
+	if err != nil || len(after) != 2 || after[0].ID != ids[1] || after[1].ID != ids[2] {
+		t.Errorf("MessagesAfter(%d) = %+v, %v; want ids %v", ids[0], after, err, ids[1:])
+	}
+
+	g := newFixture(t, s, "2")
+	if err := s.SaveSummary(ctx, g.sess.ID, ids[0], "wrong session"); err == nil {
+		t.Error("SaveSummary with another session's message succeeded")
+	}
+	if err := s.SaveSummary(ctx, f.sess.ID, 999, "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SaveSummary(unknown message) err = %v, want ErrNotFound", err)
+	}
+	if _, _, ok, _ := s.LatestSummary(ctx, g.sess.ID); ok {
+		t.Error("a failed SaveSummary left a summary")
+	}
+}
+
+func TestState(t *testing.T) {
+	s, clk, path := openTest(t)
+	ctx := t.Context()
+	if _, ok, err := s.GetState(ctx, "telegram/offset"); err != nil || ok {
+		t.Fatalf("GetState(missing) ok=%v err=%v", ok, err)
+	}
+	for _, v := range []string{"17", "18", ""} {
+		if err := s.SetState(ctx, "telegram/offset", v); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := s.GetState(ctx, "telegram/offset"); err != nil || !ok || got != v {
+			t.Errorf("GetState = %q, %v, %v; want %q", got, ok, err, v)
+		}
+	}
+	if err := s.SetState(ctx, "", "x"); err == nil {
+		t.Error("SetState with empty key succeeded")
+	}
+	if err := s.SetState(ctx, "flag", "on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openAt(t, path, clk)
+	if got, ok, err := s2.GetState(ctx, "flag"); err != nil || !ok || got != "on" {
+		t.Errorf("GetState after restart = %q, %v, %v; want on", got, ok, err)
+	}
+}
+
+func TestStatsAndPing(t *testing.T) {
+	s, _, _ := openTest(t)
+	ctx := t.Context()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	f := newFixture(t, s, "1")
+	t1 := f.beginTurn(t, s, "a")
+	f.beginTurn(t, s, "b")
+	if _, err := s.CommitStep(ctx, t1, 1, toolStep(1), llm.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishTurn(ctx, t1, TurnEnd{Status: TurnFailed, Error: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "1", MessageID: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewSession(ctx, f.chat.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{Chats: 1, Sessions: 2, Messages: 5,
+		Turns: map[string]int{TurnRunning: 1, TurnFailed: 1}, Inbox: map[string]int{InboxPending: 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Stats = %+v, want %+v", got, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping after Close succeeded")
+	}
+}

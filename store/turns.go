@@ -1,0 +1,408 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"switchboard/llm"
+)
+
+// Turn statuses.
+const (
+	TurnRunning   = "running"
+	TurnCompleted = "completed"
+	TurnFailed    = "failed"
+	TurnCancelled = "cancelled"
+)
+
+// Message is a stored conversation message.
+//
+// Image bytes are never stored: a reloaded message's Images keep MIME and URL
+// only (Data is nil). The row also records each image's size in bytes.
+type Message struct {
+	ID, SessionID, TurnID int64
+	llm.Message
+	Hidden    bool // an internal nudge, never shown to users
+	CreatedAt time.Time
+}
+
+// StepMessage is a message written by CommitStep.
+type StepMessage struct {
+	llm.Message
+	Hidden bool
+}
+
+// TurnStart describes a turn about to run.
+type TurnStart struct {
+	ChatID    int64
+	SessionID int64 // 0: the chat's current session (opened if needed)
+	InboxID   int64 // 0: not caused by an inbox item (e.g. a scheduled job)
+	UserID    string
+	Channel   string
+	Kind      string // "user", "job", …; required
+}
+
+// TurnEnd is how a turn ended.
+type TurnEnd struct {
+	StopReason string
+	Status     string // TurnCompleted, TurnFailed or TurnCancelled
+	Steps      int    // 0 keeps the count set by the last CommitStep
+	Error      string
+	Model      string
+}
+
+// Turn is one run of the agent loop for one inbound message or job.
+type Turn struct {
+	ID, ChatID, SessionID, InboxID            int64
+	UserID, Channel, Kind, Status, StopReason string
+	Error, Model                              string
+	Steps                                     int
+	Usage                                     llm.Usage
+	StartedAt                                 time.Time
+	EndedAt                                   *time.Time // nil while running
+	Duration                                  time.Duration
+}
+
+const (
+	sqlInsertTurn = `INSERT INTO turns (chat_id, session_id, inbox_id, user_id, channel, kind, status, started_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'running', ?)`
+	sqlSessionChat = `SELECT chat_id FROM sessions WHERE id = ?`
+	sqlInsertMsg   = `INSERT INTO messages (session_id, turn_id, role, content, tool_calls, tool_call_id, name, images, hidden, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlStepTurn = `UPDATE turns SET steps = ?,
+			prompt_tokens = prompt_tokens + ?,
+			completion_tokens = completion_tokens + ?,
+			total_tokens = total_tokens + ?
+		WHERE id = ? AND status = 'running'
+		RETURNING session_id`
+	sqlFinishTurn = `UPDATE turns SET status = ?, stop_reason = ?, error = ?, model = ?,
+			steps = CASE WHEN ? > 0 THEN ? ELSE steps END,
+			ended_at = ?, duration_ms = MAX(? - started_at, 0)
+		WHERE id = ? AND status = 'running'`
+	sqlTurnStatus  = `SELECT status FROM turns WHERE id = ?`
+	sqlTurnColumns = `id, chat_id, session_id, COALESCE(inbox_id, 0), user_id, channel, kind, status, stop_reason, error, model,
+		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms`
+	sqlTurnByID     = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE id = ?`
+	sqlTurnsOfChat  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE chat_id = ? ORDER BY id DESC LIMIT ?`
+	sqlRunningTurns = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE status = 'running' ORDER BY id`
+	sqlTurnForInbox = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE inbox_id = ? ORDER BY id DESC LIMIT 1`
+	sqlUsageSince   = `SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(total_tokens), 0)
+		FROM turns WHERE user_id = ? AND started_at >= ?`
+	sqlMsgColumns = `id, session_id, COALESCE(turn_id, 0), role, content, tool_calls, tool_call_id, name, images, hidden, created_at`
+	sqlMessages   = `SELECT ` + sqlMsgColumns + ` FROM messages WHERE session_id = ? AND id > ? ORDER BY id`
+)
+
+// BeginTurn records a running turn and its first messages (normally the user
+// message) in one transaction, and returns the turn's id and the messages'
+// ids in order.
+func (s *Store) BeginTurn(ctx context.Context, t TurnStart, first []llm.Message) (turnID int64, msgIDs []int64, err error) {
+	if t.Kind == "" {
+		return 0, nil, errors.New("store: begin turn: kind is required")
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMS()
+		sessionID := t.SessionID
+		if sessionID == 0 {
+			sess, err := currentSessionTx(ctx, tx, t.ChatID, now)
+			if err != nil {
+				return err
+			}
+			sessionID = sess.ID
+		} else {
+			var chatID int64
+			err := tx.QueryRowContext(ctx, sqlSessionChat, sessionID).Scan(&chatID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("session %d: %w", sessionID, ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+			if chatID != t.ChatID {
+				return fmt.Errorf("session %d belongs to chat %d", sessionID, chatID)
+			}
+		}
+		res, err := tx.ExecContext(ctx, sqlInsertTurn, t.ChatID, sessionID, nullID(t.InboxID), t.UserID, t.Channel, t.Kind, now)
+		if err != nil {
+			return err
+		}
+		if turnID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		msgIDs = make([]int64, 0, len(first))
+		for i, m := range first {
+			id, err := insertMessage(ctx, tx, sessionID, turnID, m, false, now)
+			if err != nil {
+				return fmt.Errorf("message %d: %w", i, err)
+			}
+			msgIDs = append(msgIDs, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: begin turn in chat %d: %w", t.ChatID, err)
+	}
+	return turnID, msgIDs, nil
+}
+
+// CommitStep stores one agent step in one transaction: its messages (the
+// assistant message, tool results, hidden nudges) in order, the step's usage
+// added to the turn's counters, and steps set to step. On any error nothing
+// of the step is stored. It fails with ErrTurnNotRunning if the turn has
+// finished (e.g. it was marked failed after a crash).
+func (s *Store) CommitStep(ctx context.Context, turnID int64, step int, msgs []StepMessage, usage llm.Usage) ([]int64, error) {
+	var ids []int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// The turn row first: it checks the turn is running and yields the
+		// session; a failing message below rolls this update back too.
+		var sessionID int64
+		err := tx.QueryRowContext(ctx, sqlStepTurn, step, usage.PromptTokens, usage.CompletionTokens,
+			usage.TotalTokens, turnID).Scan(&sessionID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notRunning(ctx, tx, turnID)
+		}
+		if err != nil {
+			return err
+		}
+		now := s.nowMS()
+		ids = make([]int64, 0, len(msgs))
+		for i, m := range msgs {
+			id, err := insertMessage(ctx, tx, sessionID, turnID, m.Message, m.Hidden, now)
+			if err != nil {
+				return fmt.Errorf("message %d: %w", i, err)
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: commit step %d of turn %d: %w", step, turnID, err)
+	}
+	return ids, nil
+}
+
+// FinishTurn records how a running turn ended: status, stop reason, error,
+// model, ended_at and duration. It fails with ErrTurnNotRunning if the turn
+// has already finished.
+func (s *Store) FinishTurn(ctx context.Context, turnID int64, e TurnEnd) error {
+	switch e.Status {
+	case TurnCompleted, TurnFailed, TurnCancelled:
+	default:
+		return fmt.Errorf("store: finish turn %d: invalid status %q", turnID, e.Status)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMS()
+		res, err := tx.ExecContext(ctx, sqlFinishTurn, e.Status, e.StopReason, e.Error, e.Model, e.Steps, e.Steps, now, now, turnID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		return notRunning(ctx, tx, turnID)
+	})
+	if err != nil {
+		return fmt.Errorf("store: finish turn %d: %w", turnID, err)
+	}
+	return nil
+}
+
+// notRunning explains why a turn could not be updated as running: it does
+// not exist (ErrNotFound) or has finished (ErrTurnNotRunning).
+func notRunning(ctx context.Context, tx *sql.Tx, turnID int64) error {
+	var status string
+	err := tx.QueryRowContext(ctx, sqlTurnStatus, turnID).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("turn is %s: %w", status, ErrTurnNotRunning)
+}
+
+// imageMeta is what is stored of an llm.Image: never the bytes.
+type imageMeta struct {
+	MIME string `json:"mime"`
+	URL  string `json:"url,omitempty"`
+	Size int    `json:"size,omitempty"`
+}
+
+func insertMessage(ctx context.Context, tx *sql.Tx, sessionID, turnID int64, m llm.Message, hidden bool, nowMS int64) (int64, error) {
+	var calls, images sql.NullString
+	if len(m.ToolCalls) > 0 {
+		b, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return 0, fmt.Errorf("encode tool calls: %w", err)
+		}
+		calls = sql.NullString{String: string(b), Valid: true}
+	}
+	if len(m.Images) > 0 {
+		meta := make([]imageMeta, len(m.Images))
+		for i, im := range m.Images {
+			meta[i] = imageMeta{MIME: im.MIME, URL: im.URL, Size: len(im.Data)}
+		}
+		b, err := json.Marshal(meta)
+		if err != nil {
+			return 0, fmt.Errorf("encode images: %w", err)
+		}
+		images = sql.NullString{String: string(b), Valid: true}
+	}
+	res, err := tx.ExecContext(ctx, sqlInsertMsg, sessionID, nullID(turnID), string(m.Role), m.Content, calls,
+		m.ToolCallID, m.Name, images, hidden, nowMS)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func scanMessage(r rowScanner) (Message, error) {
+	var m Message
+	var role string
+	var calls, images sql.NullString
+	var created int64
+	if err := r.Scan(&m.ID, &m.SessionID, &m.TurnID, &role, &m.Content, &calls, &m.ToolCallID, &m.Name,
+		&images, &m.Hidden, &created); err != nil {
+		return Message{}, err
+	}
+	m.Role = llm.Role(role)
+	m.CreatedAt = fromMS(created)
+	if calls.Valid {
+		if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+			return Message{}, fmt.Errorf("message %d: decode tool calls: %w", m.ID, err)
+		}
+	}
+	if images.Valid {
+		var meta []imageMeta
+		if err := json.Unmarshal([]byte(images.String), &meta); err != nil {
+			return Message{}, fmt.Errorf("message %d: decode images: %w", m.ID, err)
+		}
+		m.Images = make([]llm.Image, len(meta))
+		for i, im := range meta {
+			m.Images[i] = llm.Image{MIME: im.MIME, URL: im.URL}
+		}
+	}
+	return m, nil
+}
+
+// Messages returns all messages of the session in order, hidden ones included.
+func (s *Store) Messages(ctx context.Context, sessionID int64) ([]Message, error) {
+	return s.MessagesAfter(ctx, sessionID, 0)
+}
+
+// MessagesAfter returns the session's messages with id > afterID, in order
+// (e.g. after a compaction summary's upToMessageID).
+func (s *Store) MessagesAfter(ctx context.Context, sessionID, afterID int64) ([]Message, error) {
+	rows, err := s.db.QueryContext(ctx, sqlMessages, sessionID, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("store: messages of session %d: %w", sessionID, err)
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: messages of session %d: %w", sessionID, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: messages of session %d: %w", sessionID, err)
+	}
+	return out, nil
+}
+
+func scanTurn(r rowScanner) (Turn, error) {
+	var t Turn
+	var started int64
+	var ended, dur sql.NullInt64
+	if err := r.Scan(&t.ID, &t.ChatID, &t.SessionID, &t.InboxID, &t.UserID, &t.Channel, &t.Kind, &t.Status,
+		&t.StopReason, &t.Error, &t.Model, &t.Steps, &t.Usage.PromptTokens, &t.Usage.CompletionTokens,
+		&t.Usage.TotalTokens, &started, &ended, &dur); err != nil {
+		return Turn{}, err
+	}
+	t.StartedAt = fromMS(started)
+	t.EndedAt = fromNullMS(ended)
+	t.Duration = time.Duration(dur.Int64) * time.Millisecond
+	return t, nil
+}
+
+func (s *Store) queryTurns(ctx context.Context, query string, args ...any) ([]Turn, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Turn
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// Turn returns the turn with the id, or an error matching ErrNotFound.
+func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
+	t, err := scanTurn(s.db.QueryRowContext(ctx, sqlTurnByID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Turn{}, fmt.Errorf("store: turn %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Turn{}, fmt.Errorf("store: turn %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// Turns returns up to limit of the chat's turns, newest first; limit <= 0
+// means all.
+func (s *Store) Turns(ctx context.Context, chatID int64, limit int) ([]Turn, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	ts, err := s.queryTurns(ctx, sqlTurnsOfChat, chatID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: turns of chat %d: %w", chatID, err)
+	}
+	return ts, nil
+}
+
+// RunningTurns returns the turns still marked running, oldest first. At
+// startup these are turns a crash interrupted.
+func (s *Store) RunningTurns(ctx context.Context) ([]Turn, error) {
+	ts, err := s.queryTurns(ctx, sqlRunningTurns)
+	if err != nil {
+		return nil, fmt.Errorf("store: running turns: %w", err)
+	}
+	return ts, nil
+}
+
+// TurnForInbox returns the newest turn started for the inbox item; ok is
+// false if there is none.
+func (s *Store) TurnForInbox(ctx context.Context, inboxID int64) (Turn, bool, error) {
+	t, err := scanTurn(s.db.QueryRowContext(ctx, sqlTurnForInbox, inboxID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Turn{}, false, nil
+	}
+	if err != nil {
+		return Turn{}, false, fmt.Errorf("store: turn for inbox %d: %w", inboxID, err)
+	}
+	return t, true, nil
+}
+
+// UsageSince sums the token usage of the user's turns started at or after
+// since (a turn counts entirely towards the day it started).
+func (s *Store) UsageSince(ctx context.Context, userID string, since time.Time) (llm.Usage, error) {
+	var u llm.Usage
+	err := s.db.QueryRowContext(ctx, sqlUsageSince, userID, since.UnixMilli()).
+		Scan(&u.PromptTokens, &u.CompletionTokens, &u.TotalTokens)
+	if err != nil {
+		return llm.Usage{}, fmt.Errorf("store: usage of user %q: %w", userID, err)
+	}
+	return u, nil
+}
