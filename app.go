@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -242,5 +241,3 @@ func check(cfg *config.Config, out io.Writer) int {
 	return exitOK
 }
 
-// errNoChannel is returned by a channel constructor that is not built in.
-var errNoChannel = errors.New("channel not available")

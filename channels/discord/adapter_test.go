@@ -1,0 +1,634 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
+
+	"switchboard/channels"
+	"switchboard/internal/discordfake"
+)
+
+// recorder is a Sink that keeps what it was given.
+type recorder struct {
+	mu      sync.Mutex
+	got     []channels.Inbound
+	failN   int // fail this many next deliveries
+	changed chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+
+func (r *recorder) Deliver(_ context.Context, in channels.Inbound) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failN > 0 {
+		r.failN--
+		return errors.New("store is down")
+	}
+	r.got = append(r.got, in)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	return nil
+}
+
+func (r *recorder) count(msgID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, in := range r.got {
+		if in.MessageID == msgID {
+			n++
+		}
+	}
+	return n
+}
+
+// wait returns the delivery of msgID.
+func (r *recorder) wait(t *testing.T, msgID string) channels.Inbound {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		for _, in := range r.got {
+			if in.MessageID == msgID {
+				r.mu.Unlock()
+				return in
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("message %s not delivered", msgID)
+		}
+	}
+}
+
+// sleeper records the waits the adapter asks for and returns at once,
+// unless a test installs a hook.
+type sleeper struct {
+	mu    sync.Mutex
+	calls []time.Duration
+	hook  func(ctx context.Context, d time.Duration) error
+}
+
+func (s *sleeper) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, d)
+	hook := s.hook
+	s.mu.Unlock()
+	if hook != nil {
+		return hook(ctx, d)
+	}
+	return ctx.Err()
+}
+
+func (s *sleeper) reset(hook func(ctx context.Context, d time.Duration) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls, s.hook = nil, hook
+}
+
+func (s *sleeper) got() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestAdapter drives one real discordgo session against the fake through
+// every subtest: a session's Close costs a second, so it is shared.
+func TestAdapter(t *testing.T) {
+	f := discordfake.New(t)
+	rec := newRecorder()
+	sl := &sleeper{}
+	logs := &syncBuffer{}
+	a, err := New(Options{
+		Token:            f.Token,
+		APIBase:          f.APIBase(),
+		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Sleep:            sl.sleep,
+		MaxDownloadBytes: 1024,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(runCtx, rec) }()
+	stopped := false
+	stopRun := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		stop()
+		return <-runErr
+	}
+	t.Cleanup(func() { _ = stopRun() }) // before the fake's cleanup
+
+	if _, err := f.WaitIdentify(waitCtx(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	f.AddUser(discordfake.User{ID: "u2", Username: "bob"})
+	f.AddChannel("g-text", discordfake.ChannelTypeGuildText, "g1", "")
+	f.AddChannel("th-1", discordfake.ChannelTypePublicThread, "g1", "g-text")
+
+	t.Run("identify carries intents and slash commands are registered", func(t *testing.T) {
+		id, _ := f.WaitIdentify(waitCtx(t), 1)
+		// Guilds | GuildMessages | DirectMessages | MessageContent
+		if want := 1 | 1<<9 | 1<<12 | 1<<15; id.Intents != want {
+			t.Errorf("intents = %d, want %d", id.Intents, want)
+		}
+		if id.Token != "Bot "+f.Token {
+			t.Errorf("identify token is not the bot token")
+		}
+		err := f.WaitFor(waitCtx(t), func() bool { return len(f.Commands()) == 4 })
+		var names []string
+		for _, c := range f.Commands() {
+			names = append(names, c.Name)
+		}
+		if err != nil || !slices.Equal(names, []string{"new", "stop", "status", "help"}) {
+			t.Errorf("commands = %v (%v)", names, err)
+		}
+	})
+
+	t.Run("DM", func(t *testing.T) {
+		m := f.MessageCreate("dm-1", "", "u1", "alice", "hello there")
+		f.Dispatch("MESSAGE_CREATE", m)
+		in := rec.wait(t, m.ID)
+		want := channels.Inbound{
+			Channel: "discord", ChatID: "dm-1", ChatType: channels.DM, MessageID: m.ID,
+			UserID: "u1", UserName: "alice", DisplayName: "alice", Text: "hello there", Mentioned: true,
+		}
+		in.Time = time.Time{}
+		if fmt.Sprint(in) != fmt.Sprint(want) {
+			t.Errorf("got  %+v\nwant %+v", in, want)
+		}
+	})
+
+	t.Run("guild message without mention", func(t *testing.T) {
+		m := f.MessageCreate("g-text", "g1", "u1", "alice", "just chatting", discordfake.WithNick("Al"))
+		f.Dispatch("MESSAGE_CREATE", m)
+		in := rec.wait(t, m.ID)
+		if in.Mentioned || in.ChatType != channels.Group || in.ChatTitle != "channel-g-text" || in.DisplayName != "Al" {
+			t.Errorf("got %+v, want an unmentioned group message in channel-g-text by Al", in)
+		}
+	})
+
+	t.Run("guild message with mention", func(t *testing.T) {
+		m := f.MessageCreate("g-text", "g1", "u1", "alice", "<@"+f.Bot.ID+"> what does <@!u2> think?")
+		f.Dispatch("MESSAGE_CREATE", m)
+		in := rec.wait(t, m.ID)
+		if !in.Mentioned || in.Text != "what does @bob think?" {
+			t.Errorf("got mentioned=%v text=%q, want true and %q", in.Mentioned, in.Text, "what does @bob think?")
+		}
+	})
+
+	t.Run("reply to the bot counts as mention and quotes it", func(t *testing.T) {
+		id, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "g-text", Text: "I am the bot"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := f.SentTo("g-text")
+		m := f.MessageCreate("g-text", "g1", "u1", "alice", "tell me more", discordfake.ReplyTo(f.BotMessage(sent[len(sent)-1])))
+		f.Dispatch("MESSAGE_CREATE", m)
+		in := rec.wait(t, m.ID)
+		want := &channels.Quote{MessageID: id, Author: f.Bot.Username, Text: "I am the bot", FromBot: true}
+		if !in.Mentioned || in.Quote == nil || *in.Quote != *want {
+			t.Errorf("got mentioned=%v quote=%+v, want true and %+v", in.Mentioned, in.Quote, want)
+		}
+		// Discord echoes the bot's own message back; it is never delivered.
+		if n := rec.count(id); n != 0 {
+			t.Errorf("own message delivered %d times", n)
+		}
+	})
+
+	t.Run("thread is its own chat", func(t *testing.T) {
+		m := f.MessageCreate("th-1", "g1", "u1", "alice", "in a thread")
+		f.Dispatch("MESSAGE_CREATE", m)
+		in := rec.wait(t, m.ID)
+		if in.ChatID != "th-1" || in.ChatType != channels.Group || in.ChatTitle != "channel-th-1" {
+			t.Errorf("got chat %q (%s, %q), want th-1 group channel-th-1", in.ChatID, in.ChatType, in.ChatTitle)
+		}
+	})
+
+	t.Run("messages from bots are ignored", func(t *testing.T) {
+		own := f.MessageCreate("g-ign", "g1", f.Bot.ID, f.Bot.Username, "my own words")
+		other := f.MessageCreate("g-ign", "g1", "b2", "otherbot", "beep", discordfake.FromBot())
+		user := f.MessageCreate("g-ign", "g1", "u1", "alice", "after the bots")
+		for _, m := range []discordfake.Message{own, other, user} {
+			f.Dispatch("MESSAGE_CREATE", m)
+		}
+		// Delivery is in order per chat, so once the user's message is in,
+		// the bots' would be too.
+		rec.wait(t, user.ID)
+		if rec.count(own.ID) != 0 || rec.count(other.ID) != 0 {
+			t.Errorf("bot messages delivered: own %d, other %d", rec.count(own.ID), rec.count(other.ID))
+		}
+	})
+
+	t.Run("attachments", func(t *testing.T) {
+		small := f.AddFile("cat.png", "image/png", []byte("\x89PNG small image"))
+		big := f.AddFile("huge.png", "image/png", bytes.Repeat([]byte("x"), 2048))
+		text := f.AddFile("notes.txt", "text/plain; charset=utf-8", []byte("line one\nline two"))
+		pdf := f.AddFile("report.pdf", "application/pdf", []byte("%PDF-1.7"))
+		m := f.MessageCreate("dm-1", "", "u1", "alice", "", discordfake.WithAttachments(small, big, text, pdf))
+		f.Dispatch("MESSAGE_CREATE", m)
+		in := rec.wait(t, m.ID)
+		if len(in.Attachments) != 4 {
+			t.Fatalf("attachments = %+v", in.Attachments)
+		}
+		img, huge, txt, doc := in.Attachments[0], in.Attachments[1], in.Attachments[2], in.Attachments[3]
+		if img.Kind != channels.Image || string(img.Data) != "\x89PNG small image" || img.MIME != "image/png" {
+			t.Errorf("image = %+v", img)
+		}
+		if huge.Kind != channels.Image || huge.Data != nil || !strings.Contains(huge.Note, "limit") || huge.Size != 2048 {
+			t.Errorf("big image = %+v", huge)
+		}
+		if txt.Kind != channels.File || txt.Text != "line one\nline two" || txt.MIME != "text/plain" {
+			t.Errorf("text = %+v", txt)
+		}
+		if doc.Kind != channels.File || doc.Data != nil || doc.Text != "" || !strings.Contains(doc.Note, "report.pdf") || doc.MIME != "application/pdf" {
+			t.Errorf("pdf = %+v", doc)
+		}
+	})
+
+	t.Run("a failing sink is retried", func(t *testing.T) {
+		sl.reset(nil)
+		rec.mu.Lock()
+		rec.failN = 1
+		rec.mu.Unlock()
+		m := f.MessageCreate("dm-2", "", "u1", "alice", "try again")
+		f.Dispatch("MESSAGE_CREATE", m)
+		rec.wait(t, m.ID)
+		if got := sl.got(); !slices.Equal(got, []time.Duration{time.Second}) || rec.count(m.ID) != 1 {
+			t.Errorf("sleeps = %v, deliveries = %d; want [1s] and 1", got, rec.count(m.ID))
+		}
+	})
+
+	t.Run("long reply is split with the code block intact", func(t *testing.T) {
+		text := longReply()
+		if n := utf8.RuneCountInString(text); n < 4400 || n > 4600 {
+			t.Fatalf("test text is %d chars", n)
+		}
+		before := len(f.Sent())
+		last, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "long-1", Text: text, ReplyTo: "orig-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := f.SentTo("long-1")
+		if len(sent) != 3 || len(f.Sent()) != before+3 {
+			t.Fatalf("sent %d parts, want 3", len(sent))
+		}
+		var parts []string
+		for i, s := range sent {
+			parts = append(parts, s.Content)
+			if n := utf8.RuneCountInString(s.Content); n >= 2000 {
+				t.Errorf("part %d has %d chars", i, n)
+			}
+			if (i == 0) != (s.Reference != nil) || (i == 0 && s.Reference.MessageID != "orig-1") {
+				t.Errorf("part %d reference = %+v; want only the first to reply to orig-1", i, s.Reference)
+			}
+		}
+		if last != sent[2].ID {
+			t.Errorf("returned id %s, want the last part's %s", last, sent[2].ID)
+		}
+		checkSplit(t, text, parts)
+		if n := strings.Count(strings.Join(parts, "\n"), "```go\n"); n < 2 {
+			t.Errorf("the code block should span two parts (reopened with its language), found %d openings", n)
+		}
+	})
+
+	t.Run("429 is waited out and the message sent once", func(t *testing.T) {
+		sl.reset(nil)
+		reqs := f.Requests(discordfake.RouteCreateMessage)
+		f.FailNext(discordfake.RouteCreateMessage, 429, discordfake.RateLimitBody(0.25, false))
+		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "rl-1", Text: "patience"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := sl.got(); !slices.Equal(got, []time.Duration{250 * time.Millisecond}) {
+			t.Errorf("sleeps = %v, want [250ms]", got)
+		}
+		if s := f.SentTo("rl-1"); len(s) != 1 || s[0].Content != "patience" {
+			t.Errorf("sent = %+v, want one 'patience'", s)
+		}
+		if got := f.Requests(discordfake.RouteCreateMessage) - reqs; got != 2 {
+			t.Errorf("requests = %d, want 2", got)
+		}
+	})
+
+	t.Run("one chat's 429 does not hold up another", func(t *testing.T) {
+		entered, release := make(chan time.Duration, 1), make(chan struct{})
+		sl.reset(func(ctx context.Context, d time.Duration) error {
+			entered <- d
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		defer sl.reset(nil)
+		f.FailNext(discordfake.RouteCreateMessage, 429, discordfake.RateLimitBody(3.5, false))
+		aErr := make(chan error, 1)
+		go func() {
+			_, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "rl-a", Text: "slow chat"})
+			aErr <- err
+		}()
+		if d := <-entered; d != 3500*time.Millisecond {
+			t.Errorf("waiting %v, want 3.5s", d)
+		}
+		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "rl-b", Text: "fast chat"}); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.SentTo("rl-b")) != 1 || len(f.SentTo("rl-a")) != 0 {
+			t.Errorf("while rl-a waits: rl-a %d, rl-b %d sent; want 0 and 1", len(f.SentTo("rl-a")), len(f.SentTo("rl-b")))
+		}
+		close(release)
+		if err := <-aErr; err != nil {
+			t.Fatal(err)
+		}
+		if len(f.SentTo("rl-a")) != 1 {
+			t.Errorf("rl-a sent %d, want 1", len(f.SentTo("rl-a")))
+		}
+	})
+
+	t.Run("5xx is retried with backoff and the message sent once", func(t *testing.T) {
+		sl.reset(nil)
+		// The first attempt is stored but its answer lost; the nonce makes
+		// the retry return the same message.
+		f.FailNextAfterCommit(discordfake.RouteCreateMessage, 500, discordfake.ErrorBody(0, "500: Internal Server Error"))
+		id, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "5xx-1", Text: "exactly once"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.FailNext(discordfake.RouteCreateMessage, 502, "<html>bad gateway</html>")
+		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "5xx-1", Text: "second"}); err != nil {
+			t.Fatal(err)
+		}
+		s := f.SentTo("5xx-1")
+		if len(s) != 2 || s[0].ID != id || s[0].Content != "exactly once" || s[1].Content != "second" {
+			t.Errorf("sent = %+v, want 'exactly once' (id %s) and 'second'", s, id)
+		}
+		if got := sl.got(); !slices.Equal(got, []time.Duration{firstBackoff, firstBackoff}) {
+			t.Errorf("sleeps = %v, want two of %v", got, firstBackoff)
+		}
+	})
+
+	t.Run("typing", func(t *testing.T) {
+		if err := a.Typing(waitCtx(t), "dm-1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Typing(); !slices.Contains(got, "dm-1") {
+			t.Errorf("typing = %v", got)
+		}
+		// Typing is refreshed by the router; a 429 is reported, not waited.
+		sl.reset(nil)
+		f.FailNext(discordfake.RouteTyping, 429, discordfake.RateLimitBody(1, false))
+		err := a.Typing(waitCtx(t), "dm-1")
+		var rl *discordgo.RateLimitError
+		if !errors.As(err, &rl) || len(sl.got()) != 0 {
+			t.Errorf("err = %v, sleeps %v; want a RateLimitError and no wait", err, sl.got())
+		}
+	})
+
+	t.Run("react and edit", func(t *testing.T) {
+		id, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "g-text", Text: "draft"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.React(waitCtx(t), "g-text", id, "👍"); err != nil {
+			t.Fatal(err)
+		}
+		if r := f.Reactions(); len(r) == 0 || r[len(r)-1] != (discordfake.Reaction{ChannelID: "g-text", MessageID: id, Emoji: "👍"}) {
+			t.Errorf("reactions = %+v", r)
+		}
+		if err := a.Edit(waitCtx(t), "g-text", id, "final"); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Edit(waitCtx(t), "g-text", id, strings.Repeat("word ", 500)); err != nil {
+			t.Fatal(err)
+		}
+		e := f.Edits()
+		if len(e) < 2 || e[len(e)-2].Content != "final" || !strings.HasSuffix(e[len(e)-1].Content, "…") || utf8.RuneCountInString(e[len(e)-1].Content) > 2000 {
+			t.Errorf("edits = %+v", e)
+		}
+		if err := a.Edit(waitCtx(t), "g-text", "no-such-id", "x"); err == nil {
+			t.Error("edit of an unknown message: no error")
+		}
+	})
+
+	t.Run("send file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "report.txt")
+		if err := os.WriteFile(path, []byte("the report"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		id, err := a.SendFile(waitCtx(t), "files-1", channels.OutboundFile{Path: path, Caption: "here you go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.SendFile(waitCtx(t), "files-1", channels.OutboundFile{URL: "https://example.com/x.png", Caption: "a picture"}); err != nil {
+			t.Fatal(err)
+		}
+		s := f.SentTo("files-1")
+		if len(s) != 2 || s[0].ID != id || s[0].Content != "here you go" || len(s[0].Files) != 1 ||
+			s[0].Files[0].Name != "report.txt" || string(s[0].Files[0].Data) != "the report" {
+			t.Fatalf("sent = %+v", s)
+		}
+		if s[1].Content != "a picture\nhttps://example.com/x.png" || len(s[1].Files) != 0 {
+			t.Errorf("url message = %+v", s[1])
+		}
+	})
+
+	t.Run("slash command", func(t *testing.T) {
+		ic := f.SlashCommand("g-text", "g1", "u1", "alice", "new")
+		f.Dispatch("INTERACTION_CREATE", ic)
+		in := rec.wait(t, ic.ID)
+		if in.Text != "/new" || !in.Mentioned || in.ChatID != "g-text" || in.UserID != "u1" || in.ChatType != channels.Group {
+			t.Errorf("got %+v", in)
+		}
+		if err := f.WaitFor(waitCtx(t), func() bool { return len(f.InteractionResponses()) == 1 }); err != nil {
+			t.Fatal(err)
+		}
+		r := f.InteractionResponses()[0]
+		if r.InteractionID != ic.ID || r.Token != ic.Token || r.Type != 4 || r.Flags != 64 || r.Content == "" {
+			t.Errorf("response = %+v, want an ephemeral message for %s", r, ic.ID)
+		}
+	})
+
+	t.Run("token never in errors or logs", func(t *testing.T) {
+		// A server (or proxy) that echoes the Authorization header.
+		f.FailNext(discordfake.RouteCreateMessage, 401, discordfake.ErrorBody(0, "401: Unauthorized (got Bot "+f.Token+")"))
+		_, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "tok-1", Text: "hi"})
+		var re *discordgo.RESTError
+		if err == nil || !errors.As(err, &re) || re.Response.StatusCode != 401 {
+			t.Fatalf("err = %v, want a wrapped 401 RESTError", err)
+		}
+		if strings.Contains(err.Error(), f.Token) || !strings.Contains(err.Error(), "[redacted]") {
+			t.Errorf("error text leaks or is not redacted: %s", err)
+		}
+		// discordgo's own log lines go through the same redaction.
+		discordgo.Logger(discordgo.LogError, 1, "identify with %s", "Bot "+f.Token)
+		if l := logs.String(); strings.Contains(l, f.Token) || !strings.Contains(l, "identify with [redacted]") {
+			t.Errorf("library log not redacted:\n%s", l)
+		}
+	})
+
+	// Last: it costs discordgo's 1 s close on the dropped connection.
+	t.Run("dropped gateway resumes and replays missed messages", func(t *testing.T) {
+		ctx := waitCtx(t)
+		before := f.MessageCreate("dm-3", "", "u1", "alice", "before the drop")
+		seq := f.Dispatch("MESSAGE_CREATE", before)
+		rec.wait(t, before.ID)
+		session, resumes := f.SessionID(), f.Resumes()
+
+		f.DropConnection()
+		var during []discordfake.Message
+		for i := range 3 {
+			m := f.MessageCreate("dm-3", "", "u1", "alice", fmt.Sprintf("during the drop %d", i))
+			f.Dispatch("MESSAGE_CREATE", m)
+			during = append(during, m)
+		}
+		r, err := f.WaitResume(ctx, resumes+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.SessionID != session || r.Seq != seq {
+			t.Errorf("resume = %+v, want session %s seq %d", r, session, seq)
+		}
+		after := f.MessageCreate("dm-3", "", "u1", "alice", "after the resume")
+		f.Dispatch("MESSAGE_CREATE", after)
+		rec.wait(t, after.ID)
+		for _, m := range append(during, before, after) {
+			if n := rec.count(m.ID); n != 1 {
+				t.Errorf("message %q delivered %d times, want 1", m.Content, n)
+			}
+		}
+		if f.Identifies() != 1 {
+			t.Errorf("identifies = %d, want 1 (resumed, not re-identified)", f.Identifies())
+		}
+	})
+
+	if err := stopRun(); err != nil {
+		t.Errorf("Run returned %v, want nil", err)
+	}
+	if l := logs.String(); strings.Contains(l, f.Token) {
+		t.Errorf("logs contain the token")
+	}
+}
+
+// longReply is about 4500 characters: prose, a Go code block of about 2000
+// characters, and more prose.
+func longReply() string {
+	var b strings.Builder
+	for i := range 16 {
+		fmt.Fprintf(&b, "Paragraph %02d talks about the plan in some detail, so that it fills a line or two of text.\n\n", i)
+	}
+	b.WriteString("```go\n")
+	for i := range 50 {
+		fmt.Fprintf(&b, "\tx%02d := compute(%02d) // step %02d of the loop\n", i, i, i)
+	}
+	b.WriteString("```\n\n")
+	for i := range 12 {
+		fmt.Fprintf(&b, "Closing remark %02d explains what the code above does and why it matters.\n", i)
+	}
+	return b.String()
+}
+
+// checkSplit asserts that every word of text appears in parts, in order,
+// with the code-block language it had in text (outside: ""), and that every
+// part closes the code blocks it opens.
+func checkSplit(t *testing.T, text string, parts []string) {
+	t.Helper()
+	type line struct{ text, lang string }
+	scan := func(s string) (lines []line, balanced bool) {
+		lang, in := "", false
+		for l := range strings.SplitSeq(s, "\n") {
+			if strings.HasPrefix(l, "```") {
+				if in {
+					in, lang = false, ""
+				} else {
+					in, lang = true, strings.TrimPrefix(l, "```")
+				}
+				continue
+			}
+			// Words, not lines: a line over the limit is cut at a space.
+			for _, w := range strings.Fields(l) {
+				lines = append(lines, line{w, lang})
+			}
+		}
+		return lines, !in
+	}
+	want, _ := scan(text)
+	var got []line
+	for i, p := range parts {
+		l, ok := scan(p)
+		if !ok {
+			t.Errorf("part %d leaves a code block open:\n%s", i, p)
+		}
+		got = append(got, l...)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lines differ after split:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// A first connection that fails (here: a rejected token) ends Run with an
+// error that names the cause and not the token.
+func TestRunFailsOnRejectedToken(t *testing.T) {
+	f := discordfake.New(t)
+	secret := "wrong-" + f.Token
+	a, err := New(Options{Token: secret, APIBase: f.APIBase(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Run(waitCtx(t), newRecorder())
+	if err == nil || !strings.Contains(err.Error(), "4004") || strings.Contains(err.Error(), secret) {
+		t.Fatalf("Run = %v, want a 4004 error without the token", err)
+	}
+	if f.Identifies() != 0 {
+		t.Errorf("identifies = %d, want 0", f.Identifies())
+	}
+	// A second Run is allowed after the first returned.
+	if err := a.Run(waitCtx(t), newRecorder()); err == nil || strings.Contains(err.Error(), "already running") {
+		t.Errorf("second Run = %v, want the same connect error", err)
+	}
+}

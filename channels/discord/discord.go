@@ -1,0 +1,405 @@
+// Package discord is the Discord adapter: it receives messages and slash
+// commands from the gateway through github.com/bwmarrin/discordgo, normalises
+// them to channels.Inbound, and sends, edits and reacts over REST.
+//
+// discordgo owns the gateway: heartbeats, reconnects and resumes. After a
+// dropped connection it resumes the session and Discord replays the events
+// missed meanwhile, so they are delivered late but not lost; every message
+// keeps its Discord id as MessageID, so the router's dedup absorbs a replay.
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+
+	"switchboard/channels"
+)
+
+const name = "discord"
+
+// DefaultAPIBase is Discord's REST base.
+const DefaultAPIBase = "https://discord.com/api/v9"
+
+// defaultMaxDownload caps image downloads; Discord's own upload limit for
+// users without Nitro is 10 MiB, and a model rarely needs more than a few.
+const defaultMaxDownload = 8 << 20
+
+// intents are the gateway events the adapter needs. MessageContent is a
+// privileged intent: without it (enabled in the developer portal) guild
+// messages arrive with empty content.
+const intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
+	discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+
+// Options configure an Adapter.
+type Options struct {
+	// Token is the bot token, without the "Bot " prefix.
+	Token string
+	// APIBase is the REST base, default DefaultAPIBase. Set to a fake's base,
+	// REST calls and CDN downloads go there.
+	APIBase string
+	// GatewayURL, if set, overrides the gateway URL (ws:// or wss://).
+	GatewayURL string
+	// HTTPClient is copied, not changed; default: a 30 s timeout.
+	HTTPClient *http.Client
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Sleep waits between retries; default: a timer that ends with ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxDownloadBytes caps image downloads (default 8 MiB); larger images
+	// are described, not downloaded.
+	MaxDownloadBytes int64
+}
+
+// Adapter is the Discord channel. Create it with New.
+type Adapter struct {
+	s           *discordgo.Session
+	http        *http.Client
+	log         *slog.Logger
+	sleep       func(ctx context.Context, d time.Duration) error
+	maxDownload int64
+	redact      redactor
+	libSink     *libSink
+
+	active   atomic.Bool // a Run is in progress (one at a time)
+	running  atomic.Bool // the gateway should be connected
+	cmdsDone atomic.Bool
+	bg       sync.WaitGroup // command registration
+	queues   chatQueues
+	sends    chatLocks
+
+	mu      sync.Mutex
+	botID   string
+	botName string
+	titles  map[string]string // channel id → name
+}
+
+// New validates o and prepares a session; nothing connects until Run.
+func New(o Options) (*Adapter, error) {
+	token := strings.TrimSpace(strings.TrimPrefix(strings.TrimLeft(o.Token, " "), "Bot "))
+	if token == "" {
+		return nil, errors.New("discord: token is required (the bot token from the developer portal, without \"Bot \")")
+	}
+	if o.APIBase == "" {
+		o.APIBase = DefaultAPIBase
+	}
+	api, err := url.Parse(o.APIBase)
+	if err != nil || (api.Scheme != "http" && api.Scheme != "https") || api.Host == "" {
+		return nil, fmt.Errorf("discord: api base %q must be an absolute http(s) URL", o.APIBase)
+	}
+	if o.GatewayURL != "" {
+		gw, err := url.Parse(o.GatewayURL)
+		if err != nil || (gw.Scheme != "ws" && gw.Scheme != "wss") || gw.Host == "" {
+			return nil, fmt.Errorf("discord: gateway url %q must be an absolute ws(s) URL", o.GatewayURL)
+		}
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("channel", name)
+	if o.Sleep == nil {
+		o.Sleep = sleepCtx
+	}
+	if o.MaxDownloadBytes <= 0 {
+		o.MaxDownloadBytes = defaultMaxDownload
+	}
+
+	client := &http.Client{Timeout: 30 * time.Second}
+	if o.HTTPClient != nil {
+		c := *o.HTTPClient
+		client = &c
+	}
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	client.Transport = &rewriter{base: base, api: api, cdn: api.Host != "discord.com", gateway: o.GatewayURL}
+
+	s, err := discordgo.New("Bot " + token)
+	if err != nil {
+		return nil, fmt.Errorf("discord: new session: %w", err)
+	}
+	s.Client = client
+	s.Dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 15 * time.Second}
+	s.Identify.Intents = intents
+	s.SyncEvents = true // handlers only enqueue; ordering per chat is ours
+	s.ShouldRetryOnRateLimit = false
+	s.MaxRestRetries = 0
+	s.ShouldReconnectVoiceOnSessionError = false
+	s.LogLevel = discordgo.LogWarning
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		s.LogLevel = discordgo.LogInformational
+	}
+	s.State.MaxMessageCount = 0
+	s.State.TrackEmojis, s.State.TrackMembers, s.State.TrackThreadMembers = false, false, false
+	s.State.TrackRoles, s.State.TrackVoice, s.State.TrackPresences = false, false, false
+
+	rd := newRedactor("Bot "+token, token)
+	a := &Adapter{
+		s: s, http: client, log: log, sleep: o.Sleep, maxDownload: o.MaxDownloadBytes,
+		redact: rd, libSink: &libSink{log: log, redact: rd}, titles: map[string]string{},
+	}
+	// A reconnect still in flight when Run stops may reopen the gateway
+	// after Close; close it again.
+	s.AddHandler(func(s *discordgo.Session, _ *discordgo.Connect) {
+		if !a.running.Load() {
+			go s.Close()
+		}
+	})
+	return a, nil
+}
+
+// Name is "discord".
+func (a *Adapter) Name() string { return name }
+
+// Run connects to the gateway and hands messages and slash commands to sink
+// until ctx ends. Reconnects and resumes are discordgo's. It returns an
+// error only when the first connection fails.
+func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
+	if !a.active.CompareAndSwap(false, true) {
+		return errors.New("discord: run: already running")
+	}
+	defer a.active.Store(false)
+	a.running.Store(true)
+	defer a.running.Store(false)
+	defer registerLibLog(a.libSink)()
+
+	remove := []func(){
+		a.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(ctx, r) }),
+		a.s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onMessage(ctx, sink, m.Message) }),
+		a.s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, sink, i.Interaction) }),
+		a.s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Resumed) { a.log.Info("discord: gateway session resumed") }),
+		a.s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Disconnect) { a.log.Debug("discord: gateway disconnected") }),
+	}
+	defer func() {
+		for _, r := range remove {
+			r()
+		}
+	}()
+
+	a.setReconnect(true)
+	if err := a.s.Open(); err != nil {
+		return a.redact.wrap(err, "discord: connect to gateway")
+	}
+	<-ctx.Done()
+	a.running.Store(false)
+	// Without this, a heartbeat goroutine that was waiting for the session
+	// lock while Close held it writes to the closed socket afterwards and
+	// starts discordgo's reconnect loop, which would outlive Run.
+	a.setReconnect(false)
+	if err := a.s.Close(); err != nil {
+		a.log.Warn("discord: close gateway", "err", a.redact.string(err.Error()))
+	}
+	a.queues.wait()
+	a.bg.Wait()
+	return nil
+}
+
+// setReconnect switches discordgo's reconnect on error. The library reads
+// the field after taking and releasing the session lock, so writing it
+// under that lock orders the two.
+func (a *Adapter) setReconnect(on bool) {
+	a.s.Lock()
+	a.s.ShouldReconnectOnError = on
+	a.s.Unlock()
+}
+
+func (a *Adapter) self() (id, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.botID, a.botName
+}
+
+// onReady runs on each READY (first connect, or a new session after an
+// invalid one). It runs inside discordgo's Open, so it only records and
+// starts work.
+func (a *Adapter) onReady(ctx context.Context, r *discordgo.Ready) {
+	if r.User == nil {
+		a.log.Error("discord: READY without a user")
+		return
+	}
+	a.mu.Lock()
+	a.botID, a.botName = r.User.ID, r.User.Username
+	a.mu.Unlock()
+	a.log.Info("discord: connected", "bot", r.User.Username, "bot_id", r.User.ID)
+	appID := r.User.ID
+	if r.Application != nil && r.Application.ID != "" {
+		appID = r.Application.ID
+	}
+	if a.cmdsDone.Load() {
+		return
+	}
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		if err := a.registerCommands(ctx, appID); err != nil {
+			a.log.Warn("discord: register slash commands (they will be missing from the menu; typed commands still work)", "err", err)
+			return
+		}
+		a.cmdsDone.Store(true)
+	}()
+}
+
+// commands are the router's commands, offered in Discord's slash menu.
+var commands = []*discordgo.ApplicationCommand{
+	{Name: "new", Description: "Start a new conversation"},
+	{Name: "stop", Description: "Stop the current reply"},
+	{Name: "status", Description: "Show the bot's status"},
+	{Name: "help", Description: "Show what the bot can do"},
+}
+
+func (a *Adapter) registerCommands(ctx context.Context, appID string) error {
+	err := a.retry(ctx, "register commands", func(opts ...discordgo.RequestOption) error {
+		_, err := a.s.ApplicationCommandBulkOverwrite(appID, "", commands, opts...)
+		return err
+	})
+	return a.redact.wrap(err, "discord: register commands")
+}
+
+// onMessage runs on discordgo's reader goroutine: it filters and enqueues.
+func (a *Adapter) onMessage(ctx context.Context, sink channels.Sink, m *discordgo.Message) {
+	botID, _ := a.self()
+	if why := ignoreMessage(m, botID); why != "" {
+		a.log.Debug("discord: ignore message", "why", why, "chat", m.ChannelID, "message", m.ID)
+		return
+	}
+	if ctx.Err() != nil {
+		a.log.Warn("discord: message arrived while stopping; not delivered", "chat", m.ChannelID, "message", m.ID)
+		return
+	}
+	a.queues.push(m.ChannelID, func() { a.handleMessage(ctx, sink, m, botID) })
+}
+
+func (a *Adapter) handleMessage(ctx context.Context, sink channels.Sink, m *discordgo.Message, botID string) {
+	in := inbound(m, botID)
+	in.Attachments = attachments(ctx, m, a.maxDownload, a.download)
+	if in.Text == "" && len(in.Attachments) == 0 && strings.TrimSpace(m.Content) == "" {
+		a.log.Debug("discord: empty message ignored (is the Message Content intent enabled?)", "chat", m.ChannelID, "message", m.ID)
+		return
+	}
+	in.ChatTitle = a.chatTitle(ctx, m.ChannelID, m.GuildID)
+	if err := a.deliver(ctx, sink, in); err != nil {
+		a.log.Error("discord: message not delivered", "chat", in.ChatID, "message", in.MessageID, "err", err)
+	}
+}
+
+func (a *Adapter) onInteraction(ctx context.Context, sink channels.Sink, i *discordgo.Interaction) {
+	in, ok := interactionInbound(i)
+	if !ok {
+		a.log.Debug("discord: ignore interaction", "type", i.Type.String())
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	a.queues.push(in.ChatID, func() {
+		err := a.deliver(ctx, sink, in)
+		if err != nil {
+			a.log.Error("discord: command not delivered", "chat", in.ChatID, "command", in.Text, "err", err)
+		}
+		a.ack(ctx, i, in.Text, err)
+	})
+}
+
+// ack answers an interaction with a short ephemeral note; the router's reply
+// follows as an ordinary message. Discord wants the answer within 3 s.
+func (a *Adapter) ack(ctx context.Context, i *discordgo.Interaction, text string, deliverErr error) {
+	content := "✓ " + text
+	if deliverErr != nil {
+		content = "Sorry, " + text + " did not go through. Please try again."
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{Content: content, Flags: discordgo.MessageFlagsEphemeral},
+	}, discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false), discordgo.WithRestRetries(0))
+	if err != nil {
+		msg := newRedactor(i.Token).string(a.redact.string(err.Error()))
+		a.log.Warn("discord: acknowledge command", "command", text, "err", msg)
+	}
+}
+
+// deliver hands in to the sink, retrying a failing sink a few times.
+func (a *Adapter) deliver(ctx context.Context, sink channels.Sink, in channels.Inbound) error {
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		err := sink.Deliver(ctx, in)
+		if err == nil || ctx.Err() != nil || attempt == 4 {
+			if err != nil {
+				return fmt.Errorf("discord: deliver message %s: %w", in.MessageID, err)
+			}
+			return nil
+		}
+		a.log.Warn("discord: deliver failed; retrying", "chat", in.ChatID, "message", in.MessageID, "attempt", attempt, "err", err)
+		if err := a.sleep(ctx, wait); err != nil {
+			return fmt.Errorf("discord: deliver message %s: %w", in.MessageID, err)
+		}
+		wait *= 2
+	}
+}
+
+// chatTitle is the name of a guild channel or thread, from the gateway's
+// state or else one cached REST lookup. DMs have none.
+func (a *Adapter) chatTitle(ctx context.Context, channelID, guildID string) string {
+	if guildID == "" {
+		return ""
+	}
+	a.mu.Lock()
+	t, ok := a.titles[channelID]
+	a.mu.Unlock()
+	if ok {
+		return t
+	}
+	c, err := a.s.State.Channel(channelID)
+	if err != nil {
+		c, err = a.s.Channel(channelID, discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false), discordgo.WithRestRetries(0))
+	}
+	if err != nil {
+		a.log.Debug("discord: look up channel name", "chat", channelID, "err", a.redact.string(err.Error()))
+		var re *discordgo.RESTError
+		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500 && re.Response.StatusCode != http.StatusTooManyRequests {
+			a.mu.Lock()
+			a.titles[channelID] = "" // unknown or forbidden: don't ask again
+			a.mu.Unlock()
+		}
+		return ""
+	}
+	a.mu.Lock()
+	a.titles[channelID] = c.Name
+	a.mu.Unlock()
+	return c.Name
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return context.Cause(ctx)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+var (
+	_ channels.Channel    = (*Adapter)(nil)
+	_ channels.Typer      = (*Adapter)(nil)
+	_ channels.Reactor    = (*Adapter)(nil)
+	_ channels.Editor     = (*Adapter)(nil)
+	_ channels.FileSender = (*Adapter)(nil)
+)

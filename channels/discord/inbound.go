@@ -1,0 +1,285 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
+
+	"switchboard/channels"
+)
+
+// maxTextAttachment is the largest text file whose content is inlined.
+const maxTextAttachment = 64 << 10
+
+// The normalisation from discordgo's structs to channels.Inbound is a chain
+// of small pure functions, each table-tested.
+
+// ignoreMessage reports why a MESSAGE_CREATE is not for the bot: its own
+// messages, other bots and webhooks, and system messages (joins, pins,
+// thread starters...). It returns "" for messages to deliver.
+func ignoreMessage(m *discordgo.Message, botID string) string {
+	switch {
+	case m == nil || m.Author == nil:
+		return "no author"
+	case m.Author.ID == botID:
+		return "own message"
+	case m.Author.Bot || m.Author.System || m.WebhookID != "":
+		return "from a bot"
+	case m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply:
+		return "system message"
+	}
+	return ""
+}
+
+func chatType(guildID string) channels.ChatType {
+	if guildID == "" {
+		return channels.DM
+	}
+	return channels.Group
+}
+
+// messageText returns the content with user mentions resolved to @name and
+// the bot's own mention removed, and whether the bot was mentioned.
+func messageText(m *discordgo.Message, botID string) (text string, mentioned bool) {
+	text = m.Content
+	for _, u := range m.Mentions {
+		if u == nil || u.ID == botID {
+			continue
+		}
+		text = strings.NewReplacer("<@"+u.ID+">", "@"+u.Username, "<@!"+u.ID+">", "@"+u.Username).Replace(text)
+	}
+	if botID != "" {
+		re := regexp.MustCompile(`[ \t]*<@!?` + regexp.QuoteMeta(botID) + `>`)
+		if re.MatchString(text) {
+			mentioned = true
+			text = re.ReplaceAllString(text, "")
+		}
+		for _, u := range m.Mentions {
+			if u != nil && u.ID == botID {
+				mentioned = true
+			}
+		}
+	}
+	return strings.TrimSpace(text), mentioned
+}
+
+// quoteOf returns the message m replies to, if any, and whether that
+// message is the bot's.
+func quoteOf(m *discordgo.Message, botID string) (*channels.Quote, bool) {
+	ref := m.ReferencedMessage
+	if ref == nil {
+		if m.MessageReference != nil && m.MessageReference.MessageID != "" {
+			// Discord sends no referenced_message when it was deleted.
+			return &channels.Quote{MessageID: m.MessageReference.MessageID}, false
+		}
+		return nil, false
+	}
+	q := &channels.Quote{MessageID: ref.ID}
+	q.Text, _ = messageText(ref, "")
+	if ref.Author != nil {
+		q.Author = ref.Author.Username
+		q.FromBot = ref.Author.ID == botID && botID != ""
+	}
+	return q, q.FromBot
+}
+
+func displayName(m *discordgo.Message) string {
+	switch {
+	case m.Member != nil && m.Member.Nick != "":
+		return m.Member.Nick
+	case m.Author.GlobalName != "":
+		return m.Author.GlobalName
+	}
+	return m.Author.Username
+}
+
+// attachmentPlan says what to do with one attachment.
+type attachmentPlan int
+
+const (
+	describeOnly  attachmentPlan = iota // name, type and size, with a note
+	downloadData                        // fetch into Data (images)
+	downloadText                        // fetch into Text (small text files)
+	tooLargeImage                       // an image over MaxDownloadBytes
+)
+
+// planAttachment classifies an attachment by MIME type (or, without one,
+// by extension) and size.
+func planAttachment(a *discordgo.MessageAttachment, maxDownload int64) (channels.AttachmentKind, string, attachmentPlan) {
+	ct := a.ContentType
+	if ct == "" {
+		ct = mime.TypeByExtension(strings.ToLower(path.Ext(a.Filename)))
+	}
+	media, _, _ := mime.ParseMediaType(ct)
+	if media == "" {
+		media = "application/octet-stream"
+	}
+	size := int64(a.Size)
+	switch {
+	case strings.HasPrefix(media, "image/"):
+		if size > maxDownload {
+			return channels.Image, media, tooLargeImage
+		}
+		return channels.Image, media, downloadData
+	case strings.HasPrefix(media, "audio/"):
+		return channels.Audio, media, describeOnly
+	case strings.HasPrefix(media, "video/"):
+		return channels.Video, media, describeOnly
+	case isText(media, a.Filename) && size <= maxTextAttachment:
+		return channels.File, media, downloadText
+	}
+	return channels.File, media, describeOnly
+}
+
+func isText(media, name string) bool {
+	if strings.HasPrefix(media, "text/") {
+		return true
+	}
+	switch media {
+	case "application/json", "application/xml", "application/yaml", "application/x-yaml", "application/toml",
+		"application/javascript", "application/x-sh", "application/sql":
+		return true
+	}
+	switch strings.ToLower(path.Ext(name)) {
+	case ".txt", ".md", ".csv", ".tsv", ".json", ".yaml", ".yml", ".toml", ".log", ".ini", ".go", ".py", ".js", ".ts", ".sh", ".sql", ".html", ".xml", ".c", ".h", ".rs", ".java":
+		return true
+	}
+	return false
+}
+
+// attachments turns a message's attachments and stickers into ours,
+// downloading images and small text files with get.
+func attachments(ctx context.Context, m *discordgo.Message, maxDownload int64, get func(ctx context.Context, url string, max int64) ([]byte, error)) []channels.Attachment {
+	var out []channels.Attachment
+	for _, a := range m.Attachments {
+		if a == nil {
+			continue
+		}
+		kind, media, plan := planAttachment(a, maxDownload)
+		at := channels.Attachment{Kind: kind, Name: a.Filename, MIME: media, Size: int64(a.Size)}
+		switch plan {
+		case downloadData:
+			data, err := get(ctx, a.URL, maxDownload)
+			if err != nil {
+				at.Note = fmt.Sprintf("could not download %q: %v", a.Filename, err)
+				break
+			}
+			at.Data = data
+		case downloadText:
+			data, err := get(ctx, a.URL, maxTextAttachment)
+			switch {
+			case err != nil:
+				at.Note = fmt.Sprintf("could not download %q: %v", a.Filename, err)
+			case !utf8.Valid(data):
+				at.Note = fmt.Sprintf("%q is not UTF-8 text", a.Filename)
+			default:
+				at.Text = string(data)
+			}
+		case tooLargeImage:
+			at.Note = fmt.Sprintf("image %q (%d bytes) is over the %d-byte download limit", a.Filename, a.Size, maxDownload)
+		default:
+			at.Note = fmt.Sprintf("attachment %q (%s, %d bytes) was not downloaded", a.Filename, media, a.Size)
+		}
+		out = append(out, at)
+	}
+	for _, s := range m.StickerItems {
+		if s != nil {
+			out = append(out, channels.Attachment{Kind: channels.Sticker, Name: s.Name, Note: "sticker " + s.Name})
+		}
+	}
+	return out
+}
+
+// inbound normalises a message for delivery (without attachments and chat
+// title, which need I/O).
+func inbound(m *discordgo.Message, botID string) channels.Inbound {
+	text, mentioned := messageText(m, botID)
+	quote, replyToBot := quoteOf(m, botID)
+	t := m.Timestamp
+	if t.IsZero() {
+		t, _ = discordgo.SnowflakeTimestamp(m.ID)
+	}
+	return channels.Inbound{
+		Channel:     name,
+		ChatID:      m.ChannelID,
+		ChatType:    chatType(m.GuildID),
+		Space:       m.GuildID,
+		MessageID:   m.ID,
+		UserID:      m.Author.ID,
+		UserName:    m.Author.Username,
+		DisplayName: displayName(m),
+		Text:        text,
+		Quote:       quote,
+		Mentioned:   m.GuildID == "" || mentioned || replyToBot,
+		Time:        t,
+	}
+}
+
+// interactionInbound normalises a slash command: its text is "/name", it is
+// addressed to the bot, and the interaction id is its message id.
+func interactionInbound(i *discordgo.Interaction) (channels.Inbound, bool) {
+	if i.Type != discordgo.InteractionApplicationCommand {
+		return channels.Inbound{}, false
+	}
+	data, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
+	if !ok || data.Name == "" {
+		return channels.Inbound{}, false
+	}
+	u := i.User
+	nick := ""
+	if i.Member != nil && i.Member.User != nil {
+		u, nick = i.Member.User, i.Member.Nick
+	}
+	if u == nil {
+		return channels.Inbound{}, false
+	}
+	in := channels.Inbound{
+		Channel: name, ChatID: i.ChannelID, ChatType: chatType(i.GuildID), Space: i.GuildID, MessageID: i.ID,
+		UserID: u.ID, UserName: u.Username, DisplayName: u.Username,
+		Text: "/" + data.Name, Mentioned: true,
+	}
+	switch {
+	case nick != "":
+		in.DisplayName = nick
+	case u.GlobalName != "":
+		in.DisplayName = u.GlobalName
+	}
+	in.Time, _ = discordgo.SnowflakeTimestamp(i.ID)
+	return in, true
+}
+
+// download fetches url with the adapter's client (so tests reach the fake),
+// refusing bodies over max bytes. It sends no token.
+func (a *Adapter) download(ctx context.Context, url string, max int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %s", resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	return data, nil
+}

@@ -1,0 +1,268 @@
+package discord
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"switchboard/channels"
+)
+
+const (
+	// maxAttempts bounds the tries of one REST call (429, 5xx, network).
+	maxAttempts = 5
+	// maxRateLimitWait is the longest retry_after we wait out; beyond it the
+	// call fails and the caller decides.
+	maxRateLimitWait = time.Minute
+	// firstBackoff and maxBackoff shape the exponential backoff after a 5xx
+	// or a network error.
+	firstBackoff = 500 * time.Millisecond
+	maxBackoff   = 8 * time.Second
+	// maxUpload is Discord's default attachment limit for bots.
+	maxUpload = 10 << 20
+)
+
+// messageCreate is the body of POST /channels/{id}/messages. discordgo's
+// MessageSend has no nonce; with enforce_nonce Discord returns the existing
+// message for a repeated nonce, which makes our retries after a lost
+// response (5xx, timeout) exactly-once.
+type messageCreate struct {
+	Content         string                            `json:"content,omitempty"`
+	Nonce           string                            `json:"nonce,omitempty"`
+	EnforceNonce    bool                              `json:"enforce_nonce,omitempty"`
+	Reference       *discordgo.MessageReference       `json:"message_reference,omitempty"`
+	AllowedMentions *discordgo.MessageAllowedMentions `json:"allowed_mentions,omitempty"`
+}
+
+// allowedMentions lets replies ping users the text names and the author
+// replied to, but never @everyone, @here or roles, whatever the model wrote.
+var allowedMentions = &discordgo.MessageAllowedMentions{
+	Parse:       []discordgo.AllowedMentionType{discordgo.AllowedMentionTypeUsers},
+	RepliedUser: true,
+}
+
+type upload struct {
+	name, contentType string
+	data              []byte
+}
+
+// Send posts m.Text, split into parts below Discord's 2000-character limit;
+// the first part replies to m.ReplyTo. It returns the last part's id. Parts
+// of one chat go out in order; other chats are not held up by this one's
+// rate limit.
+func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error) {
+	parts := splitMessage(m.Text, splitLimit)
+	if len(parts) == 0 {
+		return "", fmt.Errorf("discord: send to %s: empty message", m.ChatID)
+	}
+	unlock, err := a.sends.lock(ctx, m.ChatID)
+	if err != nil {
+		return "", fmt.Errorf("discord: send to %s: %w", m.ChatID, err)
+	}
+	defer unlock()
+	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, nil)
+}
+
+// sendParts posts parts in order, the file with the last one.
+func (a *Adapter) sendParts(ctx context.Context, chatID, replyTo string, parts []string, file *upload) (string, error) {
+	var last string
+	for i, p := range parts {
+		body := messageCreate{Content: p, Nonce: newNonce(), EnforceNonce: true, AllowedMentions: allowedMentions}
+		if i == 0 && replyTo != "" {
+			no := false
+			body.Reference = &discordgo.MessageReference{MessageID: replyTo, ChannelID: chatID, FailIfNotExists: &no}
+		}
+		var f *upload
+		if i == len(parts)-1 {
+			f = file
+		}
+		msg, err := a.postMessage(ctx, chatID, body, f)
+		if err != nil {
+			return last, a.redact.wrap(err, "discord: send part %d/%d to %s", i+1, len(parts), chatID)
+		}
+		last = msg.ID
+	}
+	return last, nil
+}
+
+func (a *Adapter) postMessage(ctx context.Context, chatID string, body messageCreate, file *upload) (*discordgo.Message, error) {
+	endpoint := discordgo.EndpointChannelMessages(chatID)
+	var resp []byte
+	err := a.retry(ctx, "send message", func(opts ...discordgo.RequestOption) error {
+		var err error
+		if file == nil {
+			resp, err = a.s.RequestWithBucketID(http.MethodPost, endpoint, body, endpoint, opts...)
+			return err
+		}
+		ct, b, err := discordgo.MultipartBodyWithJSON(body, []*discordgo.File{{Name: file.name, ContentType: file.contentType, Reader: bytes.NewReader(file.data)}})
+		if err != nil {
+			return permanent{err}
+		}
+		resp, err = a.s.RequestWithLockedBucket(http.MethodPost, endpoint, ct, b, a.s.Ratelimiter.LockBucket(endpoint), 0, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var msg discordgo.Message
+	if err := json.Unmarshal(resp, &msg); err != nil {
+		return nil, fmt.Errorf("decode sent message: %w", err)
+	}
+	return &msg, nil
+}
+
+// Typing shows the typing indicator for about 10 s. It does not retry: the
+// router calls it again every few seconds.
+func (a *Adapter) Typing(ctx context.Context, chatID string) error {
+	err := a.s.ChannelTyping(chatID, discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false), discordgo.WithRestRetries(0))
+	return a.redact.wrap(err, "discord: typing in %s", chatID)
+}
+
+// React adds emoji (a unicode emoji, or name:id for a custom one) to a
+// message.
+func (a *Adapter) React(ctx context.Context, chatID, messageID, emoji string) error {
+	err := a.retry(ctx, "react", func(opts ...discordgo.RequestOption) error {
+		return a.s.MessageReactionAdd(chatID, messageID, emoji, opts...)
+	})
+	return a.redact.wrap(err, "discord: react to %s in %s", messageID, chatID)
+}
+
+// Edit replaces a sent message's text. A text over the limit is cut, with
+// an open code block closed, and marked with an ellipsis.
+func (a *Adapter) Edit(ctx context.Context, chatID, messageID, text string) error {
+	parts := splitMessage(text, splitLimit)
+	if len(parts) == 0 {
+		return fmt.Errorf("discord: edit %s in %s: empty text", messageID, chatID)
+	}
+	content := parts[0]
+	if len(parts) > 1 {
+		content += "\n…"
+	}
+	err := a.retry(ctx, "edit", func(opts ...discordgo.RequestOption) error {
+		e := discordgo.NewMessageEdit(chatID, messageID).SetContent(content)
+		e.AllowedMentions = allowedMentions
+		_, err := a.s.ChannelMessageEditComplex(e, opts...)
+		return err
+	})
+	return a.redact.wrap(err, "discord: edit %s in %s", messageID, chatID)
+}
+
+// SendFile uploads a local file, with the caption as its message text, or
+// posts an URL, which Discord previews.
+func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.OutboundFile) (string, error) {
+	switch {
+	case (f.Path == "") == (f.URL == ""):
+		return "", fmt.Errorf("discord: send file to %s: exactly one of path and url must be set", chatID)
+	case f.URL != "":
+		return a.Send(ctx, channels.Outbound{ChatID: chatID, Text: strings.TrimSpace(f.Caption + "\n" + f.URL)})
+	}
+	data, err := readUpload(f.Path)
+	if err != nil {
+		return "", fmt.Errorf("discord: send file to %s: %w", chatID, err)
+	}
+	name := filepath.Base(f.Path)
+	file := &upload{name: name, contentType: mime.TypeByExtension(strings.ToLower(filepath.Ext(name))), data: data}
+	parts := splitMessage(f.Caption, splitLimit)
+	if len(parts) == 0 {
+		parts = []string{""}
+	}
+	unlock, err := a.sends.lock(ctx, chatID)
+	if err != nil {
+		return "", fmt.Errorf("discord: send file to %s: %w", chatID, err)
+	}
+	defer unlock()
+	return a.sendParts(ctx, chatID, "", parts, file)
+}
+
+func readUpload(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, maxUpload+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > maxUpload {
+		return nil, fmt.Errorf("%s is larger than Discord's %d MiB upload limit", path, maxUpload>>20)
+	}
+	return data, nil
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// retry runs call until it succeeds, with discordgo's own retries off: a
+// 429 waits out retry_after with the injected sleep (in this goroutine only:
+// other chats go on), a 5xx or network error backs off exponentially, other
+// errors return at once.
+func (a *Adapter) retry(ctx context.Context, op string, call func(opts ...discordgo.RequestOption) error) error {
+	backoff := firstBackoff
+	for attempt := 1; ; attempt++ {
+		err := call(discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false), discordgo.WithRestRetries(0))
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		wait, rateLimited, ok := retryWait(err, backoff)
+		if !ok || attempt == maxAttempts {
+			return err
+		}
+		a.log.Warn("discord: retrying", "op", op, "attempt", attempt, "wait", wait, "err", a.redact.string(err.Error()))
+		if err := a.sleep(ctx, wait); err != nil {
+			return err
+		}
+		if !rateLimited {
+			backoff = min(2*backoff, maxBackoff)
+		}
+	}
+}
+
+// retryWait says whether err is worth another try, and after how long.
+func retryWait(err error, backoff time.Duration) (wait time.Duration, rateLimited, ok bool) {
+	var rl *discordgo.RateLimitError
+	var re *discordgo.RESTError
+	var p permanent
+	switch {
+	case errors.As(err, &rl):
+		if rl.RateLimit == nil || rl.TooManyRequests == nil || rl.RetryAfter > maxRateLimitWait {
+			return 0, true, false
+		}
+		return rl.RetryAfter, true, true
+	case errors.As(err, &re):
+		if re.Response != nil && re.Response.StatusCode >= 500 {
+			return backoff, false, true
+		}
+		return 0, false, false
+	case errors.As(err, &p), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return 0, false, false
+	}
+	// Transport errors, and discordgo's untyped error for a 502 once its
+	// own retries (off here) are spent.
+	return backoff, false, true
+}
+
+// newNonce is a random message nonce (Discord allows 25 characters).
+func newNonce() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

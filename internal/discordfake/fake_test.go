@@ -1,0 +1,264 @@
+package discordfake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// client is a bare gateway client that speaks the protocol by hand.
+type client struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+func dial(t *testing.T, f *Fake) *client {
+	t.Helper()
+	ws, _, err := websocket.DefaultDialer.Dial(f.GatewayURL()+"?v=9&encoding=json", nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	c := &client{t: t, ws: ws}
+	if hello := c.read(); hello.Op != 10 {
+		t.Fatalf("first frame op = %d, want 10", hello.Op)
+	}
+	return c
+}
+
+func (c *client) read() frame {
+	c.t.Helper()
+	_ = c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var fr frame
+	if err := c.ws.ReadJSON(&fr); err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	return fr
+}
+
+func (c *client) write(op int, d any) {
+	c.t.Helper()
+	if err := c.ws.WriteJSON(map[string]any{"op": op, "d": d}); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func TestGatewayIdentifyDispatchDropResume(t *testing.T) {
+	f := New(t)
+	ctx := testCtx(t)
+	c := dial(t, f)
+
+	c.write(1, nil)
+	if fr := c.read(); fr.Op != 11 {
+		t.Fatalf("heartbeat answer op = %d, want 11", fr.Op)
+	}
+	c.write(2, map[string]any{"token": "Bot " + f.Token, "intents": 37377})
+	ready := c.read()
+	var rd struct {
+		SessionID string `json:"session_id"`
+		Resume    string `json:"resume_gateway_url"`
+		User      User   `json:"user"`
+	}
+	if err := json.Unmarshal(ready.D, &rd); err != nil || ready.T != "READY" {
+		t.Fatalf("ready = %+v (%v)", ready, err)
+	}
+	if rd.User.ID != f.Bot.ID || rd.SessionID == "" || rd.Resume != f.GatewayURL() {
+		t.Fatalf("ready data = %+v", rd)
+	}
+	id, err := f.WaitIdentify(ctx, 1)
+	if err != nil || id.Intents != 37377 {
+		t.Fatalf("identify = %+v, %v", id, err)
+	}
+
+	m1 := f.MessageCreate("c1", "", "u1", "alice", "one")
+	s1 := f.Dispatch("MESSAGE_CREATE", m1)
+	if fr := c.read(); fr.T != "MESSAGE_CREATE" || fr.S != s1 {
+		t.Fatalf("got %s seq %d, want MESSAGE_CREATE seq %d", fr.T, fr.S, s1)
+	}
+
+	f.DropConnection()
+	if f.Connected() {
+		t.Fatal("still connected after drop")
+	}
+	s2 := f.Dispatch("MESSAGE_CREATE", f.MessageCreate("c1", "", "u1", "alice", "two"))
+	s3 := f.Dispatch("MESSAGE_CREATE", f.MessageCreate("c1", "", "u1", "alice", "three"))
+
+	// A stale session is refused with op 9.
+	c2 := dial(t, f)
+	c2.write(6, map[string]any{"token": "Bot " + f.Token, "session_id": "nope", "seq": s1})
+	if fr := c2.read(); fr.Op != 9 {
+		t.Fatalf("resume of unknown session: op %d, want 9", fr.Op)
+	}
+
+	c3 := dial(t, f)
+	c3.write(6, map[string]any{"token": "Bot " + f.Token, "session_id": rd.SessionID, "seq": s1})
+	for _, want := range []int64{s2, s3} {
+		if fr := c3.read(); fr.T != "MESSAGE_CREATE" || fr.S != want {
+			t.Fatalf("replay: got %s seq %d, want MESSAGE_CREATE seq %d", fr.T, fr.S, want)
+		}
+	}
+	if fr := c3.read(); fr.T != "RESUMED" || fr.S <= s3 {
+		t.Fatalf("after replay: got %s seq %d, want RESUMED after %d", fr.T, fr.S, s3)
+	}
+	r, err := f.WaitResume(ctx, 2)
+	if err != nil || r.Seq != s1 || r.SessionID != rd.SessionID {
+		t.Fatalf("resume = %+v, %v", r, err)
+	}
+
+	// Live again: dispatches flow directly; op 7 asks the client to move.
+	s4 := f.Dispatch("MESSAGE_CREATE", f.MessageCreate("c1", "", "u1", "alice", "four"))
+	if fr := c3.read(); fr.S != s4 {
+		t.Fatalf("after resume: seq %d, want %d", fr.S, s4)
+	}
+	f.Reconnect()
+	if fr := c3.read(); fr.Op != 7 {
+		t.Fatalf("reconnect: op %d, want 7", fr.Op)
+	}
+}
+
+func TestGatewayRejectsBadToken(t *testing.T) {
+	f := New(t)
+	c := dial(t, f)
+	c.write(2, map[string]any{"token": "Bot wrong", "intents": 1})
+	_ = c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err := c.ws.ReadMessage()
+	if !websocket.IsCloseError(err, 4004) {
+		t.Fatalf("err = %v, want close 4004", err)
+	}
+	if f.Identifies() != 0 {
+		t.Fatalf("identifies = %d, want 0", f.Identifies())
+	}
+}
+
+func post(t *testing.T, f *Fake, path, contentType string, body io.Reader) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.APIBase()+path, body)
+	req.Header.Set("Authorization", "Bot "+f.Token)
+	req.Header.Set("Content-Type", contentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestCreateMessage(t *testing.T) {
+	f := New(t)
+	f.EchoSent = false
+
+	resp, body := post(t, f, "/channels/c1/messages", "application/json", strings.NewReader(`{"content":"`+strings.Repeat("é", 2001)+`"}`))
+	if resp.StatusCode != 400 || !strings.Contains(body, "50035") {
+		t.Fatalf("2001 chars: %d %s, want 400 50035", resp.StatusCode, body)
+	}
+	resp, _ = post(t, f, "/channels/c1/messages", "application/json", strings.NewReader(`{"content":"`+strings.Repeat("é", 2000)+`"}`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("2000 chars: %d, want 200", resp.StatusCode)
+	}
+
+	f.FailNext(RouteCreateMessage, 429, RateLimitBody(0.5, false))
+	resp, body = post(t, f, "/channels/c1/messages", "application/json", strings.NewReader(`{"content":"hi"}`))
+	if resp.StatusCode != 429 || !strings.Contains(body, `"retry_after":0.5`) {
+		t.Fatalf("injected: %d %s", resp.StatusCode, body)
+	}
+
+	// enforce_nonce makes a retry after a lost response idempotent.
+	f.FailNextAfterCommit(RouteCreateMessage, 500, ErrorBody(0, "500: Internal Server Error"))
+	msg := `{"content":"once","nonce":"n-1","enforce_nonce":true,"message_reference":{"message_id":"42"}}`
+	if resp, _ = post(t, f, "/channels/c1/messages", "application/json", strings.NewReader(msg)); resp.StatusCode != 500 {
+		t.Fatalf("after commit: %d, want 500", resp.StatusCode)
+	}
+	if resp, _ = post(t, f, "/channels/c1/messages", "application/json", strings.NewReader(msg)); resp.StatusCode != 200 {
+		t.Fatalf("retry: %d, want 200", resp.StatusCode)
+	}
+	sent := f.SentTo("c1")
+	if len(sent) != 2 || sent[1].Content != "once" || sent[1].Reference == nil || sent[1].Reference.MessageID != "42" {
+		t.Fatalf("sent = %+v, want the 2000-char message and one 'once' reply", sent)
+	}
+	if got := f.Requests(RouteCreateMessage); got != 5 {
+		t.Fatalf("requests = %d, want 5", got)
+	}
+
+	// Multipart upload.
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	pj, _ := mw.CreateFormField("payload_json")
+	pj.Write([]byte(`{"content":"file"}`))
+	fw, _ := mw.CreateFormFile("files[0]", "a.txt")
+	fw.Write([]byte("hello"))
+	mw.Close()
+	if resp, body = post(t, f, "/channels/c2/messages", mw.FormDataContentType(), &buf); resp.StatusCode != 200 {
+		t.Fatalf("multipart: %d %s", resp.StatusCode, body)
+	}
+	if s := f.SentTo("c2"); len(s) != 1 || len(s[0].Files) != 1 || string(s[0].Files[0].Data) != "hello" || s[0].Files[0].Name != "a.txt" {
+		t.Fatalf("multipart sent = %+v", s)
+	}
+
+	// Wrong token.
+	req, _ := http.NewRequest(http.MethodPost, f.APIBase()+"/channels/c1/typing", nil)
+	req.Header.Set("Authorization", "Bot nope")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || len(f.Typing()) != 0 {
+		t.Fatalf("bad token: %d, typing %v", resp.StatusCode, f.Typing())
+	}
+}
+
+func TestEchoAndAttachments(t *testing.T) {
+	f := New(t)
+	ctx := testCtx(t)
+	c := dial(t, f)
+	c.write(2, map[string]any{"token": "Bot " + f.Token, "intents": 1})
+	c.read() // READY
+	f.AddChannel("g-chan", ChannelTypeGuildText, "g1", "")
+
+	if resp, body := post(t, f, "/channels/g-chan/messages", "application/json", strings.NewReader(`{"content":"hello"}`)); resp.StatusCode != 200 {
+		t.Fatalf("send: %d %s", resp.StatusCode, body)
+	}
+	echo := c.read()
+	var m Message
+	if err := json.Unmarshal(echo.D, &m); err != nil || echo.T != "MESSAGE_CREATE" || m.Author.ID != f.Bot.ID || m.GuildID != "g1" || m.Content != "hello" {
+		t.Fatalf("echo = %s %s (%v)", echo.T, echo.D, err)
+	}
+
+	a := f.AddFile("cat.png", "image/png", []byte("png-bytes"))
+	if !strings.HasPrefix(a.URL, CDNBase+"/attachments/") || a.Size != 9 {
+		t.Fatalf("attachment = %+v", a)
+	}
+	resp, err := http.Get(f.URL + strings.TrimPrefix(a.URL, CDNBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "png-bytes" {
+		t.Fatalf("served %q", b)
+	}
+
+	f.AddUser(User{ID: "u2", Username: "bob"})
+	mc := f.MessageCreate("g-chan", "g1", "u1", "alice", "<@"+f.Bot.ID+"> hi <@!u2> <@u9>", WithAttachments(a))
+	if len(mc.Mentions) != 2 || mc.Mentions[0].ID != f.Bot.ID || mc.Mentions[1].Username != "bob" || mc.Member == nil {
+		t.Fatalf("mentions = %+v", mc.Mentions)
+	}
+	if err := f.WaitFor(ctx, func() bool { return len(f.Sent()) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+}
