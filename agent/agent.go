@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -177,6 +178,7 @@ type turnState struct {
 	final      string
 	model      string
 	called     map[string]int
+	calls      []string // tool names called in this turn, in order
 	lastKey    string
 	repeats    int
 	stopRepeat bool
@@ -333,7 +335,10 @@ func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog
 		}
 
 		step := st.steps + 1
-		ts := a.tools(st, step)
+		ts, rules, ruleStop := a.tools(st, step)
+		if ruleStop {
+			return a.wrapUp(ctx, st, StopToolRule, "The tool rules of the active skills leave no tool to call now.")
+		}
 		resp, reason, err := a.call(ctx, st, step, ts.Specs(), true)
 		if err != nil {
 			return reason, err
@@ -351,6 +356,17 @@ func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog
 				}
 				st.final = "Sorry, I couldn't come up with an answer to that. Could you rephrase it?"
 				return StopInvalidResponse, errors.New("agent: the model returned an empty reply twice")
+			}
+			if missing := MissingRequired(rules, st.calls); len(missing) > 0 && step < maxSteps {
+				// Not done yet: the answer stays in the transcript, unsent,
+				// and a hidden nudge sends the model back to work.
+				nudge := llm.Message{Role: llm.RoleUser, Content: "[system] Before you finish, you must call: " +
+					strings.Join(missing, ", ") + ". Do that now."}
+				if err := a.commit(ctx, st, step, []store.StepMessage{{Message: msg}, {Message: nudge, Hidden: true}}, resp.Usage); err != nil {
+					return StopStoreError, err
+				}
+				st.emit(a, Event{Kind: EventRetry, Step: step, Text: "required tools not called yet: " + strings.Join(missing, ", ")})
+				continue
 			}
 			if err := a.commit(ctx, st, step, []store.StepMessage{{Message: msg}}, resp.Usage); err != nil {
 				return StopStoreError, err
@@ -375,18 +391,35 @@ func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog
 		if err := a.commit(context.WithoutCancel(ctx), st, step, step0, resp.Usage); err != nil {
 			return StopStoreError, err
 		}
+		for i, c := range msg.ToolCalls {
+			if slices.Contains(rules.Terminal, c.Name) && !strings.HasPrefix(results[i].Content, "error: ") {
+				return StopToolRule, nil // a terminal tool ends the turn
+			}
+		}
 	}
 }
 
-// tools builds the tool set for a step.
-func (a *Agent) tools(st *turnState, step int) *Toolset {
+// tools builds the tool set for a step: every source's tools, filtered by
+// the turn's allowlist and the rules the sources contribute. stop reports
+// that the rules left no tool although some were available.
+func (a *Agent) tools(st *turnState, step int) (ts *Toolset, rules ToolRules, stop bool) {
 	info := TurnInfo{Channel: st.t.Channel, ChatType: st.t.ChatType, UserID: st.t.UserID, Chat: st.t.Chat,
-		UserText: st.t.Input.Content, Step: step, Called: st.called}
+		UserText: st.t.Input.Content, Step: step, Called: st.called, Calls: st.calls}
 	sources := a.cfg.Sources
 	if len(st.t.Sources) > 0 {
 		sources = append(append([]Source(nil), sources...), st.t.Sources...)
 	}
-	return BuildTools(sources, info, st.t.Allow)
+	ts = BuildTools(sources, info, st.t.Allow)
+	for _, src := range sources {
+		if rs, ok := src.(RuleSource); ok {
+			rules = rules.Merge(rs.Rules(info))
+		}
+	}
+	allowed, stop := AllowedTools(ts.Names(), rules, st.calls)
+	if stop {
+		return ts, rules, true
+	}
+	return ts.Only(allowed), rules, false
 }
 
 // call makes one model call for a step, compacting first when the request

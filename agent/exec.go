@@ -42,6 +42,7 @@ func (a *Agent) execute(ctx context.Context, st *turnState, step int, calls []ll
 		p := &pending{call: c}
 		ps[i] = p
 		st.called[c.Name]++
+		st.calls = append(st.calls, c.Name)
 		t, ok := ts.Lookup(c.Name)
 		if !ok {
 			p.result, p.isErr, p.done = unknownTool(c.Name, ts), true, true

@@ -116,6 +116,8 @@ type TurnInfo struct {
 	Step int
 	// Called counts successful and failed calls per tool name so far in the turn.
 	Called map[string]int
+	// Calls lists the tools called so far in the turn, in order.
+	Calls []string
 }
 
 // Source contributes tools to a step. Tools must be pure with respect to the
@@ -136,6 +138,22 @@ type Toolset struct {
 func (ts *Toolset) Lookup(name string) (*Tool, bool) {
 	t, ok := ts.byName[name]
 	return t, ok
+}
+
+// Only returns the toolset restricted to names (which must be a subset of
+// its tools, in order).
+func (ts *Toolset) Only(names []string) *Toolset {
+	if len(names) == len(ts.Tools) {
+		return ts
+	}
+	out := &Toolset{byName: map[string]*Tool{}, Conflicts: ts.Conflicts}
+	for _, n := range names {
+		if t, ok := ts.byName[n]; ok {
+			out.Tools = append(out.Tools, t)
+			out.byName[n] = t
+		}
+	}
+	return out
 }
 
 // Names lists the tool names in order.
