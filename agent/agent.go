@@ -109,13 +109,15 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{cfg: cfg, log: cfg.Logger}, nil
 }
 
-// Prefix is the static system prompt prefix as of now.
-func (a *Agent) Prefix() string {
-	cat := ""
-	if a.cfg.Catalogue != nil {
-		cat = a.cfg.Catalogue()
+// Prefix is the static system prompt prefix as of now (with the
+// configured catalogue).
+func (a *Agent) Prefix() string { return a.prefix("") }
+
+func (a *Agent) prefix(catalogue string) string {
+	if catalogue == "" && a.cfg.Catalogue != nil {
+		catalogue = a.cfg.Catalogue()
 	}
-	return BuildPrefix(a.cfg.Identity, cat)
+	return BuildPrefix(a.cfg.Identity, catalogue)
 }
 
 // Turn is one user message (or scheduled prompt) to answer.
@@ -132,13 +134,14 @@ type Turn struct {
 	Input llm.Message // the user message (ignored on resume)
 	Chat  Chat
 
-	MaxSteps int             // 0: the agent's default
-	Sources  []Source        // extra tool sources for this turn (after the agent's)
-	Sections []Section       // extra dynamic context (profile, memories)
-	Location *time.Location  // the user's zone; nil: the agent's
-	OnEvent  func(Event)     // may be nil; called synchronously, keep it fast
-	Model    string          // informational: recorded on the turn
-	Allow    map[string]bool // non-nil: only these tools
+	MaxSteps  int             // 0: the agent's default
+	Catalogue string          // skill catalogue for the prefix; "": the agent's
+	Sources   []Source        // extra tool sources for this turn (after the agent's)
+	Sections  []Section       // extra dynamic context (profile, memories)
+	Location  *time.Location  // the user's zone; nil: the agent's
+	OnEvent   func(Event)     // may be nil; called synchronously, keep it fast
+	Model     string          // informational: recorded on the turn
+	Allow     map[string]bool // non-nil: only these tools
 }
 
 // Result is how a turn ended.
@@ -224,7 +227,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 		return res
 	}
 	log = log.With("turn_id", st.turnID)
-	st.prompt = Prompt{Prefix: a.Prefix(), Tail: a.tail(st, loc, start)}
+	st.prompt = Prompt{Prefix: a.prefix(t.Catalogue), Tail: a.tail(st, loc, start)}
 	st.emit(a, Event{Kind: EventTurnStart, Text: st.t.Input.Content})
 
 	reason, err := a.loop(ctx, st, maxSteps, log)

@@ -131,14 +131,24 @@ type Config struct {
 	ModelName          string // for /status
 	Location           *time.Location
 
-	// Sections returns extra dynamic prompt context for a turn (profile,
-	// memories); may be nil.
-	Sections func(ctx context.Context, in channels.Inbound) []agent.Section
+	// Prepare returns what a turn adds to the agent's defaults (skills,
+	// profile, memories), computed once at the start of the turn; may be nil.
+	Prepare func(ctx context.Context, in channels.Inbound) Prepared
+	// StatusNotes returns extra lines for /status (skill problems…); may be nil.
+	StatusNotes func() []string
 	// OnEvent observes every turn event (logs, metrics, dashboard); may be nil.
 	OnEvent func(in channels.Inbound, ev agent.Event)
 	// NewTicker makes the typing-indicator ticker; nil uses time.NewTicker.
 	NewTicker func(d time.Duration) Ticker
 	Logger    *slog.Logger
+}
+
+// Prepared is what a turn adds to the agent's defaults.
+type Prepared struct {
+	Sources   []agent.Source  // per-turn tool sources (active skills)
+	Sections  []agent.Section // dynamic prompt context
+	MaxSteps  int             // 0: the agent's default
+	Catalogue string          // the skill catalogue for the static prompt prefix
 }
 
 // Router implements channels.Sink.

@@ -117,7 +117,12 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	}
 	if turns, err := r.cfg.Store.Turns(ctx, chat.ID, 1); err == nil && len(turns) > 0 {
 		t := turns[0]
-		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
+		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens\n", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
+	}
+	if r.cfg.StatusNotes != nil {
+		for _, n := range r.cfg.StatusNotes() {
+			b.WriteString(n + "\n")
+		}
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -197,8 +202,9 @@ func (r *Router) process(ctx context.Context, it item) {
 			}
 		},
 	}
-	if r.cfg.Sections != nil {
-		turn.Sections = r.cfg.Sections(ctx, in)
+	if r.cfg.Prepare != nil {
+		p := r.cfg.Prepare(ctx, in)
+		turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue = p.Sources, p.Sections, p.MaxSteps, p.Catalogue
 	}
 	res := r.cfg.Agent.Run(ctx, turn)
 	switch {
