@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"switchboard/agent"
@@ -15,6 +16,7 @@ import (
 	"switchboard/internal/logging"
 	"switchboard/llm"
 	"switchboard/router"
+	"switchboard/skills"
 	"switchboard/store"
 )
 
@@ -27,6 +29,7 @@ type app struct {
 	cfg    *config.Config
 	log    *slog.Logger
 	store  *store.Store
+	skills *skills.Watcher
 	model  *llm.Client
 	agent  *agent.Agent
 	router *router.Router
@@ -50,6 +53,12 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	if err != nil {
 		return nil, err
 	}
+	cmd := cfg.Tools.Command
+	watcher := skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
+		Model: model,
+		Command: skills.CommandPolicy{Enabled: cmd.Enabled, Workspace: cmd.Workspace,
+			Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars},
+	}, log.With("component", "skills"))
 	ag, err := agent.New(agent.Config{
 		Model: model, Store: st,
 		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext()},
@@ -75,12 +84,25 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		Vision:             cfg.LLM.Vision,
 		Location:           loc,
 		Logger:             log,
+		Prepare: func(_ context.Context, in channels.Inbound) router.Prepared {
+			reg := watcher.Current()
+			turn := reg.ForTurn(in.Channel, string(in.ChatType), in.Text)
+			return router.Prepared{Sources: []agent.Source{turn}, Sections: turn.Sections(),
+				MaxSteps: turn.MaxSteps(), Catalogue: reg.Catalogue(0)}
+		},
+		StatusNotes: func() []string {
+			var notes []string
+			for _, p := range watcher.Current().Problems() {
+				notes = append(notes, "Skill problem: "+p.Error())
+			}
+			return notes
+		},
 	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	return &app{cfg: cfg, log: log, store: st, model: model, agent: ag, router: rt}, nil
+	return &app{cfg: cfg, log: log, store: st, skills: watcher, model: model, agent: ag, router: rt}, nil
 }
 
 func (a *app) close() {
@@ -170,14 +192,17 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) int {
 		return exitFail
 	}
 	defer a.close()
-	chans, err := enabledChannels(ctx, cfg, log)
-	if err != nil {
-		log.Error("start channels", "err", err)
-		return exitFail
-	}
-	if len(chans) == 0 {
+	if !cfg.Channels.Telegram.Enabled && !cfg.Channels.Discord.Enabled {
 		log.Error("no channel is enabled: set channels.telegram.enabled or channels.discord.enabled, or talk in the terminal with `switchboard chat`")
 		return exitConfig
+	}
+	chans, errs := enabledChannels(ctx, cfg, log)
+	for _, err := range errs {
+		log.Error("channel not started", "err", err)
+	}
+	if len(chans) == 0 {
+		log.Error("no channel could start; see the errors above")
+		return exitFail
 	}
 	for _, c := range chans {
 		a.router.AddChannel(c.ch, c.access)
@@ -235,9 +260,33 @@ func check(cfg *config.Config, out io.Writer) int {
 		fmt.Fprintf(out, ", discord (%d allowed users)", len(r.Channels.Discord.AllowUsers))
 	}
 	fmt.Fprintln(out)
+	cmd := cfg.Tools.Command
+	reg := skills.Load(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{Command: skills.CommandPolicy{
+		Enabled: cmd.Enabled, Workspace: cmd.Workspace, Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars}})
+	var names []string
+	for _, s := range reg.Skills() {
+		names = append(names, s.Name)
+	}
+	fmt.Fprintf(out, "skills:   %d from %s and built in: %s\n", len(names), cfg.Skills.Dir, strings.Join(names, ", "))
+	if cmd.Enabled {
+		fmt.Fprintf(out, "commands: enabled, confined to %s\n", cmd.Workspace)
+	}
+	for _, m := range r.MCP.Servers {
+		where := m.URL
+		if where == "" {
+			where = strings.Join(m.Command, " ")
+		}
+		fmt.Fprintf(out, "mcp:      %s (%s)\n", m.Name, where)
+	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(out, "warning:  %s\n", w)
 	}
+	if probs := reg.Problems(); len(probs) > 0 {
+		for _, p := range probs {
+			fmt.Fprintf(out, "error:    %s\n", p)
+		}
+		fmt.Fprintf(out, "%d skill problem(s): those skills are skipped until fixed\n", len(probs))
+		return exitConfig
+	}
 	return exitOK
 }
-

@@ -5,6 +5,7 @@
 //	switchboard [serve]   run every enabled channel until SIGINT/SIGTERM
 //	switchboard chat      talk to the agent in this terminal
 //	switchboard check     validate the config and print what would run
+//	switchboard pairing   list or approve access requests (pairing codes)
 //	switchboard version   print the version
 //
 // Every command takes --config PATH (default ./config.yaml; without that file,
@@ -46,6 +47,7 @@ commands:
   serve     run every enabled channel until interrupted (default)
   chat      talk to the agent in this terminal
   check     validate the configuration and print what would run
+  pairing   list | approve CODE | revoke CHANNEL USER_ID: access requests
   version   print the version
 
 --config PATH   configuration file (default ./config.yaml; if that file does
@@ -63,14 +65,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+	// Flags may come before or after positional arguments.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitConfig
 		}
-		return exitConfig
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", fs.Arg(0), usage)
+	if len(positional) > 0 && cmd != "pairing" {
+		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", positional[0], usage)
 		return exitConfig
 	}
 	switch cmd {
@@ -80,7 +91,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	case "check", "serve", "chat":
+	case "check", "serve", "chat", "pairing":
 	default:
 		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
 		return exitConfig
@@ -96,6 +107,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return check(cfg, stdout)
 	case "chat":
 		return chat(ctx, cfg, stdin, stdout, stderr)
+	case "pairing":
+		return pairing(ctx, cfg, positional, stdout, stderr)
 	default:
 		return serve(ctx, cfg, stderr)
 	}

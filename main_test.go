@@ -10,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"switchboard/internal/testkit"
 	"switchboard/llm"
+	"switchboard/store"
 )
 
 // lineWriter collects output and hands every "bot>" line to a channel.
@@ -208,5 +210,38 @@ func TestCommandLine(t *testing.T) {
 				t.Fatal("the API key was printed")
 			}
 		})
+	}
+}
+
+func TestPairingCommand(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "p.db")
+	cfg := writeConfig(t, "llm:\n  model: m\nstore:\n  path: "+db+"\n")
+	st, err := store.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.PairingCode(t.Context(), "telegram", "42", "ada", "ABCD2345", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	steps := []struct {
+		args     []string
+		code     int
+		out, err string
+	}{
+		{[]string{"pairing", "list"}, 0, "ABCD2345  telegram user 42 @ada", ""},
+		{[]string{"pairing", "approve", "WRONG"}, 1, "", `no pairing code "WRONG"`},
+		{[]string{"pairing", "approve", "ABCD2345"}, 0, "approved telegram user 42", ""},
+		{[]string{"pairing", "list"}, 0, "no pending pairing requests", ""},
+		{[]string{"pairing", "revoke", "telegram", "42"}, 0, "revoked telegram user 42", ""},
+		{[]string{"pairing", "revoke", "telegram", "42"}, 1, "", "was not approved by pairing"},
+		{[]string{"pairing"}, 2, "", "usage: switchboard pairing"},
+	}
+	for _, s := range steps {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), append(s.args, "--config", cfg), strings.NewReader(""), &out, &errb)
+		if code != s.code || !strings.Contains(out.String(), s.out) || !strings.Contains(errb.String(), s.err) {
+			t.Fatalf("%v: code %d\nstdout %s\nstderr %s", s.args, code, out.String(), errb.String())
+		}
 	}
 }

@@ -49,6 +49,10 @@ func (a *Agent) execute(ctx context.Context, st *turnState, step int, calls []ll
 			continue
 		}
 		p.tool = t
+		if t.RequiresApproval {
+			p.result, p.isErr, p.done = fmt.Sprintf("error: %s needs the user's approval before it runs, and approvals are not available here; tell the user what you wanted to do instead", c.Name), true, true
+			continue
+		}
 		args, msg := t.validate(c.Arguments)
 		if msg != "" {
 			p.result, p.isErr, p.done = msg, true, true

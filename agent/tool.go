@@ -26,6 +26,9 @@ type Tool struct {
 	Parameters json.RawMessage
 	// ConcurrencySafe tools may run in parallel with neighbouring safe calls.
 	ConcurrencySafe bool
+	// RequiresApproval tools wait for the user's yes before they run. Until
+	// the loop can ask (approvals), such a tool refuses to run.
+	RequiresApproval bool
 	// Delivers marks tools whose success means the user got a reply
 	// (send_message, send_file…); the fallback then stays quiet.
 	Delivers bool

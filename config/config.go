@@ -95,6 +95,17 @@ type Telegram struct {
 	APIEndpoint string        `yaml:"api_endpoint"`
 	AllowUsers  []string      `yaml:"allow_users"` // numeric ids or @usernames; empty admits nobody
 	PollTimeout time.Duration `yaml:"poll_timeout"`
+	Webhook     Webhook       `yaml:"webhook"` // empty URL: long polling
+	// Pairing lets an unknown user ask for access with a one-time code that
+	// the operator approves with `switchboard pairing approve CODE`.
+	Pairing bool `yaml:"pairing"`
+}
+
+// Webhook receives Telegram updates by HTTPS push instead of long polling.
+type Webhook struct {
+	URL         string `yaml:"url"`          // public https URL Telegram posts to
+	Listen      string `yaml:"listen"`       // local address serving it, such as 127.0.0.1:8443 behind a proxy
+	SecretToken string `yaml:"secret_token"` // secret; checked on every request
 }
 
 // Discord configures the Discord adapter.

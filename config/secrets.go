@@ -16,6 +16,7 @@ func (c *Config) secretFields() []*string {
 		&c.LLM.APIKey,
 		&c.Channels.Telegram.Token,
 		&c.Channels.Discord.Token,
+		&c.Channels.Telegram.Webhook.SecretToken,
 		&c.HTTP.Token,
 	}
 }

@@ -103,6 +103,13 @@ func (c *Config) Validate() error {
 		v.token("channels.telegram", tg.Token, "TELEGRAM_BOT_TOKEN")
 		v.httpURL("channels.telegram.api_endpoint", tg.APIEndpoint, "https://api.telegram.org")
 		v.positiveDuration("channels.telegram.poll_timeout", tg.PollTimeout, "30s")
+		if wh := tg.Webhook; wh.URL != "" {
+			v.url("channels.telegram.webhook.url", wh.URL, []string{"https"}, "https://bot.example.com/telegram")
+			v.notEmpty("channels.telegram.webhook.listen", wh.Listen, `the local address to serve it on, such as "127.0.0.1:8443"`)
+			if len(wh.SecretToken) < 16 {
+				v.add("channels.telegram.webhook.secret_token", "required with a webhook: at least 16 characters (A-Z, a-z, 0-9, _ and -), such as ${TELEGRAM_WEBHOOK_SECRET}")
+			}
+		}
 		for i, u := range tg.AllowUsers {
 			if !telegramUser.MatchString(u) {
 				hint := "the numeric id"

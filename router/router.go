@@ -7,6 +7,7 @@ package router
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,6 +53,8 @@ type Store interface {
 	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
 	Deliveries(ctx context.Context, inboxID int64) (int, error)
 	TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error)
+	PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (string, bool, error)
+	IsApproved(ctx context.Context, channel, userID string) (bool, error)
 	RunningTurns(ctx context.Context) ([]store.Turn, error)
 	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
@@ -67,22 +70,30 @@ type Access struct {
 	Users    []string
 	Spaces   []string
 	Chats    []string
+	// Pairing lets an unknown user in a private chat ask for access with a
+	// one-time code the operator approves (switchboard pairing approve).
+	Pairing bool
 }
+
+// pairingTTL is how long a pairing code stays valid: long enough for an
+// operator to notice, short enough that a leaked code soon goes stale.
+const pairingTTL = time.Hour
 
 // Allows reports whether the author of in may use the bot here.
 func (a Access) Allows(in channels.Inbound) bool {
 	if a.AllowAll {
 		return true
 	}
-	if in.ChatType == channels.Group {
-		if len(a.Spaces) > 0 && !slices.Contains(a.Spaces, in.Space) {
-			return false
-		}
-		if len(a.Chats) > 0 && !slices.Contains(a.Chats, in.ChatID) {
-			return false
-		}
+	return a.allowsPlace(in) && a.allowsUser(in)
+}
+
+// allowsPlace applies the server and chat restrictions to group chats.
+func (a Access) allowsPlace(in channels.Inbound) bool {
+	if in.ChatType != channels.Group {
+		return true
 	}
-	return a.allowsUser(in)
+	return (len(a.Spaces) == 0 || slices.Contains(a.Spaces, in.Space)) &&
+		(len(a.Chats) == 0 || slices.Contains(a.Chats, in.ChatID))
 }
 
 func (a Access) allowsUser(in channels.Inbound) bool {
@@ -283,9 +294,18 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	if in.ChatType == channels.Group && !in.Mentioned {
 		return nil // groups: only when addressed
 	}
-	if !r.access(in.Channel).Allows(in) {
-		r.refuse(ctx, in, log)
-		return nil
+	if acc := r.access(in.Channel); !acc.Allows(in) {
+		approved, err := r.cfg.Store.IsApproved(ctx, in.Channel, in.UserID)
+		if err != nil {
+			return fmt.Errorf("router: access check: %w", err)
+		}
+		if !approved || !acc.allowsPlace(in) {
+			if acc.Pairing && in.ChatType == channels.DM {
+				return r.pair(ctx, in, log)
+			}
+			r.refuse(ctx, in, log)
+			return nil
+		}
 	}
 	payload, err := json.Marshal(in)
 	if err != nil {
@@ -330,6 +350,36 @@ func (r *Router) refuse(ctx context.Context, in channels.Inbound, log *slog.Logg
 	if _, err := r.send(ctx, in, text); err != nil {
 		log.Warn("could not send refusal", "err", err)
 	}
+}
+
+// pair gives an unknown user a one-time code to ask the operator for access.
+func (r *Router) pair(ctx context.Context, in channels.Inbound, log *slog.Logger) error {
+	code, fresh, err := r.cfg.Store.PairingCode(ctx, in.Channel, in.UserID, in.UserName, newPairingCode(), pairingTTL)
+	if err != nil {
+		return fmt.Errorf("router: pairing: %w", err)
+	}
+	if fresh {
+		log.Warn("pairing requested by an unknown user", "username", in.UserName,
+			"hint", "to admit them, run: switchboard pairing approve "+code)
+	}
+	text := fmt.Sprintf("I don't know you yet. Your pairing code is %s (valid for an hour). Ask the operator to run: switchboard pairing approve %s", code, code)
+	if _, err := r.send(ctx, in, text); err != nil {
+		log.Warn("could not send pairing code", "err", err)
+	}
+	return nil
+}
+
+// newPairingCode returns 8 characters without look-alikes (0/O, 1/I).
+func newPairingCode() string {
+	const alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
 }
 
 func (r *Router) send(ctx context.Context, in channels.Inbound, text string) (string, error) {

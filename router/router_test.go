@@ -488,3 +488,32 @@ func TestAccessRules(t *testing.T) {
 		}
 	}
 }
+
+// Pairing: an unknown user in a DM gets a one-time code (the same one when
+// asking again); once the operator approves it, their messages are handled.
+func TestPairing(t *testing.T) {
+	e := newEnv(t, 4, Access{Users: []string{"1"}, Pairing: true})
+	e.deliver(t, msg("dm-9", "9", "hello?"))
+	e.deliver(t, msg("dm-9", "9", "anyone?"))
+	e.waitSent(t, 2)
+	got := e.ch.texts()
+	code := strings.Fields(strings.SplitAfter(got[0], "pairing code is ")[1])[0]
+	if len(code) != 8 || !strings.Contains(got[1], code) || !strings.Contains(got[0], "switchboard pairing approve "+code) {
+		t.Fatalf("pairing replies = %q", got)
+	}
+	group := msg("g1", "9", "@bot hi")
+	group.ChatType = channels.Group
+	e.deliver(t, group) // groups never hand out codes
+	e.waitSent(t, 1)
+	if last := e.ch.texts()[2]; !strings.Contains(last, "allowlist") {
+		t.Fatalf("group reply = %q", last)
+	}
+	if _, err := e.st.ApprovePairing(e.ctx, code); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(t, msg("dm-9", "9", "now?"))
+	e.waitSent(t, 1)
+	if last := e.ch.texts()[3]; last != "echo: now?" {
+		t.Fatalf("after approval: %q", last)
+	}
+}

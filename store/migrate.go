@@ -18,6 +18,7 @@ type migration struct {
 var migrations = []migration{
 	{1, "conversations, turns and inbox", migration1},
 	{2, "summaries and state", migration2},
+	{3, "pairing codes and approved users", migration3},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

@@ -1,0 +1,303 @@
+package tgfake
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+)
+
+const token = "123:ABC"
+
+// ctxClient binds tgbotapi requests to a context, as the adapter does.
+type ctxClient struct{ ctx context.Context }
+
+func (c ctxClient) Do(r *http.Request) (*http.Response, error) {
+	return http.DefaultClient.Do(r.WithContext(c.ctx))
+}
+
+func bot(t *testing.T, f *Fake, ctx context.Context) *tgbotapi.BotAPI {
+	t.Helper()
+	b, err := tgbotapi.NewBotAPIWithClient(token, f.URL+"/bot%s/%s", ctxClient{ctx})
+	if err != nil {
+		t.Fatalf("NewBotAPIWithClient: %v", err)
+	}
+	return b
+}
+
+func apiErr(t *testing.T, err error) *tgbotapi.Error {
+	t.Helper()
+	var e *tgbotapi.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not a *tgbotapi.Error", err, err)
+	}
+	return e
+}
+
+func TestGetMe(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	if b.Self.ID != 123 || b.Self.UserName != "switchboard_bot" || !b.Self.IsBot {
+		t.Errorf("Self = %+v", b.Self)
+	}
+	_, err := tgbotapi.NewBotAPIWithClient("123:WRONG", f.URL+"/bot%s/%s", ctxClient{t.Context()})
+	if e := apiErr(t, err); e.Code != 401 || e.Message != "Unauthorized" {
+		t.Errorf("wrong token: %+v", e)
+	}
+}
+
+func TestGetUpdatesOffsets(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	u1, m1 := f.PushText(42, 42, "ada", "one")
+	u2, _ := f.PushText(42, 42, "ada", "two /start @someone_else")
+
+	got, err := b.GetUpdates(tgbotapi.UpdateConfig{Timeout: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].UpdateID != u1 || got[0].Message.MessageID != m1 || got[0].Message.Text != "one" {
+		t.Fatalf("updates = %+v", got)
+	}
+	ents := got[1].Message.Entities
+	if len(ents) != 2 || ents[0].Type != "bot_command" || ents[0].Offset != 4 || ents[1].Type != "mention" || ents[1].Length != 13 {
+		t.Errorf("entities = %+v", ents)
+	}
+	// unconfirmed updates come again
+	if again, _ := b.GetUpdates(tgbotapi.UpdateConfig{}); len(again) != 2 {
+		t.Errorf("without offset: %d updates, want 2", len(again))
+	}
+	// offset confirms everything below it
+	rest, err := b.GetUpdates(tgbotapi.UpdateConfig{Offset: u2})
+	if err != nil || len(rest) != 1 || rest[0].UpdateID != u2 {
+		t.Fatalf("offset %d: %+v, %v", u2, rest, err)
+	}
+	if f.Pending() != 1 {
+		t.Errorf("pending = %d, want 1", f.Pending())
+	}
+	if got := f.Offsets(); len(got) != 3 || got[0] != 0 || got[2] != u2 {
+		t.Errorf("offsets = %v", got)
+	}
+}
+
+func TestLongPollWakesAndCancels(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	res := make(chan []tgbotapi.Update, 1)
+	go func() {
+		u, _ := b.GetUpdates(tgbotapi.UpdateConfig{Timeout: 30})
+		res <- u
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := f.WaitCalls(ctx, "getUpdates", 1); err != nil {
+		t.Fatal(err)
+	}
+	f.PushText(42, 42, "ada", "wake up")
+	select {
+	case u := <-res:
+		if len(u) != 1 || u[0].Message.Text != "wake up" {
+			t.Errorf("updates = %+v", u)
+		}
+	case <-ctx.Done():
+		t.Fatal("long poll did not wake up on a new update")
+	}
+
+	// cancelling the client's context ends the poll at once
+	pctx, pcancel := context.WithCancel(t.Context())
+	cb := bot(t, f, pctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cb.GetUpdates(tgbotapi.UpdateConfig{Offset: 1 << 30, Timeout: 30})
+		errc <- err
+	}()
+	if err := f.WaitCalls(ctx, "getUpdates", 2); err != nil {
+		t.Fatal(err)
+	}
+	pcancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled poll returned %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("cancelled poll did not return")
+	}
+}
+
+func TestNewerPollEndsOlderWithConflict(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.GetUpdates(tgbotapi.UpdateConfig{Timeout: 30})
+		errc <- err
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := f.WaitCalls(ctx, "getUpdates", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetUpdates(tgbotapi.UpdateConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if e := apiErr(t, err); e.Code != 409 || !strings.Contains(e.Message, "terminated by other getUpdates") {
+			t.Errorf("older poll: %+v", e)
+		}
+	case <-ctx.Done():
+		t.Fatal("older poll still running")
+	}
+	// a webhook blocks polling until deleted
+	if _, err := b.MakeRequest("setWebhook", tgbotapi.Params{"url": "https://example.com/hook", "secret_token": "abc"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.GetUpdates(tgbotapi.UpdateConfig{})
+	if e := apiErr(t, err); e.Code != 409 || !strings.Contains(e.Message, "webhook is active") {
+		t.Errorf("poll with webhook: %+v", e)
+	}
+	if _, err := b.Request(tgbotapi.DeleteWebhookConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.GetUpdates(tgbotapi.UpdateConfig{}); err != nil {
+		t.Errorf("poll after deleteWebhook: %v", err)
+	}
+}
+
+func TestSendMessageChecks(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	send := func(text, mode string) error {
+		m := tgbotapi.NewMessage(42, text)
+		m.ParseMode = mode
+		_, err := b.Send(m)
+		return err
+	}
+	tests := []struct {
+		name, text, mode, wantErr string
+	}{
+		{"4096 ASCII fits", strings.Repeat("a", 4096), "", ""},
+		{"4095 ASCII + emoji is 4097 units", strings.Repeat("a", 4095) + "😀", "", "message is too long"},
+		{"HTML counted after parsing", "<b>" + strings.Repeat("a", 4096) + "</b>", "HTML", ""},
+		{"bad HTML", "<div>x</div>", "HTML", `can't parse entities: unsupported start tag "div"`},
+		{"unclosed tag", "<b>x", "HTML", "can't parse entities"},
+		{"empty", "", "", "message text is empty"},
+		{"empty after parsing", "<b> </b>", "HTML", "message text is empty"},
+		{"pre code language", `<pre><code class="language-go">x</code></pre>`, "HTML", ""},
+	}
+	for _, tt := range tests {
+		err := send(tt.text, tt.mode)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.wantErr)
+		case tt.wantErr != "" && apiErr(t, err).Code != 400:
+			t.Errorf("%s: code %d, want 400", tt.name, apiErr(t, err).Code)
+		}
+	}
+	if n := len(f.Sent()); n != 3 {
+		t.Errorf("recorded %d messages, want only the 3 accepted ones", n)
+	}
+	// replies: an unknown target fails unless allowed
+	_, err := b.MakeRequest("sendMessage", tgbotapi.Params{"chat_id": "42", "text": "x", "reply_parameters": `{"message_id":999}`})
+	if err == nil || !strings.Contains(err.Error(), "message to be replied not found") {
+		t.Errorf("reply to unknown: %v", err)
+	}
+	_, err = b.MakeRequest("sendMessage", tgbotapi.Params{"chat_id": "42", "text": "x",
+		"reply_parameters": `{"message_id":999,"allow_sending_without_reply":true}`})
+	if err != nil {
+		t.Errorf("reply allowing none: %v", err)
+	}
+	if last := f.Sent()[len(f.Sent())-1]; last.ReplyTo != 999 || !last.AllowNoReply {
+		t.Errorf("recorded reply = %+v", last)
+	}
+}
+
+func TestFailNextAndDisable(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	f.FailNext("sendMessage", 429, "", 3)
+	_, err := b.Send(tgbotapi.NewMessage(42, "x"))
+	e := apiErr(t, err)
+	if e.Code != 429 || e.RetryAfter != 3 || e.Message != "Too Many Requests: retry after 3" {
+		t.Errorf("429: %+v", e)
+	}
+	if _, err := b.Send(tgbotapi.NewMessage(42, "x")); err != nil {
+		t.Errorf("after the failure: %v", err)
+	}
+	f.FailNextRaw("sendMessage", 502, "<html>Bad Gateway</html>")
+	if _, err := b.Send(tgbotapi.NewMessage(42, "x")); err == nil {
+		t.Error("raw 502 page decoded without error")
+	}
+	f.Disable("sendChatAction")
+	_, err = b.Request(tgbotapi.NewChatAction(42, tgbotapi.ChatTyping))
+	if e := apiErr(t, err); e.Code != 404 || e.Message != "Not Found" {
+		t.Errorf("disabled: %+v", e)
+	}
+	if f.Calls("sendChatAction") != 1 || f.Calls("sendMessage") != 3 {
+		t.Errorf("calls = %d, %d", f.Calls("sendChatAction"), f.Calls("sendMessage"))
+	}
+}
+
+func TestEditReactionsFiles(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	m, err := b.Send(tgbotapi.NewMessage(42, "draft"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Send(tgbotapi.NewEditMessageText(42, m.MessageID, "final")); err != nil {
+		t.Fatalf("edit: %v", err)
+	}
+	_, err = b.Send(tgbotapi.NewEditMessageText(42, m.MessageID, "final"))
+	if err == nil || !strings.Contains(err.Error(), "message is not modified") {
+		t.Errorf("same text: %v", err)
+	}
+	if _, err := b.MakeRequest("setMessageReaction", tgbotapi.Params{"chat_id": "42", "message_id": itoa(m.MessageID),
+		"reaction": `[{"type":"emoji","emoji":"👍"}]`}); err != nil {
+		t.Errorf("reaction: %v", err)
+	}
+	if r := f.Reactions(); len(r) != 1 || r[0].Emoji[0] != "👍" {
+		t.Errorf("reactions = %+v", r)
+	}
+
+	f.AddFile("f1", "documents/a.txt", []byte("contents"))
+	url, err := b.GetFileDirectURL("f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url = strings.Replace(url, "https://api.telegram.org", f.URL, 1)
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(data) != "contents" {
+		t.Errorf("downloaded %q", data)
+	}
+	if _, err := b.GetFile(tgbotapi.FileConfig{FileID: "nope"}); err == nil {
+		t.Error("unknown file_id accepted")
+	}
+
+	doc := tgbotapi.NewDocument(42, tgbotapi.FileBytes{Name: "r.csv", Bytes: []byte("a,b")})
+	doc.Caption = "<b>report</b>"
+	doc.ParseMode = "HTML"
+	if _, err := b.Send(doc); err != nil {
+		t.Fatalf("sendDocument: %v", err)
+	}
+	last := f.Sent()[len(f.Sent())-1]
+	if last.Method != "sendDocument" || last.FileName != "r.csv" || string(last.FileData) != "a,b" || last.Text != "<b>report</b>" {
+		t.Errorf("document = %+v", last)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,262 @@
+package skills
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"switchboard/agent"
+)
+
+// DefaultCatalogueChars bounds the skill catalogue in the static prompt:
+// enough for a few dozen one-line entries, small next to any context.
+const DefaultCatalogueChars = 3000
+
+// Registry is an immutable set of loaded skills. Turns hold the registry
+// they started with, so a reload never changes a turn in flight.
+type Registry struct {
+	skills   []*Skill // by name
+	byName   map[string]*Skill
+	tools    map[string][]*agent.Tool // skill name → its defined tools
+	triggers map[string][]*regexp.Regexp
+	problems []error
+	version  string
+}
+
+// Skills lists the loaded skills by name.
+func (r *Registry) Skills() []*Skill { return r.skills }
+
+// Get returns a skill by name.
+func (r *Registry) Get(name string) (*Skill, bool) {
+	s, ok := r.byName[name]
+	return s, ok
+}
+
+// Problems lists what was wrong in the files; the skills concerned were
+// skipped (or, for a bad tool definition, loaded without that tool).
+func (r *Registry) Problems() []error { return r.problems }
+
+// Version identifies the files the registry was loaded from.
+func (r *Registry) Version() string { return r.version }
+
+// Load reads the skills of dir (may be nil) over the built-in ones; a skill
+// in dir with a built-in's name replaces it. It never fails as a whole:
+// invalid skills are skipped and reported in Problems.
+func Load(dir, builtin fs.FS, env Env) *Registry {
+	var files []file
+	var problems []error
+	bf, err := readFiles(builtin, "builtin:")
+	if err != nil {
+		problems = append(problems, fmt.Errorf("skills: read built-in skills: %w", err))
+	}
+	uf, err := readFiles(dir, "")
+	if err != nil {
+		problems = append(problems, fmt.Errorf("skills: read skills folder: %w", err))
+	}
+	files = append(bf, uf...)
+	r := build(files, env)
+	r.problems = append(problems, r.problems...)
+	return r
+}
+
+func build(files []file, env Env) *Registry {
+	r := &Registry{byName: map[string]*Skill{}, tools: map[string][]*agent.Tool{},
+		triggers: map[string][]*regexp.Regexp{}, version: fingerprint(files)}
+	origin := map[string]string{}
+	for _, f := range files {
+		decode := decodeYAML
+		if f.md {
+			decode = decodeMarkdown
+		}
+		s, node, errs := decode(f)
+		if s != nil {
+			errs = append(errs, validate(s, node, f.name)...)
+		}
+		if len(errs) > 0 {
+			r.problems = append(r.problems, errs...)
+			continue
+		}
+		s.File = f.name
+		s.Builtin = strings.HasPrefix(f.name, "builtin:")
+		if prev, dup := origin[s.Name]; dup {
+			if !strings.HasPrefix(prev, "builtin:") || s.Builtin {
+				r.problems = append(r.problems, &Problem{File: f.name, Field: "name",
+					Msg: fmt.Sprintf("skill %q is also defined in %s; this one is skipped", s.Name, prev)})
+				continue
+			}
+			// A user file overrides the built-in skill of the same name.
+		}
+		origin[s.Name] = f.name
+		r.byName[s.Name] = s
+	}
+	// Commands must be unique across the skills that remain.
+	commands := map[string]string{}
+	for _, name := range sortedKeys(r.byName) {
+		s := r.byName[name]
+		if s.Command == "" {
+			continue
+		}
+		if other, dup := commands[s.Command]; dup {
+			r.problems = append(r.problems, &Problem{File: s.File, Field: "command",
+				Msg: fmt.Sprintf("/%s is also the command of skill %q; this skill is skipped", s.Command, other)})
+			delete(r.byName, name)
+			continue
+		}
+		commands[s.Command] = name
+	}
+	for _, name := range sortedKeys(r.byName) {
+		s := r.byName[name]
+		r.skills = append(r.skills, s)
+		for _, tr := range s.Triggers {
+			re, _ := compileTrigger(tr) // validated
+			r.triggers[name] = append(r.triggers[name], re)
+		}
+		for i, d := range s.DefineTools {
+			t, err := d.Build("skill:"+s.Name, env)
+			if err != nil {
+				r.problems = append(r.problems, &Problem{File: s.File, Field: fmt.Sprintf("define_tools[%d]", i),
+					Msg: fmt.Sprintf("tool %q: %v; the tool is left out", d.Name, err)})
+				continue
+			}
+			r.tools[name] = append(r.tools[name], t)
+		}
+	}
+	return r
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Applies reports whether s applies to a chat on this channel and type.
+func (s *Skill) Applies(channel, chatType string) bool {
+	return (len(s.Channels) == 0 || slices.Contains(s.Channels, channel)) &&
+		(len(s.ChatTypes) == 0 || slices.Contains(s.ChatTypes, chatType))
+}
+
+// where describes a restricted skill's scope for the catalogue.
+func (s *Skill) where() string {
+	var parts []string
+	if len(s.Channels) > 0 {
+		parts = append(parts, strings.Join(s.Channels, ", "))
+	}
+	if len(s.ChatTypes) > 0 {
+		parts = append(parts, strings.Join(s.ChatTypes, ", ")+" only")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// unrestricted skills apply everywhere.
+func (s *Skill) unrestricted() bool { return len(s.Channels) == 0 && len(s.ChatTypes) == 0 }
+
+// Catalogue is the skills part of the static prompt prefix: the
+// instructions of unrestricted always-on skills, then the auto skills by
+// name and description within maxChars. It depends only on the registry.
+func (r *Registry) Catalogue(maxChars int) string {
+	if maxChars <= 0 {
+		maxChars = DefaultCatalogueChars
+	}
+	var b strings.Builder
+	for _, s := range r.skills {
+		if s.Activation == Always && s.unrestricted() && strings.TrimSpace(s.Instructions) != "" {
+			fmt.Fprintf(&b, "## %s\n%s\n\n", s.Name, strings.TrimSpace(s.Instructions))
+		}
+	}
+	var list strings.Builder
+	omitted := 0
+	for _, s := range r.skills {
+		if s.Activation != Auto {
+			continue
+		}
+		line := fmt.Sprintf("- %s%s: %s\n", s.Name, s.where(), oneLine(s.Description))
+		if list.Len()+len(line) > maxChars {
+			omitted++
+			continue
+		}
+		list.WriteString(line)
+	}
+	if list.Len() > 0 {
+		b.WriteString("Skills you can load with the use_skill tool when a request fits one (its instructions and tools then become available):\n")
+		b.WriteString(list.String())
+		if omitted > 0 {
+			fmt.Fprintf(&b, "(%d more skills not listed)\n", omitted)
+		}
+	}
+	var cmds []string
+	for _, s := range r.skills {
+		if s.Command != "" {
+			cmds = append(cmds, "/"+s.Command)
+		}
+	}
+	if len(cmds) > 0 {
+		fmt.Fprintf(&b, "\nSkill commands users may type: %s\n", strings.Join(cmds, ", "))
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// Watcher reloads the skills folder when its files change. Current is
+// cheap enough to call at the start of every turn: it reads the folder's
+// files and rebuilds only when their content changed.
+type Watcher struct {
+	dir     fs.FS
+	builtin fs.FS
+	env     Env
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	current *Registry
+}
+
+// NewWatcher loads the skills now and returns a watcher.
+func NewWatcher(dir, builtin fs.FS, env Env, log *slog.Logger) *Watcher {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{dir: dir, builtin: builtin, env: env, log: log}
+	w.current = Load(dir, builtin, env)
+	w.report(w.current)
+	return w
+}
+
+// Current returns the registry for the files as they are now.
+func (w *Watcher) Current() *Registry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	bf, err1 := readFiles(w.builtin, "builtin:")
+	uf, err2 := readFiles(w.dir, "")
+	if err := errors.Join(err1, err2); err != nil {
+		w.log.Warn("skills: cannot read the skills folder; keeping the loaded skills", "err", err)
+		return w.current
+	}
+	if fingerprint(append(bf, uf...)) == w.current.version {
+		return w.current
+	}
+	r := Load(w.dir, w.builtin, w.env)
+	w.log.Info("skills reloaded", "skills", len(r.skills), "problems", len(r.problems))
+	w.report(r)
+	w.current = r
+	return r
+}
+
+func (w *Watcher) report(r *Registry) {
+	for _, p := range r.problems {
+		w.log.Warn("skill skipped or incomplete", "problem", p.Error())
+	}
+}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const migration3 = `
+CREATE TABLE pairings (
+	code        TEXT    PRIMARY KEY,
+	channel     TEXT    NOT NULL,
+	user_id     TEXT    NOT NULL,
+	username    TEXT    NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER NOT NULL,
+	approved_at INTEGER
+) WITHOUT ROWID;
+CREATE INDEX pairings_user ON pairings (channel, user_id);
+
+CREATE TABLE approved_users (
+	channel     TEXT    NOT NULL,
+	user_id     TEXT    NOT NULL,
+	username    TEXT    NOT NULL DEFAULT '',
+	approved_at INTEGER NOT NULL,
+	PRIMARY KEY (channel, user_id)
+) WITHOUT ROWID;
+`
+
+const (
+	sqlPendingPairing = `SELECT code, expires_at FROM pairings
+WHERE channel = ? AND user_id = ? AND approved_at IS NULL AND expires_at > ? ORDER BY created_at DESC LIMIT 1`
+	sqlInsertPairing = `INSERT INTO pairings (code, channel, user_id, username, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
+	sqlGetPairing    = `SELECT code, channel, user_id, username, created_at, expires_at, approved_at FROM pairings WHERE code = ?`
+	sqlApprovePair   = `UPDATE pairings SET approved_at = ? WHERE code = ?`
+	sqlApproveUser   = `INSERT INTO approved_users (channel, user_id, username, approved_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (channel, user_id) DO UPDATE SET username = excluded.username`
+	sqlIsApproved  = `SELECT 1 FROM approved_users WHERE channel = ? AND user_id = ?`
+	sqlListPairing = `SELECT code, channel, user_id, username, created_at, expires_at, approved_at FROM pairings
+WHERE approved_at IS NULL AND expires_at > ? ORDER BY created_at`
+	sqlRevokeUser = `DELETE FROM approved_users WHERE channel = ? AND user_id = ?`
+)
+
+// Pairing is a one-time code an unknown user received to ask for access.
+type Pairing struct {
+	Code, Channel, UserID, Username string
+	CreatedAt, ExpiresAt            time.Time
+	ApprovedAt                      *time.Time
+}
+
+// ErrPairingExpired is returned when approving a code past its expiry.
+var ErrPairingExpired = errors.New("store: pairing code expired")
+
+// PairingCode returns the user's unexpired pending code, or stores newCode
+// valid for ttl. fresh is true when newCode was stored.
+func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (code string, fresh bool, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMS()
+		var exp int64
+		switch err := tx.QueryRowContext(ctx, sqlPendingPairing, channel, userID, now).Scan(&code, &exp); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		code, fresh = newCode, true
+		_, err := tx.ExecContext(ctx, sqlInsertPairing, newCode, channel, userID, username, now, now+ttl.Milliseconds())
+		return err
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("store: pairing code: %w", err)
+	}
+	return code, fresh, nil
+}
+
+// ApprovePairing admits the user who holds code. It returns the pairing.
+func (s *Store) ApprovePairing(ctx context.Context, code string) (Pairing, error) {
+	var p Pairing
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var created, expires int64
+		var approved sql.NullInt64
+		if err := tx.QueryRowContext(ctx, sqlGetPairing, code).Scan(&p.Code, &p.Channel, &p.UserID, &p.Username,
+			&created, &expires, &approved); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		p.CreatedAt, p.ExpiresAt, p.ApprovedAt = fromMS(created), fromMS(expires), fromNullMS(approved)
+		now := s.nowMS()
+		if p.ApprovedAt == nil && expires <= now {
+			return ErrPairingExpired
+		}
+		if _, err := tx.ExecContext(ctx, sqlApprovePair, now, code); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, sqlApproveUser, p.Channel, p.UserID, p.Username, now)
+		return err
+	})
+	if err != nil {
+		return Pairing{}, fmt.Errorf("store: approve pairing %s: %w", code, err)
+	}
+	return p, nil
+}
+
+// IsApproved reports whether a user was admitted by pairing.
+func (s *Store) IsApproved(ctx context.Context, channel, userID string) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, sqlIsApproved, channel, userID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: is approved: %w", err)
+	}
+	return true, nil
+}
+
+// RevokeUser removes a user admitted by pairing.
+func (s *Store) RevokeUser(ctx context.Context, channel, userID string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, sqlRevokeUser, channel, userID)
+	if err != nil {
+		return false, fmt.Errorf("store: revoke user: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// PendingPairings lists unexpired codes not yet approved, oldest first.
+func (s *Store) PendingPairings(ctx context.Context) ([]Pairing, error) {
+	rows, err := s.db.QueryContext(ctx, sqlListPairing, s.nowMS())
+	if err != nil {
+		return nil, fmt.Errorf("store: list pairings: %w", err)
+	}
+	defer rows.Close()
+	var out []Pairing
+	for rows.Next() {
+		var p Pairing
+		var created, expires int64
+		var approved sql.NullInt64
+		if err := rows.Scan(&p.Code, &p.Channel, &p.UserID, &p.Username, &created, &expires, &approved); err != nil {
+			return nil, fmt.Errorf("store: list pairings: %w", err)
+		}
+		p.CreatedAt, p.ExpiresAt, p.ApprovedAt = fromMS(created), fromMS(expires), fromNullMS(approved)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

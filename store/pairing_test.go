@@ -1,0 +1,63 @@
+package store
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestPairing(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	st, err := Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	code, fresh, err := st.PairingCode(ctx, "telegram", "42", "ada", "ABC123", time.Hour)
+	if err != nil || !fresh || code != "ABC123" {
+		t.Fatalf("first code = %q %v %v", code, fresh, err)
+	}
+	// Asking again returns the same pending code.
+	if code, fresh, _ := st.PairingCode(ctx, "telegram", "42", "ada", "ZZZ999", time.Hour); fresh || code != "ABC123" {
+		t.Fatalf("second ask = %q %v", code, fresh)
+	}
+	if list, _ := st.PendingPairings(ctx); len(list) != 1 || list[0].UserID != "42" {
+		t.Fatalf("pending = %+v", list)
+	}
+	if ok, _ := st.IsApproved(ctx, "telegram", "42"); ok {
+		t.Fatal("approved before approval")
+	}
+	p, err := st.ApprovePairing(ctx, "ABC123")
+	if err != nil || p.UserID != "42" || p.Channel != "telegram" {
+		t.Fatalf("approve = %+v %v", p, err)
+	}
+	if ok, _ := st.IsApproved(ctx, "telegram", "42"); !ok {
+		t.Fatal("not approved after approval")
+	}
+	if ok, _ := st.IsApproved(ctx, "discord", "42"); ok {
+		t.Fatal("approval leaked to another channel")
+	}
+	if _, err := st.ApprovePairing(ctx, "NOPE00"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown code: %v", err)
+	}
+	// Codes expire.
+	st.PairingCode(ctx, "telegram", "7", "", "OLD777", time.Hour)
+	now = now.Add(2 * time.Hour)
+	if _, err := st.ApprovePairing(ctx, "OLD777"); !errors.Is(err, ErrPairingExpired) {
+		t.Fatalf("expired code: %v", err)
+	}
+	if list, _ := st.PendingPairings(ctx); len(list) != 0 {
+		t.Fatalf("expired codes listed: %+v", list)
+	}
+	if code, fresh, _ := st.PairingCode(ctx, "telegram", "7", "", "NEW777", time.Hour); !fresh || code != "NEW777" {
+		t.Fatalf("after expiry = %q %v", code, fresh)
+	}
+	if ok, _ := st.RevokeUser(ctx, "telegram", "42"); !ok {
+		t.Fatal("revoke failed")
+	}
+	if ok, _ := st.IsApproved(ctx, "telegram", "42"); ok {
+		t.Fatal("still approved after revoke")
+	}
+}
