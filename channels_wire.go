@@ -19,7 +19,7 @@ func enabledChannels(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	var errs []error
 	if tg := cfg.Channels.Telegram; tg.Enabled {
 		o := telegram.Options{Token: tg.Token, APIEndpoint: tg.APIEndpoint, PollTimeout: tg.PollTimeout,
-			Logger: log.With("channel", "telegram")}
+			Logger: log}
 		if tg.Webhook.URL != "" {
 			o.Webhook = &telegram.WebhookOptions{URL: tg.Webhook.URL, Listen: tg.Webhook.Listen, SecretToken: tg.Webhook.SecretToken}
 		}
@@ -31,7 +31,7 @@ func enabledChannels(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	}
 	if dc := cfg.Channels.Discord; dc.Enabled {
 		a, err := discord.New(discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL,
-			Logger: log.With("channel", "discord")})
+			Logger: log})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("discord: %w", err))
 		} else {
