@@ -15,6 +15,7 @@ import (
 	"switchboard/config"
 	"switchboard/internal/logging"
 	"switchboard/llm"
+	"switchboard/mcpclient"
 	"switchboard/router"
 	"switchboard/skills"
 	"switchboard/store"
@@ -30,6 +31,7 @@ type app struct {
 	log    *slog.Logger
 	store  *store.Store
 	skills *skills.Watcher
+	mcp    *mcpclient.Manager
 	model  *llm.Client
 	agent  *agent.Agent
 	router *router.Router
@@ -53,6 +55,10 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	if err != nil {
 		return nil, err
 	}
+	mcp, mcpErrs := mcpclient.Connect(ctx, cfg.MCP.Servers, log.With("component", "mcp"))
+	for _, err := range mcpErrs {
+		log.Error("MCP server skipped", "err", err)
+	}
 	cmd := cfg.Tools.Command
 	watcher := skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
 		Model: model,
@@ -61,7 +67,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	}, log.With("component", "skills"))
 	ag, err := agent.New(agent.Config{
 		Model: model, Store: st,
-		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext()},
+		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), mcp.Source()},
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
 		Location:             loc,
 		ContextWindow:        cfg.LLM.ContextWindow,
@@ -74,6 +80,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	})
 	if err != nil {
 		st.Close()
+		mcp.Close()
 		return nil, err
 	}
 	rt, err := router.New(router.Config{
@@ -95,17 +102,26 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 			for _, p := range watcher.Current().Problems() {
 				notes = append(notes, "Skill problem: "+p.Error())
 			}
+			for _, m := range mcp.Status() {
+				if !m.Connected {
+					notes = append(notes, fmt.Sprintf("MCP server %s is not connected: %s", m.Name, m.LastError))
+				}
+			}
 			return notes
 		},
 	})
 	if err != nil {
 		st.Close()
+		mcp.Close()
 		return nil, err
 	}
-	return &app{cfg: cfg, log: log, store: st, skills: watcher, model: model, agent: ag, router: rt}, nil
+	return &app{cfg: cfg, log: log, store: st, skills: watcher, mcp: mcp, model: model, agent: ag, router: rt}, nil
 }
 
 func (a *app) close() {
+	if err := a.mcp.Close(); err != nil {
+		a.log.Warn("close MCP servers", "err", err)
+	}
 	if err := a.store.Close(); err != nil {
 		a.log.Error("close store", "err", err)
 	}
