@@ -79,8 +79,9 @@ type Config struct {
 
 // Agent runs turns. It is safe for concurrent use by turns of different chats.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
+	cfg       Config
+	log       *slog.Logger
+	conflicts sync.Map // tool-name conflicts already reported
 }
 
 // New returns an Agent with defaults applied.
@@ -413,6 +414,11 @@ func (a *Agent) tools(st *turnState, step int) (ts *Toolset, rules ToolRules, st
 		sources = append(append([]Source(nil), sources...), st.t.Sources...)
 	}
 	ts = BuildTools(sources, info, st.t.Allow)
+	for _, c := range ts.Conflicts {
+		if _, seen := a.conflicts.LoadOrStore(c, true); !seen {
+			a.log.Warn("tool name offered twice; the first source wins", "conflict", c)
+		}
+	}
 	for _, src := range sources {
 		if rs, ok := src.(RuleSource); ok {
 			rules = rules.Merge(rs.Rules(info))

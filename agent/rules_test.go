@@ -137,3 +137,25 @@ func TestRulesThroughTheLoop(t *testing.T) {
 		equal(t, "sent", h.chat.Sent(), []string{"I can't use any tools here."})
 	})
 }
+
+// C16: the tool set is built by a pure function in a stable order; a name
+// offered twice is reported, and the first source keeps it.
+func TestBuildToolsOrderAndConflicts(t *testing.T) {
+	a := agent.StaticSource{SourceName: "builtin", List: []*agent.Tool{okTool("zeta"), okTool("alpha")}}
+	b := agent.StaticSource{SourceName: "skill:x", List: []*agent.Tool{okTool("beta"), okTool("alpha")}}
+	for range 3 {
+		ts := agent.BuildTools([]agent.Source{a, b}, agent.TurnInfo{}, nil)
+		if got := ts.Names(); !slices.Equal(got, []string{"alpha", "zeta", "beta"}) {
+			t.Fatalf("names = %q", got)
+		}
+		if len(ts.Conflicts) != 1 || ts.Conflicts[0] != "alpha: offered by builtin and skill:x; builtin wins" {
+			t.Fatalf("conflicts = %q", ts.Conflicts)
+		}
+	}
+	if ts := agent.BuildTools([]agent.Source{a, b}, agent.TurnInfo{}, map[string]bool{"beta": true}); !slices.Equal(ts.Names(), []string{"beta"}) {
+		t.Fatalf("allow filter: %q", ts.Names())
+	}
+	if ts := agent.BuildTools([]agent.Source{a}, agent.TurnInfo{}, map[string]bool{}); len(ts.Names()) != 0 {
+		t.Fatal("an empty allow set offered tools")
+	}
+}
