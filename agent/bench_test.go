@@ -23,7 +23,7 @@ func (m *instantModel) Complete(_ context.Context, req llm.Request, _ func(llm.D
 	m.n++
 	if m.n%(m.steps+1) != 0 {
 		return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
-			{ID: fmt.Sprint("c", m.n), Name: "current_time", Arguments: fmt.Sprintf(`{"timezone":"Etc/GMT-%d"}`, m.n%12)}}},
+			{ID: fmt.Sprint("c", m.n), Name: "current_time", Arguments: fmt.Sprintf(`{"timezone":"","n":%d}`, m.n)}}},
 			FinishReason: "tool_calls", Usage: llm.Usage{TotalTokens: 10}}, nil
 	}
 	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "done"}, FinishReason: "stop"}, nil

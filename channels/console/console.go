@@ -88,6 +88,11 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 			if err != nil {
 				return fmt.Errorf("console: read input: %w", err)
 			}
+			if a.o.Color {
+				a.mu.Lock()
+				fmt.Fprintln(a.o.Out) // end the prompt line at Ctrl-D
+				a.mu.Unlock()
+			}
 			return nil
 		case line := <-lines:
 			text := strings.TrimSpace(line)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -99,11 +100,20 @@ type FakeLLM struct {
 	models        []string
 	rejectStreamO bool
 	nextID        int
+	closeOnce     sync.Once
 }
 
 // NewFakeLLM starts a fake on 127.0.0.1; it is closed on t.Cleanup.
 func NewFakeLLM(t testing.TB) *FakeLLM {
 	t.Helper()
+	f := Start("127.0.0.1:0")
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Start runs a fake on addr ("127.0.0.1:0" for any free port) for programs
+// outside tests (demos, benchmarks); call Close when done.
+func Start(addr string) *FakeLLM {
 	f := &FakeLLM{
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
@@ -112,14 +122,27 @@ func NewFakeLLM(t testing.TB) *FakeLLM {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", f.handleChat)
 	mux.HandleFunc("GET /v1/models", f.handleModels)
-	f.srv = httptest.NewServer(mux)
+	f.srv = httptest.NewUnstartedServer(mux)
+	if addr != "127.0.0.1:0" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			panic(fmt.Sprintf("testkit: listen %s: %v", addr, err))
+		}
+		f.srv.Listener.Close()
+		f.srv.Listener = ln
+	}
+	f.srv.Start()
 	f.URL = f.srv.URL + "/v1"
-	t.Cleanup(func() {
+	return f
+}
+
+// Close stops the fake, ending every request still waiting.
+func (f *FakeLLM) Close() {
+	f.closeOnce.Do(func() {
 		close(f.done)
 		f.srv.CloseClientConnections()
 		f.srv.Close()
 	})
-	return f
 }
 
 // Push appends replies to the FIFO queue; each request consumes one.
