@@ -6,24 +6,25 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"switchboard/agent"
 	"switchboard/channels"
 	"switchboard/channels/console"
 	"switchboard/config"
+	"switchboard/httpapi"
 	"switchboard/internal/logging"
 	"switchboard/llm"
 	"switchboard/mcpclient"
+	"switchboard/profile"
 	"switchboard/router"
+	"switchboard/schedule"
 	"switchboard/skills"
 	"switchboard/store"
 )
-
-// shutdownGrace is how long running turns may finish after SIGTERM before
-// they are cancelled (their messages stay pending and resume on restart).
-const shutdownGrace = 20 * time.Second
 
 // app is the wired gateway.
 type app struct {
@@ -35,6 +36,9 @@ type app struct {
 	model  *llm.Client
 	agent  *agent.Agent
 	router *router.Router
+	sched  *schedule.Scheduler // started after the router, stopped before it
+	mon    *monitor            // metrics, dashboard activity, the HTTP API channel
+	learn  *learner            // memories, profiles, skill reviews after each turn
 }
 
 // build opens the store and wires model, agent and router.
@@ -51,8 +55,16 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	if err != nil {
 		return nil, err
 	}
+	mon := newMonitor(cfg, model, log)
 	st, err := store.Open(ctx, cfg.Store.Path)
 	if err != nil {
+		return nil, err
+	}
+	sched, err := schedule.New(schedule.Config{Store: st, Jobs: cfg.Schedule.Jobs, Location: loc, MissedGrace: cfg.Schedule.MissedGrace,
+		MaxFailures: cfg.Schedule.MaxFailures, Logger: log.With("component", "schedule"),
+		ZoneFor: profile.New(profile.Config{Store: st, Logger: log}).ZoneFor}) // the zone users told the bot
+	if err != nil {
+		st.Close()
 		return nil, err
 	}
 	mcp, mcpErrs := mcpclient.Connect(ctx, cfg.MCP.Servers, log.With("component", "mcp"))
@@ -61,13 +73,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	}
 	cmd := cfg.Tools.Command
 	watcher := skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
-		Model: model,
+		Model: mon.model,
 		Command: skills.CommandPolicy{Enabled: cmd.Enabled, Workspace: cmd.Workspace,
 			Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars},
 	}, log.With("component", "skills"))
 	ag, err := agent.New(agent.Config{
-		Model: model, Store: st,
-		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), mcp.Source()},
+		Model: mon.model, Store: st,
+		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), mcp.Source(), sched.Source()},
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
 		Location:             loc,
 		ContextWindow:        cfg.LLM.ContextWindow,
@@ -83,6 +95,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		mcp.Close()
 		return nil, err
 	}
+	lrn := newLearner(ctx, cfg, st, mon.model, watcher, log)
 	rt, err := router.New(router.Config{
 		Store: st, Agent: ag,
 		MaxConcurrentTurns: cfg.Agent.MaxConcurrentTurns,
@@ -91,12 +104,25 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		Vision:             cfg.LLM.Vision,
 		Location:           loc,
 		Logger:             log,
-		Prepare: func(_ context.Context, in channels.Inbound) router.Prepared {
-			reg := watcher.Current()
-			turn := reg.ForTurn(in.Channel, string(in.ChatType), in.Text)
-			return router.Prepared{Sources: []agent.Source{turn}, Sections: turn.Sections(),
-				MaxSteps: turn.MaxSteps(), Catalogue: reg.Catalogue(0)}
+		OnEvent: func(in channels.Inbound, ev agent.Event) {
+			mon.onEvent(in, ev)
+			lrn.onEvent(in, ev)
 		},
+		Learning: lrn.commands(),
+		OnSend:   mon.onSend,
+		Prepare: func(ctx context.Context, in channels.Inbound) router.Prepared {
+			reg := lrn.skills(ctx, watcher.Current())
+			turn := reg.ForTurn(in.Channel, string(in.ChatType), in.Text)
+			cmdSkill, _, isCmd := turn.Command()
+			p := router.Prepared{Sources: []agent.Source{turn}, Sections: turn.Sections(),
+				MaxSteps: turn.MaxSteps(), Catalogue: reg.Catalogue(0), Plan: isCmd && cmdSkill.Mode == "plan"}
+			lrn.prepare(ctx, in, reg, turn, &p)
+			return p
+		},
+		Planner:             ag,
+		ApprovalTimeout:     cfg.Agent.ApprovalTimeout,
+		PlanStepMaxSteps:    cfg.Agent.PlanStepMaxSteps,
+		PlanFeedbackTimeout: cfg.Agent.PlanFeedbackTimeout,
 		StatusNotes: func() []string {
 			var notes []string
 			for _, p := range watcher.Current().Problems() {
@@ -111,14 +137,17 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		},
 	})
 	if err != nil {
+		lrn.close()
 		st.Close()
 		mcp.Close()
 		return nil, err
 	}
-	return &app{cfg: cfg, log: log, store: st, skills: watcher, mcp: mcp, model: model, agent: ag, router: rt}, nil
+	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
+	return &app{cfg: cfg, log: log, store: st, skills: watcher, mcp: mcp, model: model, agent: ag, router: rt, sched: sched, mon: mon, learn: lrn}, nil
 }
 
 func (a *app) close() {
+	a.learn.close()
 	if err := a.mcp.Close(); err != nil {
 		a.log.Warn("close MCP servers", "err", err)
 	}
@@ -173,6 +202,9 @@ func chat(ctx context.Context, cfg *config.Config, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "switchboard: %v\n", err)
 		return exitFail
 	}
+	if err := a.sched.Start(ctx, a.router); err != nil {
+		fmt.Fprintf(stderr, "switchboard: scheduled jobs are off: %v\n", err)
+	}
 	if color {
 		fmt.Fprintf(stdout, "Switchboard chat with %s (model %s). /help for commands, Ctrl-D to quit.\n", cfg.Agent.Name, cfg.LLM.Model)
 	}
@@ -180,8 +212,9 @@ func chat(ctx context.Context, cfg *config.Config, stdin io.Reader, stdout, stde
 	// End of input: let the last message be answered, unless interrupted.
 	drainCtx, cancel := context.WithTimeout(ctx, cfg.Agent.TurnTimeout)
 	defer cancel()
+	_ = a.sched.Stop(drainCtx)
 	_ = a.router.Drain(drainCtx)
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer scancel()
 	_ = a.router.Shutdown(sctx)
 	if runErr != nil {
@@ -191,10 +224,22 @@ func chat(ctx context.Context, cfg *config.Config, stdin io.Reader, stdout, stde
 	return exitOK
 }
 
-// serve runs every enabled channel until ctx ends, then shuts down
-// gracefully: no new messages, running turns get shutdownGrace to finish.
-func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) int {
-	log, err := newLogger(cfg, stderr, "")
+// serve runs every enabled channel and the HTTP server until ctx ends
+// (SIGINT, SIGTERM), reloading what it safely can on SIGHUP. Each channel
+// runs on its own: one that fails to start or drops is retried with a capped
+// backoff while the others serve. Then it shuts down gracefully: no new
+// messages, running turns get shutdown_timeout to finish (the rest are
+// checkpointed and resume after a restart), background work is drained, and
+// the store is closed.
+func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Writer) int {
+	var level slog.LevelVar
+	lv, err := logging.ParseLevel(cfg.Log.Level)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard: %v\n", err)
+		return exitConfig
+	}
+	level.Set(lv)
+	log, err := logging.NewLeveled(stderr, &level, cfg.Log.Format, cfg.Secrets())
 	if err != nil {
 		fmt.Fprintf(stderr, "switchboard: %v\n", err)
 		return exitConfig
@@ -202,61 +247,85 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	if !cfg.Channels.Telegram.Enabled && !cfg.Channels.Discord.Enabled {
+		log.Error("no channel is enabled: set channels.telegram.enabled or channels.discord.enabled, or talk in the terminal with `switchboard chat`")
+		return exitConfig
+	}
 	a, err := build(ctx, cfg, log)
 	if err != nil {
 		log.Error("start", "err", err)
 		return exitFail
 	}
-	defer a.close()
-	if !cfg.Channels.Telegram.Enabled && !cfg.Channels.Discord.Enabled {
-		log.Error("no channel is enabled: set channels.telegram.enabled or channels.discord.enabled, or talk in the terminal with `switchboard chat`")
-		return exitConfig
-	}
-	chans, errs := enabledChannels(ctx, cfg, log)
-	for _, err := range errs {
-		log.Error("channel not started", "err", err)
-	}
-	if len(chans) == 0 {
-		log.Error("no channel could start; see the errors above")
+	defer a.close() // last: the store closes after everything that writes to it
+
+	sup := newSupervisor(a.router, log)
+	sup.onRestart = a.mon.metrics.ChannelRestarted
+	a.mon.metrics.Channels(sup.up)
+	specs := channelSpecs(cfg, log)
+	srv, err := a.startHTTP(sup)
+	if err != nil {
+		log.Error("start the HTTP server", "err", err)
 		return exitFail
 	}
-	for _, c := range chans {
-		a.router.AddChannel(c.ch, c.access)
+	if srv != nil {
+		// The chat API authenticates with http.token, so whoever gets in
+		// may talk to the agent.
+		specs = append(specs, channelSpec{name: httpapi.APIChannel, access: router.Access{AllowAll: true},
+			build: func(context.Context) (channels.Channel, error) { return a.mon.api, nil }})
 	}
+	run := make(chan struct{})
+	sup.start(ctx, specs, run)
 	if err := a.router.Start(ctx); err != nil {
 		log.Error("start router", "err", err)
+		close(run)
+		sup.stopped()
 		return exitFail
 	}
-	errc := make(chan error, len(chans))
-	for _, c := range chans {
-		go func() {
-			l := log.With("channel", c.ch.Name())
-			l.Info("channel started")
-			err := c.ch.Run(ctx, a.router)
-			if err != nil && ctx.Err() == nil {
-				l.Error("channel stopped", "err", err)
-			}
-			errc <- err
-		}()
+	close(run)
+	if err := a.sched.Start(ctx, a.router); err != nil {
+		log.Error("scheduled jobs are off", "err", err)
 	}
-	log.Info("switchboard serving", "version", version, "model", cfg.LLM.Model, "channels", len(chans))
-	<-ctx.Done()
-	log.Info("shutting down", "grace", shutdownGrace)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	log.Info("switchboard serving", "version", version, "model", cfg.LLM.Model, "channels", len(specs))
+	for ctx.Err() == nil {
+		select {
+		case <-hup:
+			log.Info("SIGHUP: reloading the configuration")
+			a.reload(cfgPath, &level, sup)
+		case <-ctx.Done():
+		}
+	}
+
+	timeout := cfg.ShutdownTimeout
+	log.Info("shutting down", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	if srv != nil {
+		srv.Drain() // /readyz fails from now on
+	}
+	if err := a.sched.Stop(sctx); err != nil {
+		log.Warn("scheduled runs cut short resume after a restart", "err", err)
+	}
 	if err := a.router.Shutdown(sctx); err != nil {
-		log.Warn("turns still running at the deadline were cancelled; they resume on restart", "err", err)
+		log.Warn("turns still running at the deadline were checkpointed; they resume after a restart", "err", err)
 	}
-	for range chans {
-		<-errc
+	sup.stopped() // channels end with ctx; their sends are done once the router is
+	if srv != nil {
+		hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownGrace)
+		defer hcancel()
+		if err := srv.Shutdown(hctx); err != nil {
+			log.Warn("http server", "err", err)
+		}
 	}
+	log.Info("stopped")
 	return exitOK
 }
 
-type channelEntry struct {
-	ch     channels.Channel
-	access router.Access
-}
+// httpShutdownGrace bounds the wait for open HTTP requests after the router
+// has stopped: their turns are finished or checkpointed by then.
+const httpShutdownGrace = 5 * time.Second
 
 // check prints what would run, with secrets redacted.
 func check(cfg *config.Config, out io.Writer) int {

@@ -5,38 +5,57 @@ import (
 	"fmt"
 	"log/slog"
 
+	"switchboard/channels"
 	"switchboard/channels/discord"
 	"switchboard/channels/telegram"
 	"switchboard/config"
 	"switchboard/router"
 )
 
-// enabledChannels constructs the adapters enabled in the configuration.
+// channelSpecs describes the chat adapters enabled in the configuration.
 // Access rules come from each channel's allowlists (empty admits nobody).
-// A channel that cannot start is reported and left out; the others run.
-func enabledChannels(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]channelEntry, []error) {
-	var out []channelEntry
-	var errs []error
+// Nothing is contacted here: the supervisor builds and runs each channel,
+// and retries one that fails while the others serve.
+func channelSpecs(cfg *config.Config, log *slog.Logger) []channelSpec {
+	var out []channelSpec
 	if tg := cfg.Channels.Telegram; tg.Enabled {
 		o := telegram.Options{Token: tg.Token, APIEndpoint: tg.APIEndpoint, PollTimeout: tg.PollTimeout,
 			Logger: log}
 		if tg.Webhook.URL != "" {
 			o.Webhook = &telegram.WebhookOptions{URL: tg.Webhook.URL, Listen: tg.Webhook.Listen, SecretToken: tg.Webhook.SecretToken}
 		}
-		if a, err := telegram.New(ctx, o); err != nil {
-			errs = append(errs, fmt.Errorf("telegram: %w", err))
-		} else {
-			out = append(out, channelEntry{ch: a, access: router.Access{Users: tg.AllowUsers, Pairing: tg.Pairing}})
-		}
+		out = append(out, channelSpec{name: "telegram", access: channelAccess(cfg, "telegram"),
+			build: func(ctx context.Context) (channels.Channel, error) {
+				a, err := telegram.New(ctx, o)
+				if err != nil {
+					return nil, fmt.Errorf("telegram: %w", err)
+				}
+				return a, nil
+			}})
 	}
 	if dc := cfg.Channels.Discord; dc.Enabled {
-		a, err := discord.New(discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL,
-			Logger: log})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("discord: %w", err))
-		} else {
-			out = append(out, channelEntry{ch: a, access: router.Access{Users: dc.AllowUsers, Spaces: dc.AllowGuilds, Chats: dc.AllowChannels}})
-		}
+		o := discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL, Logger: log}
+		out = append(out, channelSpec{name: "discord", access: channelAccess(cfg, "discord"),
+			build: func(context.Context) (channels.Channel, error) {
+				a, err := discord.New(o)
+				if err != nil {
+					return nil, fmt.Errorf("discord: %w", err)
+				}
+				return a, nil
+			}})
 	}
-	return out, errs
+	return out
+}
+
+// channelAccess is a chat channel's admission rule from its allowlists.
+func channelAccess(cfg *config.Config, name string) router.Access {
+	switch name {
+	case "telegram":
+		tg := cfg.Channels.Telegram
+		return router.Access{Users: tg.AllowUsers, Pairing: tg.Pairing}
+	case "discord":
+		dc := cfg.Channels.Discord
+		return router.Access{Users: dc.AllowUsers, Spaces: dc.AllowGuilds, Chats: dc.AllowChannels}
+	}
+	return router.Access{}
 }

@@ -12,7 +12,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,31 +43,22 @@ const (
 
 // discordServe is a running `switchboard serve` with Discord enabled.
 type discordServe struct {
-	dc     *discordfake.Fake
-	model  *testkit.FakeLLM
-	stderr *lineWriter
-	guild  string
+	*serveRun
+	*modelScript
+	dc    *discordfake.Fake
+	model *testkit.FakeLLM
+	guild string
 
-	cancel context.CancelFunc
-	done   chan struct{} // closed when run has returned code
-	code   int
-	once   sync.Once
-	exit   int // what stop returns
-
-	mu     sync.Mutex
-	final  map[string]int             // channel id → messages the bot must have sent there in the end
-	script map[string][]testkit.Reply // newest user message → the model's next answers to it
+	mu    sync.Mutex
+	final map[string]int // channel id → messages the bot must have sent there in the end
 }
 
 func startDiscordServe(t *testing.T) *discordServe {
 	t.Helper()
-	s := &discordServe{
-		dc: discordfake.New(t), model: testkit.NewFakeLLM(t), stderr: newLineWriter(),
-		done: make(chan struct{}), final: map[string]int{}, script: map[string][]testkit.Reply{},
-	}
+	s := &discordServe{dc: discordfake.New(t), model: testkit.NewFakeLLM(t), final: map[string]int{}}
 	// Answers are looked up by the message they answer, not taken from one
 	// queue, so a subtest that fails leaves the others' answers alone.
-	s.model.SetDefault(&testkit.Reply{Func: s.scripted})
+	s.modelScript = newModelScript(s.model)
 	s.guild = s.dc.NewID()
 	db := filepath.Join(t.TempDir(), "switchboard.db")
 	cfg := writeConfig(t, fmt.Sprintf(`llm:
@@ -78,6 +68,10 @@ func startDiscordServe(t *testing.T) *discordServe {
   max_retries: 0
 store:
   path: %q
+# Learning calls the model in the background after replies; these tests
+# count the model calls of turns.
+learning:
+  enabled: false
 http:
   listen: ""
 log:
@@ -91,53 +85,11 @@ channels:
     allow_users: [%q, %q, %q, %q]
 `, s.model.URL, e2eAPIKey, db, s.dc.Token, s.dc.APIBase(), s.dc.GatewayURL(), aliceID, bobID, carolID, daveID))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	go func() {
-		defer close(s.done)
-		s.code = run(ctx, []string{"serve", "--config", cfg}, strings.NewReader(""), io.Discard, s.stderr)
-	}()
-	// Registered after the fakes and the temporary directory, so it runs
-	// before they go away.
-	t.Cleanup(func() { s.stop(t) })
-
-	// Wait for the gateway session, or for serve to give up.
-	wctx, wcancel := context.WithTimeout(t.Context(), e2eWait)
-	defer wcancel()
-	go func() {
-		select {
-		case <-s.done:
-			wcancel()
-		case <-wctx.Done():
-		}
-	}()
-	if err := s.dc.WaitFor(wctx, func() bool { return s.dc.Identifies() >= 1 }); err != nil {
-		t.Fatalf("serve did not connect to the gateway (%v); stderr:\n%s", err, s.stderr.String())
-	}
-	return s
-}
-
-// stop ends serve and returns its exit code (-1 if it did not stop).
-func (s *discordServe) stop(t *testing.T) int {
-	s.once.Do(func() {
-		s.cancel()
-		timer := time.NewTimer(e2eWait)
-		defer timer.Stop()
-		select {
-		case <-s.done:
-			s.exit = s.code
-		case <-timer.C:
-			s.exit = -1
-			t.Errorf("serve did not stop within %s; stderr:\n%s", e2eWait, s.stderr.String())
-		}
+	// Up once the gateway session is identified.
+	s.serveRun = startServe(t, cfg, func(ctx context.Context) error {
+		return s.dc.WaitFor(ctx, func() bool { return s.dc.Identifies() >= 1 })
 	})
-	return s.exit
-}
-
-func (s *discordServe) ctx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), e2eWait)
-	t.Cleanup(cancel)
-	return ctx
+	return s
 }
 
 // dmChannel is a new direct-message channel with the bot.
@@ -156,29 +108,6 @@ func (s *discordServe) textChannel() string {
 
 // mention addresses text to the bot, as a Discord client writes it.
 func (s *discordServe) mention(text string) string { return "<@" + s.dc.Bot.ID + "> " + text }
-
-// answer scripts the model's next answers to requests whose newest user
-// message is text (one answer per model call: a tool step takes one).
-func (s *discordServe) answer(text string, replies ...testkit.Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.script[text] = append(s.script[text], replies...)
-}
-
-func (s *discordServe) scripted(r testkit.Recorded) testkit.Reply {
-	u := userTexts(r)
-	if len(u) == 0 {
-		return testkit.Reply{Status: 500, ErrorMessage: "e2e: a request without a user message"}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := s.script[u[len(u)-1]]
-	if len(q) == 0 {
-		return testkit.Reply{Status: 500, ErrorMessage: fmt.Sprintf("e2e: no answer scripted for %q", u[len(u)-1])}
-	}
-	s.script[u[len(u)-1]] = q[1:]
-	return q[0]
-}
 
 // post dispatches a message from a user; guild "" makes it a DM.
 func (s *discordServe) post(channelID, guild, userID, userName, content string) discordfake.Message {
@@ -202,31 +131,6 @@ func (s *discordServe) expect(channelID string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.final[channelID] = n
-}
-
-// requestFor returns the first model request whose newest user message is
-// text.
-func (s *discordServe) requestFor(t *testing.T, text string) testkit.Recorded {
-	t.Helper()
-	for _, r := range s.model.Requests() {
-		if u := userTexts(r); len(u) > 0 && u[len(u)-1] == text {
-			return r
-		}
-	}
-	t.Fatalf("no model request ends with the user message %q", text)
-	return testkit.Recorded{}
-}
-
-// requestsMentioning counts the model requests in which any message
-// contains text.
-func (s *discordServe) requestsMentioning(text string) int {
-	n := 0
-	for _, r := range s.model.Requests() {
-		if slices.ContainsFunc(r.Messages, func(m llm.Message) bool { return strings.Contains(m.Content, text) }) {
-			n++
-		}
-	}
-	return n
 }
 
 func userTexts(r testkit.Recorded) []string {
@@ -601,13 +505,7 @@ func TestDiscordServe(t *testing.T) {
 	}(); got != want {
 		t.Errorf("the bot sent %d messages in all, want %d", got, want)
 	}
-	s.mu.Lock()
-	for text, q := range s.script {
-		if len(q) > 0 {
-			t.Errorf("%d scripted answer(s) to %q were never asked for", len(q), text)
-		}
-	}
-	s.mu.Unlock()
+	s.checkAllAsked(t)
 	logs := s.stderr.String()
 	if !strings.Contains(logs, "discord: connected") {
 		t.Errorf("stderr does not hold serve's log:\n%s", logs)

@@ -6,6 +6,9 @@
 //	switchboard chat      talk to the agent in this terminal
 //	switchboard check     validate the config and print what would run
 //	switchboard pairing   list or approve access requests (pairing codes)
+//	switchboard schedule  list or cancel scheduled jobs
+//	switchboard skills    list, apply or revert proposed skill instructions
+//	switchboard doctor    check config, store, model and channel tokens; say what to fix
 //	switchboard version   print the version
 //
 // Every command takes --config PATH (default ./config.yaml; without that file,
@@ -48,6 +51,9 @@ commands:
   chat      talk to the agent in this terminal
   check     validate the configuration and print what would run
   pairing   list | approve CODE | revoke CHANNEL USER_ID: access requests
+  schedule  list | cancel ID: scheduled reminders and tasks
+  skills    proposals [apply ID | revert NAME]: learned skill instructions
+  doctor    check the config, store, model server and channel tokens
   version   print the version
 
 --config PATH   configuration file (default ./config.yaml; if that file does
@@ -80,7 +86,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(positional) > 0 && cmd != "pairing" {
+	if len(positional) > 0 && cmd != "pairing" && cmd != "skills" && cmd != "schedule" {
 		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", positional[0], usage)
 		return exitConfig
 	}
@@ -91,7 +97,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
-	case "check", "serve", "chat", "pairing":
+	case "check", "serve", "chat", "pairing", "skills", "schedule":
+	case "doctor":
+		return doctor(ctx, *cfgPath, stdout) // it reports configuration problems itself
 	default:
 		fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
 		return exitConfig
@@ -109,8 +117,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return chat(ctx, cfg, stdin, stdout, stderr)
 	case "pairing":
 		return pairing(ctx, cfg, positional, stdout, stderr)
+	case "schedule":
+		return scheduleCommand(ctx, cfg, positional, stdout, stderr)
+	case "skills":
+		return skillsCommand(ctx, cfg, positional, stdout, stderr)
 	default:
-		return serve(ctx, cfg, stderr)
+		return serve(ctx, cfg, *cfgPath, stderr)
 	}
 }
 

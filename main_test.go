@@ -97,6 +97,10 @@ func (s *session) quit() int {
 	return -1
 }
 
+// noLearning turns background learning off for tests that script the
+// model's replies in order: its calls would take replies meant for turns.
+const noLearning = "learning:\n  enabled: false\n"
+
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
@@ -111,7 +115,7 @@ func writeConfig(t *testing.T, body string) string {
 func TestChatConversationSurvivesRestart(t *testing.T) {
 	fake := testkit.NewFakeLLM(t)
 	db := filepath.Join(t.TempDir(), "chat.db")
-	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  api_key: sk-test\n  model: fake-model\nstore:\n  path: %s\n", fake.URL, db))
+	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  api_key: sk-test\n  model: fake-model\nstore:\n  path: %s\n%s", fake.URL, db, noLearning))
 
 	fake.Push(
 		testkit.Reply{Text: "Nice to meet you, Ada."},
@@ -163,7 +167,7 @@ func TestChatUnreachableModel(t *testing.T) {
 	fake := testkit.NewFakeLLM(t)
 	fake.SetDefault(&testkit.Reply{Status: 503})
 	db := filepath.Join(t.TempDir(), "chat.db")
-	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\n  max_retries: 1\nstore:\n  path: %s\n", fake.URL, db))
+	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\n  max_retries: 1\nstore:\n  path: %s\n%s", fake.URL, db, noLearning))
 	s := startChat(t, cfg)
 	if got := s.say("hello?"); !strings.Contains(got, "couldn't reach the language model") {
 		t.Fatalf("reply = %q", got)

@@ -48,6 +48,7 @@ type Store interface {
 	LatestSummary(ctx context.Context, sessionID int64) (string, int64, bool, error)
 	SaveSummary(ctx context.Context, sessionID, upToMessageID int64, text string) error
 	UsageSince(ctx context.Context, userID string, since time.Time) (llm.Usage, error)
+	ReopenTurn(ctx context.Context, turnID int64) error
 }
 
 // Chat is the conversation a turn belongs to, as the loop sees it.
@@ -129,20 +130,33 @@ type Turn struct {
 	ResumeTurnID int64
 
 	Channel, ChatType, ChatTitle  string
+	ChatKey                       string // the chat's key within the channel, for tool sources
 	UserID, UserName, DisplayName string
 	Kind                          string // "user" (default) or "job"
 
 	Input llm.Message // the user message (ignored on resume)
 	Chat  Chat
 
-	MaxSteps  int             // 0: the agent's default
-	Catalogue string          // skill catalogue for the prefix; "": the agent's
-	Sources   []Source        // extra tool sources for this turn (after the agent's)
-	Sections  []Section       // extra dynamic context (profile, memories)
-	Location  *time.Location  // the user's zone; nil: the agent's
-	OnEvent   func(Event)     // may be nil; called synchronously, keep it fast
-	Model     string          // informational: recorded on the turn
-	Allow     map[string]bool // non-nil: only these tools
+	MaxSteps  int            // 0: the agent's default
+	Catalogue string         // skill catalogue for the prefix; "": the agent's
+	Sources   []Source       // extra tool sources for this turn (after the agent's)
+	Sections  []Section      // extra dynamic context (profile, memories)
+	Location  *time.Location // the user's zone; nil: the agent's
+	OnEvent   func(Event)    // may be nil; called synchronously, keep it fast
+	// Approvals: the chat can ask the user to approve tool calls. Without
+	// it, tools that require approval refuse to run.
+	Approvals bool
+	// Resolve resumes a turn paused for approval (with ResumeTurnID).
+	Resolve *Resolution
+	Model   string          // informational: recorded on the turn
+	Allow   map[string]bool // non-nil: only these tools
+}
+
+// Resolution is the user's decision on a paused turn's tool calls.
+type Resolution struct {
+	Approved bool   // run the calls
+	Reason   string // why not, for the model (denied, superseded, expired)
+	Continue bool   // go on with the turn after the results (approve and deny do; superseded and expired do not)
 }
 
 // Result is how a turn ended.
@@ -155,6 +169,8 @@ type Result struct {
 	Delivered  bool   // a send tool succeeded, or the fallback sent Reply
 	Reply      string // what the fallback sent, if anything
 	Err        error  // what failed, for failed-class stops
+	// Pending are the calls waiting for approval (StopRequiresApproval).
+	Pending []llm.ToolCall
 }
 
 // entry is a message of the conversation with its store identity.
@@ -187,6 +203,8 @@ type turnState struct {
 	repeats    int
 	stopRepeat bool
 	emptyRetry bool
+	approved   map[string]bool // call ids the user approved
+	pending    []llm.ToolCall  // calls waiting for approval
 }
 
 func (st *turnState) emit(a *Agent, ev Event) {
@@ -231,7 +249,15 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	st.prompt = Prompt{Prefix: a.prefix(t.Catalogue), Tail: a.tail(st, loc, start)}
 	st.emit(a, Event{Kind: EventTurnStart, Text: st.t.Input.Content})
 
-	reason, err := a.loop(ctx, st, maxSteps, log)
+	var reason StopReason
+	var err error
+	done := false
+	if t.Resolve != nil {
+		reason, done, err = a.resolve(ctx, st)
+	}
+	if !done {
+		reason, err = a.loop(ctx, st, maxSteps, log)
+	}
 
 	// Delivery: the fallback sends the final text once, unless a send tool
 	// already delivered or the turn was cancelled.
@@ -253,18 +279,20 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	if err != nil {
 		end.Error = err.Error()
 	}
-	if ferr := a.cfg.Store.FinishTurn(context.WithoutCancel(ctx), st.turnID, end); ferr != nil {
+	if reason == StopCancelled && t.InboxID != 0 && errors.Is(context.Cause(ctx), ErrCheckpoint) {
+		log.Info("turn checkpointed; it resumes after a restart")
+	} else if ferr := a.cfg.Store.FinishTurn(context.WithoutCancel(ctx), st.turnID, end); ferr != nil {
 		log.Error("finish turn", "err", ferr)
 		err = errors.Join(err, ferr)
 	}
 	res = Result{TurnID: st.turnID, StopReason: reason, Steps: st.steps, ModelCalls: st.modelCalls,
-		Usage: st.usage, Delivered: st.delivered, Reply: reply, Err: err}
-	done := Event{Kind: EventDone, StopReason: reason, Usage: st.usage, Text: reply, Model: st.model,
+		Usage: st.usage, Delivered: st.delivered, Reply: reply, Err: err, Pending: st.pending}
+	doneEv := Event{Kind: EventDone, StopReason: reason, Usage: st.usage, Text: reply, Model: st.model,
 		Duration: a.cfg.Now().Sub(start)}
 	if err != nil {
-		done.Err = err.Error()
+		doneEv.Err = err.Error()
 	}
-	st.emit(a, done)
+	st.emit(a, doneEv)
 	log.Info("turn done", "stop_reason", reason, "steps", st.steps, "model_calls", st.modelCalls,
 		"tokens", st.usage.TotalTokens, "duration", a.cfg.Now().Sub(start).Round(time.Millisecond))
 	return res
@@ -385,6 +413,19 @@ func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog
 		if strings.TrimSpace(msg.Content) != "" {
 			st.emit(a, Event{Kind: EventInterimText, Step: step, Text: msg.Content})
 		}
+		if st.t.Approvals && needsApproval(msg.ToolCalls, ts) {
+			// Run nothing of this step: store the calls and wait for the user.
+			for i := range msg.ToolCalls {
+				if msg.ToolCalls[i].ID == "" {
+					msg.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", step, i)
+				}
+			}
+			if err := a.commit(ctx, st, step, []store.StepMessage{{Message: msg}}, resp.Usage); err != nil {
+				return StopStoreError, err
+			}
+			st.pending = msg.ToolCalls
+			return StopRequiresApproval, nil
+		}
 		results := a.execute(ctx, st, step, msg.ToolCalls, ts)
 		step0 := []store.StepMessage{{Message: msg}}
 		for _, r := range results {
@@ -395,20 +436,109 @@ func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog
 		if err := a.commit(context.WithoutCancel(ctx), st, step, step0, resp.Usage); err != nil {
 			return StopStoreError, err
 		}
-		for i, c := range msg.ToolCalls {
-			if slices.Contains(rules.Terminal, c.Name) && !strings.HasPrefix(results[i].Content, "error: ") {
-				return StopToolRule, nil // a terminal tool ends the turn
-			}
+		if terminalCalled(rules, msg.ToolCalls, results) {
+			return StopToolRule, nil // a terminal tool ends the turn
 		}
 	}
+}
+
+// terminalCalled reports whether a terminal tool ran without error.
+func terminalCalled(rules ToolRules, calls []llm.ToolCall, results []llm.Message) bool {
+	for i, c := range calls {
+		if slices.Contains(rules.Terminal, c.Name) && !strings.HasPrefix(results[i].Content, "error: ") {
+			return true
+		}
+	}
+	return false
+}
+
+// needsApproval reports whether any call is to a tool that requires it.
+func needsApproval(calls []llm.ToolCall, ts *Toolset) bool {
+	for _, c := range calls {
+		if t, ok := ts.Lookup(c.Name); ok && t.RequiresApproval {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve applies the user's decision to a paused turn: it runs the
+// approved calls (or writes denial results) as the paused step's results.
+// done reports that the turn ends here (superseded, expired, or a stop).
+func (a *Agent) resolve(ctx context.Context, st *turnState) (reason StopReason, done bool, err error) {
+	var calls []llm.ToolCall
+	answered := map[string]bool{}
+	steps := 0
+	for _, e := range st.cur {
+		if e.Role == llm.RoleAssistant && !e.hidden {
+			steps++
+			calls = e.ToolCalls
+		}
+		if e.Role == llm.RoleTool {
+			answered[e.ToolCallID] = true
+		}
+	}
+	calls = slices.DeleteFunc(slices.Clone(calls), func(c llm.ToolCall) bool { return answered[c.ID] })
+	if len(calls) == 0 {
+		return StopCancelled, true, errors.New("agent: resume: the turn has no calls waiting for approval")
+	}
+	if err := a.cfg.Store.ReopenTurn(ctx, st.turnID); err != nil {
+		return StopStoreError, true, err
+	}
+	st.steps = steps
+	r := st.t.Resolve
+	var results []llm.Message
+	var rules ToolRules
+	if r.Approved {
+		var ts *Toolset
+		ts, rules, _ = a.tools(st, steps)
+		st.approved = map[string]bool{}
+		for _, c := range calls {
+			st.approved[c.ID] = true
+		}
+		results = a.execute(ctx, st, steps, calls, ts)
+	} else {
+		why := r.Reason
+		if why == "" {
+			why = "the user denied it"
+		}
+		for _, c := range calls {
+			text := "error: not run: " + why
+			results = append(results, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: text})
+			st.emit(a, Event{Kind: EventToolEnd, Step: steps, Tool: c.Name, CallID: c.ID, Args: c.Arguments, Result: text, IsError: true})
+		}
+	}
+	msgs := make([]store.StepMessage, len(results))
+	for i, m := range results {
+		msgs[i] = store.StepMessage{Message: m}
+	}
+	if err := a.commit(context.WithoutCancel(ctx), st, steps, msgs, llm.Usage{}); err != nil {
+		return StopStoreError, true, err
+	}
+	switch {
+	case !r.Continue:
+		return StopCancelled, true, nil
+	case r.Approved && terminalCalled(rules, calls, results):
+		return StopToolRule, true, nil
+	}
+	return "", false, nil
+}
+
+// history returns the turn's messages so far.
+func (st *turnState) history() []llm.Message {
+	out := make([]llm.Message, len(st.cur))
+	for i, e := range st.cur {
+		out[i] = e.Message
+	}
+	return out
 }
 
 // tools builds the tool set for a step: every source's tools, filtered by
 // the turn's allowlist and the rules the sources contribute. stop reports
 // that the rules left no tool although some were available.
 func (a *Agent) tools(st *turnState, step int) (ts *Toolset, rules ToolRules, stop bool) {
-	info := TurnInfo{Channel: st.t.Channel, ChatType: st.t.ChatType, UserID: st.t.UserID, Chat: st.t.Chat,
-		UserText: st.t.Input.Content, Step: step, Called: st.called, Calls: st.calls}
+	info := TurnInfo{Channel: st.t.Channel, ChatKey: st.t.ChatKey, ChatType: st.t.ChatType, UserID: st.t.UserID, Chat: st.t.Chat,
+		UserText: st.t.Input.Content, Step: step, Called: st.called, Calls: st.calls, History: st.history()}
 	sources := a.cfg.Sources
 	if len(st.t.Sources) > 0 {
 		sources = append(append([]Source(nil), sources...), st.t.Sources...)

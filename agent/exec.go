@@ -49,7 +49,7 @@ func (a *Agent) execute(ctx context.Context, st *turnState, step int, calls []ll
 			continue
 		}
 		p.tool = t
-		if t.RequiresApproval {
+		if t.RequiresApproval && !st.approved[c.ID] {
 			p.result, p.isErr, p.done = fmt.Sprintf("error: %s needs the user's approval before it runs, and approvals are not available here; tell the user what you wanted to do instead", c.Name), true, true
 			continue
 		}

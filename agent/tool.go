@@ -110,6 +110,7 @@ func jsonKind(v any) string {
 // TurnInfo is what tool sources may know about the turn they build tools for.
 type TurnInfo struct {
 	Channel  string
+	ChatKey  string // the chat's key within the channel (channels.Inbound.ChatID)
 	ChatType string // "dm" or "group"
 	UserID   string
 	Chat     Chat
@@ -121,6 +122,9 @@ type TurnInfo struct {
 	Called map[string]int
 	// Calls lists the tools called so far in the turn, in order.
 	Calls []string
+	// History is the turn so far (the user message, then each step's
+	// messages); sources may derive state from it.
+	History []llm.Message
 }
 
 // Source contributes tools to a step. Tools must be pure with respect to the

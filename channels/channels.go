@@ -39,6 +39,11 @@ type Inbound struct {
 	// to, or sent a command addressed to it. Always true in a DM.
 	Mentioned bool
 	Time      time.Time
+
+	// Action is set when the user pressed a button the bot offered (see
+	// Asker): the button's Action value, such as "approve:12". Text may be
+	// empty then.
+	Action string
 }
 
 // Quote is a message that an inbound message replies to or quotes.
@@ -135,4 +140,18 @@ type OutboundFile struct {
 	URL     string
 	Caption string
 	Photo   bool // send as a photo (inline image) rather than a document
+}
+
+// Button is a choice offered under a message.
+type Button struct {
+	Label  string // what the user sees
+	Action string // what comes back in Inbound.Action when pressed
+}
+
+// Asker is a channel that can show buttons under a message (Telegram inline
+// keyboards, Discord message buttons). A press arrives as an Inbound with
+// Action set, from the user who pressed it, in the same chat. Channels
+// without buttons get the question as text and the user answers in words.
+type Asker interface {
+	Ask(ctx context.Context, m Outbound, buttons []Button) (string, error)
 }

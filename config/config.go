@@ -35,10 +35,16 @@ type Config struct {
 	Agent    Agent    `yaml:"agent"`
 	Channels Channels `yaml:"channels"`
 	Skills   Skills   `yaml:"skills"`
+	Learning Learning `yaml:"learning"`
 	Tools    Tools    `yaml:"tools"`
 	MCP      MCP      `yaml:"mcp"`
+	Schedule Schedule `yaml:"schedule"`
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
+
+	// ShutdownTimeout is how long running turns may finish after SIGTERM
+	// before they are checkpointed (cancelled, and resumed after a restart).
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
 	// src remembers where values came from, so Validate and Warnings can
 	// point at file:line. Nil for a Config built by Default or by hand.
@@ -74,6 +80,9 @@ type Agent struct {
 	ToolResultMaxChars   int           `yaml:"tool_result_max_chars"`   // longer tool results are truncated
 	TurnTokenBudget      int           `yaml:"turn_token_budget"`       // 0 = unlimited
 	UserDailyTokenBudget int           `yaml:"user_daily_token_budget"` // 0 = unlimited
+	ApprovalTimeout      time.Duration `yaml:"approval_timeout"`        // an unanswered approval request expires
+	PlanStepMaxSteps     int           `yaml:"plan_step_max_steps"`     // step cap of each /plan step
+	PlanFeedbackTimeout  time.Duration `yaml:"plan_feedback_timeout"`   // without an answer a plan continues
 }
 
 // Channels configures the chat adapters.
@@ -122,6 +131,23 @@ type Discord struct {
 // Skills configures where skill files are read from.
 type Skills struct {
 	Dir string `yaml:"dir"`
+	// SelfImprove says what happens to the instructions the bot proposes
+	// for a skill after turns in which it was active: off (no review),
+	// propose (stored for `switchboard skills proposals`) or apply (used
+	// from the next turn as a learned overlay, revertable; the files are
+	// never rewritten).
+	SelfImprove string `yaml:"self_improve"`
+}
+
+// Learning configures what the bot learns after each turn, in the
+// background: memories, user profiles and (with skills.self_improve) skill
+// reviews.
+type Learning struct {
+	Enabled            bool          `yaml:"enabled"`              // off: nothing is learned or recalled
+	EveryNTurns        int           `yaml:"every_n_turns"`        // run the jobs after every Nth turn of a user in a chat
+	JobTimeout         time.Duration `yaml:"job_timeout"`          // one job run
+	QueueSize          int           `yaml:"queue_size"`           // users and chats waiting for a run
+	MemoryPromptTokens int           `yaml:"memory_prompt_tokens"` // budget of recalled memories in a prompt; 0 keeps them out
 }
 
 // Tools configures tools that touch the machine; all are off by default.
@@ -150,6 +176,30 @@ type MCPServer struct {
 	URL     string        `yaml:"url"`     // a streamable HTTP server
 	Headers []string      `yaml:"headers"` // "Name: value" pairs for an HTTP server
 	Timeout time.Duration `yaml:"timeout"` // per call
+}
+
+// Schedule configures scheduled jobs: those listed here, and those people
+// create in conversation.
+type Schedule struct {
+	Jobs []ScheduleJob `yaml:"jobs"`
+	// MissedGrace is how late a job may still run once, after the service
+	// was down at its time; older runs are skipped and recorded as missed.
+	MissedGrace time.Duration `yaml:"missed_grace"`
+	// MaxFailures failed runs in a row disable a job and tell its owner.
+	MaxFailures int `yaml:"max_failures"`
+}
+
+// ScheduleJob is a job defined by the operator, identified by its name.
+type ScheduleJob struct {
+	Name     string `yaml:"name"`
+	Spec     string `yaml:"spec"`     // "0 9 * * MON", "@daily", "@every 2h" or "at 2026-12-24 09:00"
+	Timezone string `yaml:"timezone"` // IANA zone of the spec; empty: agent.timezone
+	Channel  string `yaml:"channel"`  // console, telegram or discord
+	Chat     string `yaml:"chat"`     // the chat's id on that channel
+	Kind     string `yaml:"kind"`     // reminder (Text sent as is) or task (Prompt run as an agent turn)
+	Text     string `yaml:"text"`
+	Prompt   string `yaml:"prompt"`
+	MaxSteps int    `yaml:"max_steps"` // tasks: 0 uses agent.max_steps
 }
 
 // HTTP configures the HTTP API.
@@ -195,6 +245,13 @@ const (
 	// About 12k tokens: a whole web page or log tail fits, a runaway dump
 	// does not fill the context window.
 	defaultToolResultMaxChars = 50000
+	// defaultApprovalTimeout leaves time to notice a request, yet a stale
+	// one does not run hours later by surprise.
+	defaultApprovalTimeout = time.Hour
+	// defaultPlanStepMaxSteps: a plan step is one focused piece of work.
+	defaultPlanStepMaxSteps = 10
+	// defaultPlanFeedbackTimeout: a plan goes on if nobody answers.
+	defaultPlanFeedbackTimeout = 10 * time.Minute
 	// The name the console user gets in the store and in the prompt.
 	defaultConsoleUser = "local"
 	// Telegram's public Bot API server; override it for a local server or a fake.
@@ -214,11 +271,34 @@ const (
 	defaultCommandTimeout = 30 * time.Second
 	// defaultCommandOutput fits a page of output in the model's context.
 	defaultCommandOutput = 20000
+	// Proposals wait for the operator: a conversation should not change
+	// how a skill behaves for everyone without a human looking.
+	defaultSelfImprove = "propose"
+	// Learn after every turn: the jobs are small next to the turn, and what
+	// was said is remembered from the next turn on.
+	defaultEveryNTurns = 1
+	// A model call or two with room for a slow provider.
+	defaultJobTimeout = 60 * time.Second
+	// Users and chats waiting for a run; beyond it work is dropped and
+	// picked up by the user's next run (the cursors keep it).
+	defaultLearningQueue = 64
+	// About a dozen remembered facts: useful context, small next to any
+	// context window.
+	defaultMemoryPromptTokens = 500
 	// defaultMCPTimeout bounds one MCP tool call.
 	defaultMCPTimeout = 60 * time.Second
+	// An hour late, "remind me at 9" is still useful; a morning digest at
+	// noon is not: older missed runs are skipped and recorded.
+	defaultMissedGrace = time.Hour
+	// Three failures in a row is a broken job, not a passing glitch.
+	defaultMaxFailures = 3
 	// Loopback only, so a fresh install exposes nothing to the network and
 	// needs no token.
 	defaultHTTPListen = "127.0.0.1:8080"
+	// Most turns finish within seconds, and systemd's default stop timeout
+	// (90s) leaves room to close the store after this; longer turns are
+	// checkpointed and resume after the restart.
+	defaultShutdownTimeout = 20 * time.Second
 	// Info shows start-up, connections and errors without per-message noise.
 	defaultLogLevel = "info"
 	// Text reads well in a terminal; choose json for a log collector.
@@ -239,12 +319,15 @@ func Default() *Config {
 		},
 		Store: Store{Path: defaultStorePath},
 		Agent: Agent{
-			Name:               defaultAgentName,
-			Timezone:           defaultTimezone,
-			MaxSteps:           defaultMaxSteps,
-			MaxConcurrentTurns: defaultMaxConcurrentTurns,
-			TurnTimeout:        defaultTurnTimeout,
-			ToolResultMaxChars: defaultToolResultMaxChars,
+			Name:                defaultAgentName,
+			Timezone:            defaultTimezone,
+			MaxSteps:            defaultMaxSteps,
+			MaxConcurrentTurns:  defaultMaxConcurrentTurns,
+			TurnTimeout:         defaultTurnTimeout,
+			ToolResultMaxChars:  defaultToolResultMaxChars,
+			ApprovalTimeout:     defaultApprovalTimeout,
+			PlanStepMaxSteps:    defaultPlanStepMaxSteps,
+			PlanFeedbackTimeout: defaultPlanFeedbackTimeout,
 		},
 		Channels: Channels{
 			Console: Console{User: defaultConsoleUser},
@@ -254,11 +337,15 @@ func Default() *Config {
 			},
 			Discord: Discord{APIBase: defaultDiscordAPIBase},
 		},
-		Skills: Skills{Dir: defaultSkillsDir},
+		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove},
+		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, JobTimeout: defaultJobTimeout,
+			QueueSize: defaultLearningQueue, MemoryPromptTokens: defaultMemoryPromptTokens},
 		Tools: Tools{Command: CommandTool{Workspace: defaultWorkspace, Timeout: defaultCommandTimeout,
 			MaxOutputChars: defaultCommandOutput}},
-		HTTP: HTTP{Listen: defaultHTTPListen},
-		Log:  Log{Level: defaultLogLevel, Format: defaultLogFormat},
+		Schedule:        Schedule{MissedGrace: defaultMissedGrace, MaxFailures: defaultMaxFailures},
+		HTTP:            HTTP{Listen: defaultHTTPListen},
+		Log:             Log{Level: defaultLogLevel, Format: defaultLogFormat},
+		ShutdownTimeout: defaultShutdownTimeout,
 	}
 }
 

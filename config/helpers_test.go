@@ -73,6 +73,9 @@ func normalized(c *Config) *Config {
 	if len(r.MCP.Servers) == 0 {
 		r.MCP.Servers = nil
 	}
+	if len(r.Schedule.Jobs) == 0 {
+		r.Schedule.Jobs = nil
+	}
 	return &r
 }
 

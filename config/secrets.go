@@ -45,6 +45,7 @@ func (c *Config) Redacted() *Config {
 	r.Channels.Discord.AllowUsers = slices.Clone(c.Channels.Discord.AllowUsers)
 	r.Channels.Discord.AllowGuilds = slices.Clone(c.Channels.Discord.AllowGuilds)
 	r.Channels.Discord.AllowChannels = slices.Clone(c.Channels.Discord.AllowChannels)
+	r.Schedule.Jobs = slices.Clone(c.Schedule.Jobs)
 	for _, p := range r.secretFields() {
 		if *p != "" {
 			*p = redactedMark

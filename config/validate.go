@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"switchboard/schedule/spec"
 )
 
 // Validate reports every setting that is wrong on its own or together with
@@ -56,7 +58,17 @@ func (c *Config) Validate() error {
 	v.positive("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, "such as 50000")
 	v.notNegative("agent.turn_token_budget", c.Agent.TurnTokenBudget, "0 means unlimited")
 	v.notNegative("agent.user_daily_token_budget", c.Agent.UserDailyTokenBudget, "0 means unlimited")
+	v.positiveDuration("agent.approval_timeout", c.Agent.ApprovalTimeout, "1h")
+	v.positive("agent.plan_step_max_steps", c.Agent.PlanStepMaxSteps, "such as 10")
+	v.positiveDuration("agent.plan_feedback_timeout", c.Agent.PlanFeedbackTimeout, "10m")
 	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "skills" (it may be empty)`)
+	v.oneOf("skills.self_improve", c.Skills.SelfImprove, "off", "propose", "apply")
+	if l := c.Learning; l.Enabled {
+		v.positive("learning.every_n_turns", l.EveryNTurns, "1 to learn after every turn")
+		v.positiveDuration("learning.job_timeout", l.JobTimeout, "60s")
+		v.positive("learning.queue_size", l.QueueSize, "such as 64")
+		v.notNegative("learning.memory_prompt_tokens", l.MemoryPromptTokens, "0 keeps memories out of the prompt")
+	}
 
 	// tools and MCP
 	if cmd := c.Tools.Command; cmd.Enabled {
@@ -96,6 +108,8 @@ func (c *Config) Validate() error {
 			v.add(key+".timeout", "must not be negative; 0 uses the default of 60s")
 		}
 	}
+
+	c.validateSchedule(v)
 
 	// channels
 	v.notEmpty("channels.console.user", c.Channels.Console.User, `your name in "switchboard chat", such as "local"`)
@@ -141,11 +155,70 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	v.positiveDuration("shutdown_timeout", c.ShutdownTimeout, "20s")
+
 	// log
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 
 	return joinErrors(v.errs)
+}
+
+// validateSchedule checks schedule.*; specs are parsed by the scheduler's
+// own parser, in the zone the job will run in.
+func (c *Config) validateSchedule(v *checker) {
+	v.positiveDuration("schedule.missed_grace", c.Schedule.MissedGrace, "1h")
+	v.positive("schedule.max_failures", c.Schedule.MaxFailures, "the failed runs in a row that disable a job, such as 3")
+	zone := time.UTC
+	if loc, err := time.LoadLocation(c.Agent.Timezone); err == nil && c.Agent.Timezone != "" {
+		zone = loc
+	}
+	names := map[string]int{}
+	for i, j := range c.Schedule.Jobs {
+		key := fmt.Sprintf("schedule.jobs[%d]", i)
+		at := func(field, msg string) { v.addNear(key+"."+field, key, msg) }
+		switch {
+		case strings.TrimSpace(j.Name) == "":
+			at("name", `must not be empty; name the job, such as "morning-digest"`)
+		case names[j.Name] > 0:
+			at("name", fmt.Sprintf("%q is used by schedule.jobs[%d] too; names must be unique", j.Name, names[j.Name]-1))
+		}
+		names[j.Name] = i + 1
+		loc := zone
+		if j.Timezone != "" {
+			l, err := time.LoadLocation(j.Timezone)
+			if err != nil {
+				at("timezone", fmt.Sprintf(`unknown time zone %q; use an IANA name such as "Europe/Berlin", or leave it empty for agent.timezone`, j.Timezone))
+			} else {
+				loc = l
+			}
+		}
+		if _, err := spec.Parse(j.Spec, loc); err != nil {
+			at("spec", err.Error())
+		}
+		if !slices.Contains([]string{"console", "telegram", "discord"}, j.Channel) {
+			at("channel", fmt.Sprintf("%q is not one of console, telegram, discord", j.Channel))
+		}
+		if strings.TrimSpace(j.Chat) == "" {
+			at("chat", `must not be empty; set the chat's id on that channel (the console's is "terminal")`)
+		}
+		text, prompt := strings.TrimSpace(j.Text) != "", strings.TrimSpace(j.Prompt) != ""
+		switch j.Kind {
+		case "reminder":
+			if !text || prompt {
+				v.addNear(key+".text", key+".kind", "a reminder needs text (sent as is) and no prompt")
+			}
+		case "task":
+			if !prompt || text {
+				v.addNear(key+".prompt", key+".kind", "a task needs a prompt (run as an agent turn) and no text")
+			}
+		default:
+			at("kind", fmt.Sprintf("%q is neither reminder (with text) nor task (with prompt)", j.Kind))
+		}
+		if j.MaxSteps < 0 {
+			at("max_steps", fmt.Sprintf("must not be negative, got %d (0 uses agent.max_steps)", j.MaxSteps))
+		}
+	}
 }
 
 // Warnings returns notes about settings that are valid but probably not what
@@ -171,6 +244,15 @@ func (c *Config) Warnings() []string {
 	if dc := c.Channels.Discord; dc.Enabled && len(dc.AllowUsers) == 0 {
 		note("channels.discord.allow_users", "channels.discord.enabled", "is empty, so the bot admits nobody on Discord; add user ids")
 	}
+	for i, j := range c.Schedule.Jobs {
+		key := fmt.Sprintf("schedule.jobs[%d].channel", i)
+		switch {
+		case j.Channel == "telegram" && !c.Channels.Telegram.Enabled, j.Channel == "discord" && !c.Channels.Discord.Enabled:
+			note(key, key, fmt.Sprintf("is %s, which is not enabled, so job %q fails until it is (and is disabled after schedule.max_failures runs)", j.Channel, j.Name))
+		case j.Channel == "console":
+			note(key, key, fmt.Sprintf("is console, so job %q runs only while `switchboard chat` does", j.Name))
+		}
+	}
 	if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
 		note("llm.api_key", "llm.api_key", "is empty, but api.openai.com requires one; set it or OPENAI_API_KEY")
 	}
@@ -188,6 +270,18 @@ var (
 type checker struct {
 	src  *source
 	errs []*Error
+}
+
+// addNear is add for a key that may be missing from the file: the problem
+// is then placed at near (the enclosing list item).
+func (v *checker) addNear(key, near, msg string) {
+	if _, line := v.src.where(key); line == 0 {
+		if file, line := v.src.where(near); line > 0 {
+			v.errs = append(v.errs, &Error{File: file, Line: line, Key: key, Msg: key + ": " + msg})
+			return
+		}
+	}
+	v.add(key, msg)
 }
 
 // add records a problem with key; msg says what is wrong and what to do.

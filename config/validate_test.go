@@ -65,6 +65,20 @@ func TestValidate(t *testing.T) {
 		{"budgets set", func(c *Config) { c.Agent.TurnTokenBudget = 10000; c.Agent.UserDailyTokenBudget = 1e6 }, nil},
 		{"skills.dir empty", func(c *Config) { c.Skills.Dir = "" },
 			[]string{`skills.dir: must not be empty; set it to a directory of skill files, such as "skills" (it may be empty)`}},
+		{"self_improve unknown", func(c *Config) { c.Skills.SelfImprove = "always" },
+			[]string{`skills.self_improve: "always" is not one of off, propose, apply`}},
+		{"self_improve apply", func(c *Config) { c.Skills.SelfImprove = "apply" }, nil},
+
+		// learning
+		{"learning numbers wrong", func(c *Config) {
+			c.Learning.EveryNTurns, c.Learning.JobTimeout, c.Learning.QueueSize, c.Learning.MemoryPromptTokens = 0, 0, -1, -1
+		}, []string{
+			"learning.every_n_turns: must be a positive number, got 0; set it to 1 to learn after every turn",
+			`learning.job_timeout: must be a positive duration, got 0s; set it to something like "60s"`,
+			"learning.queue_size: must be a positive number, got -1; set it to such as 64",
+			"learning.memory_prompt_tokens: must not be negative, got -1 (0 keeps memories out of the prompt)",
+		}},
+		{"learning off: its numbers are not checked", func(c *Config) { c.Learning = Learning{} }, nil},
 
 		// channels
 		{"console.user empty", func(c *Config) { c.Channels.Console.User = "" },

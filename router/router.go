@@ -138,17 +138,27 @@ type Config struct {
 
 	MaxConcurrentTurns int
 	TurnTimeout        time.Duration
-	Vision             bool   // the model accepts image input
-	ModelName          string // for /status
-	Location           *time.Location
+	ApprovalTimeout    time.Duration // default DefaultApprovalTimeout
+	// Planner makes plans for /plan; nil: plans are not available.
+	Planner             Planner
+	PlanStepMaxSteps    int           // default DefaultPlanStepMaxSteps
+	PlanFeedbackTimeout time.Duration // default DefaultPlanFeedbackTimeout
+	Vision              bool          // the model accepts image input
+	ModelName           string        // for /status
+	Location            *time.Location
 
 	// Prepare returns what a turn adds to the agent's defaults (skills,
 	// profile, memories), computed once at the start of the turn; may be nil.
 	Prepare func(ctx context.Context, in channels.Inbound) Prepared
 	// StatusNotes returns extra lines for /status (skill problems…); may be nil.
 	StatusNotes func() []string
+	// Learning answers /memory and /profile (see learning.go); may be nil.
+	Learning Learning
 	// OnEvent observes every turn event (logs, metrics, dashboard); may be nil.
 	OnEvent func(in channels.Inbound, ev agent.Event)
+	// OnSend observes the outcome of every message sent to a chat
+	// (metrics: send failures); may be nil.
+	OnSend func(channel string, err error)
 	// NewTicker makes the typing-indicator ticker; nil uses time.NewTicker.
 	NewTicker func(d time.Duration) Ticker
 	Logger    *slog.Logger
@@ -159,6 +169,7 @@ type Prepared struct {
 	Sources   []agent.Source  // per-turn tool sources (active skills)
 	Sections  []agent.Section // dynamic prompt context
 	MaxSteps  int             // 0: the agent's default
+	Plan      bool            // run the message as a plan (a skill with mode: plan)
 	Catalogue string          // the skill catalogue for the static prompt prefix
 }
 
@@ -176,8 +187,9 @@ type Router struct {
 	idle    *sync.Cond
 	running int
 	base    context.Context
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers sync.WaitGroup
+	tasks   tasks // background tasks started with the delegate tool
 }
 
 type chatQueue struct {
@@ -190,6 +202,9 @@ type chatQueue struct {
 type item struct {
 	inboxID int64
 	in      channels.Inbound
+	job     *jobRun     // a scheduled job (RunJob) instead of a stored message
+	resolve *resolution // a decision on a paused turn
+	plan    *planMove   // the user's answer after a plan step
 }
 
 // New returns a Router; call Start before delivering messages.
@@ -199,6 +214,15 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.MaxConcurrentTurns <= 0 {
 		cfg.MaxConcurrentTurns = DefaultMaxConcurrentTurns
+	}
+	if cfg.PlanStepMaxSteps <= 0 {
+		cfg.PlanStepMaxSteps = DefaultPlanStepMaxSteps
+	}
+	if cfg.PlanFeedbackTimeout <= 0 {
+		cfg.PlanFeedbackTimeout = DefaultPlanFeedbackTimeout
+	}
+	if cfg.ApprovalTimeout <= 0 {
+		cfg.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = DefaultTurnTimeout
@@ -239,8 +263,15 @@ func (r *Router) AddChannel(ch channels.Channel, access Access) {
 // finished before a restart (or crash), oldest first.
 func (r *Router) Start(ctx context.Context) error {
 	r.mu.Lock()
-	r.base, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.base, r.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.mu.Unlock()
+	if _, ok := r.cfg.Store.(approvalStore); ok {
+		r.workers.Add(1)
+		go func() {
+			defer r.workers.Done()
+			r.sweepApprovals(r.base)
+		}()
+	}
 	pending, err := r.cfg.Store.PendingInbox(ctx)
 	if err != nil {
 		return fmt.Errorf("router: load pending messages: %w", err)
@@ -323,6 +354,18 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	if r.immediate(ctx, id, in) {
 		return nil
 	}
+	consumed, err := r.intercept(ctx, in)
+	if err != nil {
+		return err
+	}
+	if !consumed {
+		if consumed, err = r.interceptPlan(ctx, in); err != nil {
+			return err
+		}
+	}
+	if consumed || in.Action != "" { // a button nobody waits for is a no-op
+		return r.cfg.Store.FinishInbox(ctx, id, "done")
+	}
 	r.enqueue(item{inboxID: id, in: in})
 	return nil
 }
@@ -393,7 +436,13 @@ func (r *Router) send(ctx context.Context, in channels.Inbound, text string) (st
 	if in.ChatType == channels.Group {
 		out.ReplyTo = in.MessageID
 	}
-	return ch.Send(ctx, out)
+	// The mark tells a channel that pairs replies with requests (the HTTP
+	// API) which message this answers.
+	id, err := ch.Send(channels.WithInbound(ctx, in), out)
+	if r.cfg.OnSend != nil {
+		r.cfg.OnSend(in.Channel, err)
+	}
+	return id, err
 }
 
 func (r *Router) enqueue(it item) {
@@ -419,6 +468,7 @@ func (r *Router) work(key string, q *chatQueue) {
 	for {
 		r.mu.Lock()
 		if len(q.items) == 0 || r.base.Err() != nil {
+			q.items = abandonJobs(q.items, ErrShuttingDown)
 			q.busy = false
 			q.current = nil
 			r.running--
@@ -438,10 +488,19 @@ func (r *Router) work(key string, q *chatQueue) {
 
 		select {
 		case r.sem <- struct{}{}:
-			r.process(ctx, it)
+			if it.job != nil {
+				r.runJob(ctx, it.job)
+			} else if it.resolve != nil {
+				r.resume(ctx, it)
+			} else if it.plan != nil {
+				r.movePlan(ctx, it.in, *it.plan)
+			} else {
+				r.process(ctx, it)
+			}
 			<-r.sem
 		case <-ctx.Done():
 		}
+		abandonJobs([]item{it}, r.dropReason()) // a no-op unless a job ended without running
 		cancel()
 		r.mu.Lock()
 		q.cancel = nil
@@ -474,16 +533,22 @@ func (r *Router) Drain(ctx context.Context) error {
 func (r *Router) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
 	r.closing = true
-	// Queued but not started messages stay pending in the store.
+	// Queued but not started messages stay pending in the store; queued
+	// jobs are told they will not run.
 	for _, q := range r.queues {
+		abandonJobs(q.items, ErrShuttingDown)
 		q.items = nil
 	}
 	r.mu.Unlock()
 	err := r.Drain(ctx)
 	if r.cancel != nil {
-		r.cancel()
+		// Turns still running are checkpointed, not ended: they stay
+		// running in the store with their message pending, and resume
+		// after a restart.
+		r.cancel(agent.ErrCheckpoint)
 	}
 	r.workers.Wait()
+	r.tasks.wg.Wait()
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -15,7 +16,9 @@ import (
 // helpText answers /help and /start.
 const helpText = `Hi! Just write to me and I'll answer. Commands:
 /new — start a new conversation (the old one stays stored)
-/stop — stop what I'm doing (and drop queued messages)
+/stop — stop what I'm doing (queued messages and background tasks too)
+/plan <task> — work through a task step by step, checking with you
+/tasks — background tasks I'm working on
 /status — what I'm doing, and this conversation's numbers
 /help — this message`
 
@@ -34,7 +37,7 @@ func command(text string) (name, args string, ok bool) {
 // immediate answers commands that must not wait behind a running turn
 // (/stop, /status, /help). It reports whether it handled the message.
 func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbound) bool {
-	name, _, ok := command(in.Text)
+	name, args, ok := command(in.Text)
 	if !ok {
 		return false
 	}
@@ -44,8 +47,17 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 		reply = r.stop(ctx, in)
 	case "status":
 		reply = r.status(ctx, in)
+	case "tasks":
+		reply = r.tasksText(in)
 	case "help", "start":
 		reply = helpText
+		if r.cfg.Learning != nil {
+			reply += learningHelp
+		}
+	case "memory", "profile":
+		if reply, ok = r.learningCommand(ctx, name, args, in); !ok {
+			return false
+		}
 	default:
 		return false // /new and unknown commands go through the queue
 	}
@@ -73,10 +85,15 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 		}
 	}
 	r.mu.Unlock()
-	for _, it := range dropped {
+	if n := r.tasks.cancelChat(in.Channel + "\x00" + in.ChatID); n > 0 {
+		running = true
+	}
+	for _, it := range abandonJobs(dropped, ErrJobStopped) {
 		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, "skipped")
 	}
 	switch {
+	case r.stopPlan(ctx, in):
+		return "Stopping the plan."
 	case running && len(dropped) > 0:
 		return fmt.Sprintf("Stopped. I also dropped %d queued message(s).", len(dropped))
 	case running:
@@ -141,23 +158,36 @@ func (r *Router) process(ctx context.Context, it item) {
 		log.Error("store chat", "err", err)
 		return // stays pending; retried after a restart
 	}
-	if name, _, ok := command(in.Text); ok && name == "new" {
-		if _, err := r.cfg.Store.NewSession(ctx, chat.ID); err != nil {
-			log.Error("new session", "err", err)
-			_, _ = r.send(ctx, in, "Sorry, I couldn't start a new conversation.")
-		} else {
-			_, _ = r.send(ctx, in, "Started a new conversation. The previous one stays stored.")
-		}
-		finish("done")
-		return
-	}
-
-	// After a restart: a message already answered is done; a turn already
-	// begun is resumed rather than started again.
+	// After a restart: a message already answered is done (a command's
+	// confirmation counts too); a turn already begun is resumed rather than
+	// started again.
 	if n, err := r.cfg.Store.Deliveries(ctx, it.inboxID); err == nil && n > 0 {
 		if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == "running" {
 			_ = r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopEndTurn),
 				Status: "completed", Steps: t.Steps, Error: "interrupted after the reply was delivered"})
+		}
+		finish("done")
+		return
+	}
+	if name, args, ok := command(in.Text); ok && name == "plan" {
+		r.startPlan(ctx, in, args)
+		finish("done")
+		return
+	}
+	prep := r.prepare(ctx, in)
+	if prep.Plan {
+		r.startPlan(ctx, in, in.Text)
+		finish("done")
+		return
+	}
+	if name, _, ok := command(in.Text); ok && name == "new" {
+		reply := "Started a new conversation. The previous one stays stored."
+		if _, err := r.cfg.Store.NewSession(ctx, chat.ID); err != nil {
+			log.Error("new session", "err", err)
+			reply = "Sorry, I couldn't start a new conversation."
+		}
+		if id, err := r.send(ctx, in, reply); err == nil {
+			_ = r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), it.inboxID, 0, id)
 		}
 		finish("done")
 		return
@@ -182,14 +212,42 @@ func (r *Router) process(ctx context.Context, it item) {
 	defer stopTyping()
 
 	binding := &chatBinding{r: r, in: in, inboxID: it.inboxID, log: log}
+	turn := r.turnFor(ctx, in, chat.ID, sess.ID, it.inboxID, binding, &prep, func(t *agent.Turn) { t.ResumeTurnID = resume })
+	res := r.cfg.Agent.Run(ctx, turn)
+	if res.StopReason == agent.StopRequiresApproval {
+		r.askApproval(ctx, in, it.inboxID, res)
+	}
+	switch {
+	case res.StopReason == agent.StopStoreError:
+		log.Error("turn could not be recorded; the message stays pending", "err", res.Err)
+		return
+	case res.StopReason == agent.StopCancelled && r.base.Err() != nil:
+		// Shutdown: the message stays pending and the turn resumes later.
+		return
+	}
+	finish("done")
+}
+
+// turnFor builds the agent turn for a message in a chat: the user message,
+// the chat binding, events to the channel and observers, and what Prepare
+// adds (prep, or computed when nil). mod adjusts it (resume, resolution).
+// prepare asks the Prepare hook what a turn for in adds.
+func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
+	if r.cfg.Prepare == nil {
+		return Prepared{}
+	}
+	return r.cfg.Prepare(ctx, in)
+}
+
+func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessionID, inboxID int64, binding *chatBinding, prep *Prepared, mod func(*agent.Turn)) agent.Turn {
 	r.mu.Lock()
 	viewer, _ := r.channels[in.Channel].(ActivityViewer)
 	r.mu.Unlock()
 	turn := agent.Turn{
-		ChatID: chat.ID, SessionID: sess.ID, InboxID: it.inboxID, ResumeTurnID: resume,
-		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: in.ChatTitle,
+		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
+		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: in.ChatTitle, ChatKey: in.ChatID,
 		UserID: in.UserID, UserName: in.UserName, DisplayName: in.DisplayName,
-		Input: toMessage(in, r.cfg.Vision), Chat: binding, Location: r.cfg.Location,
+		Input: toMessage(in, r.cfg.Vision), Chat: binding, Location: r.cfg.Location, Approvals: true,
 		OnEvent: func(ev agent.Event) {
 			if ev.Kind == agent.EventTurnStart {
 				binding.turnID.Store(ev.TurnID)
@@ -202,20 +260,16 @@ func (r *Router) process(ctx context.Context, it item) {
 			}
 		},
 	}
-	if r.cfg.Prepare != nil {
-		p := r.cfg.Prepare(ctx, in)
-		turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue = p.Sources, p.Sections, p.MaxSteps, p.Catalogue
+	if prep == nil {
+		p := r.prepare(ctx, in)
+		prep = &p
 	}
-	res := r.cfg.Agent.Run(ctx, turn)
-	switch {
-	case res.StopReason == agent.StopStoreError:
-		log.Error("turn could not be recorded; the message stays pending", "err", res.Err)
-		return
-	case res.StopReason == agent.StopCancelled && r.base.Err() != nil:
-		// Shutdown: the message stays pending and the turn resumes later.
-		return
+	turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue = prep.Sources, prep.Sections, prep.MaxSteps, prep.Catalogue
+	turn.Sources = append(slices.Clone(turn.Sources), r.delegateSource(in))
+	if mod != nil {
+		mod(&turn)
 	}
-	finish("done")
+	return turn
 }
 
 // chatBinding is a turn's view of its chat: sends go to the channel, and a
@@ -227,6 +281,9 @@ type chatBinding struct {
 	turnID  atomic.Int64
 	log     *slog.Logger
 	sent    atomic.Bool
+	// delivered, when set (jobs), records a confirmed send instead of the
+	// inbox delivery record.
+	delivered func(ctx context.Context, turnID int64, platformMsgID string)
 }
 
 // Send implements agent.Chat. In groups the first reply quotes the message
@@ -241,6 +298,10 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 		return "", err
 	}
 	b.sent.Store(true)
+	if b.delivered != nil {
+		b.delivered(context.WithoutCancel(ctx), b.turnID.Load(), id)
+		return id, nil
+	}
 	if err := b.r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), b.inboxID, b.turnID.Load(), id); err != nil {
 		b.log.Error("record delivery", "err", err)
 	}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"switchboard/agent"
+	"switchboard/llm"
 )
 
 // UseSkillTool is the name of the tool that loads an auto skill.
@@ -26,8 +26,6 @@ type Turn struct {
 	channel  string
 	chatType string
 
-	mu      sync.Mutex
-	active  []string // in activation order
 	initial []string // active from the start (always, trigger, command)
 	command *Skill   // the skill whose command started the turn, if any
 	args    string
@@ -58,10 +56,9 @@ func (r *Registry) ForTurn(channel, chatType, text string) *Turn {
 			}
 		}
 		if on {
-			t.active = append(t.active, s.Name)
+			t.initial = append(t.initial, s.Name)
 		}
 	}
-	t.initial = slices.Clone(t.active)
 	return t
 }
 
@@ -71,11 +68,40 @@ func (t *Turn) Command() (*Skill, string, bool) {
 	return t.command, t.args, t.command != nil
 }
 
-// Active lists the active skills in activation order.
-func (t *Turn) Active() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.active)
+// Active lists the skills active from the start of the turn.
+func (t *Turn) Active() []string { return slices.Clone(t.initial) }
+
+// ActiveIn lists the active skills given the turn so far: those active from
+// the start, then those loaded by successful use_skill calls in history, in
+// order. Deriving it from the transcript keeps the tool set a pure function
+// of the turn, and a turn resumed after a restart gets the same skills.
+func (t *Turn) ActiveIn(history []llm.Message) []string {
+	active := slices.Clone(t.initial)
+	calls := map[string]string{} // call id → skill name
+	for _, m := range history {
+		for _, c := range m.ToolCalls {
+			if c.Name != UseSkillTool {
+				continue
+			}
+			var a struct {
+				Name string `json:"name"`
+			}
+			if json.Unmarshal([]byte(c.Arguments), &a) == nil {
+				calls[c.ID] = a.Name
+			}
+		}
+		if m.Role != llm.RoleTool {
+			continue
+		}
+		name, ok := calls[m.ToolCallID]
+		if !ok || strings.HasPrefix(m.Content, "error") || slices.Contains(active, name) {
+			continue
+		}
+		if _, known := t.reg.byName[name]; known {
+			active = append(active, name)
+		}
+	}
+	return active
 }
 
 // Sections returns the instructions of the skills active from the start
@@ -95,10 +121,11 @@ func (t *Turn) Sections() []agent.Section {
 	return out
 }
 
-// MaxSteps is the largest step cap the active skills ask for (0: none).
+// MaxSteps is the largest step cap the skills active from the start ask
+// for (0: none).
 func (t *Turn) MaxSteps() int {
 	n := 0
-	for _, name := range t.Active() {
+	for _, name := range t.initial {
 		n = max(n, t.reg.byName[name].MaxSteps)
 	}
 	return n
@@ -109,8 +136,8 @@ func (t *Turn) Name() string { return "skills" }
 
 // Tools implements agent.Source: use_skill while auto skills can still be
 // loaded, and the tools the active skills define.
-func (t *Turn) Tools(agent.TurnInfo) []*agent.Tool {
-	active := t.Active()
+func (t *Turn) Tools(info agent.TurnInfo) []*agent.Tool {
+	active := t.ActiveIn(info.History)
 	var out []*agent.Tool
 	if names := t.loadable(); len(names) > 0 {
 		if t.useTool == nil {
@@ -137,11 +164,11 @@ func (t *Turn) loadable() []string {
 
 // Rules implements agent.RuleSource: the active skills' rules, and their
 // allowlists united when any active skill has one.
-func (t *Turn) Rules(agent.TurnInfo) agent.ToolRules {
+func (t *Turn) Rules(info agent.TurnInfo) agent.ToolRules {
 	var rules agent.ToolRules
 	var allow []string
 	restricted := false
-	for _, name := range t.Active() {
+	for _, name := range t.ActiveIn(info.History) {
 		s := t.reg.byName[name]
 		r := s.ToolRules
 		rules = rules.Merge(agent.ToolRules{Terminal: r.Terminal, RequiredBeforeExit: r.RequiredBeforeExit,
@@ -166,17 +193,6 @@ func union(a, b []string) []string {
 	return slices.Compact(out)
 }
 
-// activate turns a skill on for the rest of the turn.
-func (t *Turn) activate(name string) (already bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if slices.Contains(t.active, name) {
-		return true
-	}
-	t.active = append(t.active, name)
-	return false
-}
-
 func (t *Turn) useSkill(names []string) *agent.Tool {
 	enum, _ := json.Marshal(names)
 	params := json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"name":{"type":"string","enum":%s,"description":"the skill to load"}},"required":["name"],"additionalProperties":false}`, enum))
@@ -196,11 +212,7 @@ func (t *Turn) useSkill(names []string) *agent.Tool {
 			if !ok || !slices.Contains(names, a.Name) {
 				return "", fmt.Errorf("no skill %q here; available: %s", a.Name, strings.Join(names, ", "))
 			}
-			already := t.activate(s.Name)
 			var b strings.Builder
-			if already {
-				fmt.Fprintf(&b, "Skill %s is already loaded.\n", s.Name)
-			}
 			fmt.Fprintf(&b, "# Skill: %s\n%s\n", s.Name, strings.TrimSpace(s.Instructions))
 			var tools []string
 			for _, tool := range t.reg.tools[s.Name] {

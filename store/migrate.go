@@ -19,6 +19,9 @@ var migrations = []migration{
 	{1, "conversations, turns and inbox", migration1},
 	{2, "summaries and state", migration2},
 	{3, "pairing codes and approved users", migration3},
+	{4, "schedules", migration4},
+	{5, "approvals and plans", migrationApprovals},
+	{6, "memories, profiles, learning cursors and skill proposals", migration6},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -491,6 +492,156 @@ func TestAdapter(t *testing.T) {
 		r := f.InteractionResponses()[0]
 		if r.InteractionID != ic.ID || r.Token != ic.Token || r.Type != 4 || r.Flags != 64 || r.Content == "" {
 			t.Errorf("response = %+v, want an ephemeral message for %s", r, ic.ID)
+		}
+	})
+
+	approveDeny := []channels.Button{{Label: "Approve", Action: "approve:12"}, {Label: "Deny", Action: "deny:12"}}
+	approveDenyRow := [][]discordfake.Component{{
+		{Type: discordfake.ComponentButton, Style: discordfake.ButtonPrimary, Label: "Approve", CustomID: "approve:12"},
+		{Type: discordfake.ComponentButton, Style: discordfake.ButtonDanger, Label: "Deny", CustomID: "deny:12"},
+	}}
+	// response waits for the callback of interaction id and returns it.
+	response := func(t *testing.T, id string) discordfake.InteractionResponse {
+		t.Helper()
+		var got discordfake.InteractionResponse
+		err := f.WaitFor(waitCtx(t), func() bool {
+			for _, r := range f.InteractionResponses() {
+				if r.InteractionID == id {
+					got = r
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			t.Fatalf("interaction %s not answered: %v", id, err)
+		}
+		return got
+	}
+
+	t.Run("ask shows buttons and a press arrives once", func(t *testing.T) {
+		id, err := a.Ask(waitCtx(t), channels.Outbound{ChatID: "g-text", Text: "Run the **migration**?"}, approveDeny)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := f.SentTo("g-text")
+		last := sent[len(sent)-1]
+		if last.ID != id || last.Content != "Run the **migration**?" {
+			t.Fatalf("last sent = %+v, want the question with id %s", last, id)
+		}
+		if got := last.Buttons(); !reflect.DeepEqual(got, approveDenyRow) {
+			t.Errorf("buttons = %+v, want %+v", got, approveDenyRow)
+		}
+
+		ic := f.ClickButton("g-text", "g1", "u2", "bob", id, "approve:12")
+		in := rec.wait(t, "ia:"+ic.ID)
+		if in.Time.IsZero() {
+			t.Error("press without a time")
+		}
+		in.Time = time.Time{}
+		want := channels.Inbound{
+			Channel: "discord", ChatID: "g-text", ChatType: channels.Group, ChatTitle: "channel-g-text", Space: "g1",
+			MessageID: "ia:" + ic.ID, UserID: "u2", UserName: "bob", DisplayName: "bob", Mentioned: true, Action: "approve:12",
+			Quote: &channels.Quote{MessageID: id, Author: f.Bot.Username, Text: "Run the **migration**?", FromBot: true},
+		}
+		if !reflect.DeepEqual(in, want) {
+			t.Errorf("press delivered as\n%+v\nwant\n%+v", in, want)
+		}
+		if r := response(t, ic.ID); r != (discordfake.InteractionResponse{InteractionID: ic.ID, Token: ic.Token, Type: 6}) {
+			t.Errorf("response = %+v, want a deferred update (type 6) for %s", r, ic.ID)
+		}
+		// Exactly once: delivery is in order per chat, so once a later
+		// message is in, a second delivery of the press would be too.
+		m := f.MessageCreate("g-text", "g1", "u1", "alice", "after the press")
+		f.Dispatch("MESSAGE_CREATE", m)
+		rec.wait(t, m.ID)
+		if n := rec.count("ia:" + ic.ID); n != 1 {
+			t.Errorf("press delivered %d times, want 1", n)
+		}
+	})
+
+	t.Run("a press in a DM comes from the user", func(t *testing.T) {
+		id, err := a.Ask(waitCtx(t), channels.Outbound{ChatID: "dm-ask", Text: "Stop the run?"}, []channels.Button{{Label: "Stop", Action: "stop:7"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ic := f.ClickButton("dm-ask", "", "u1", "alice", id, "stop:7")
+		in := rec.wait(t, "ia:"+ic.ID)
+		if in.ChatType != channels.DM || in.Space != "" || in.UserID != "u1" || in.Action != "stop:7" || !in.Mentioned || in.Quote == nil || in.Quote.Text != "Stop the run?" {
+			t.Errorf("got %+v", in)
+		}
+		if r := response(t, ic.ID); r.Type != 6 {
+			t.Errorf("response = %+v, want type 6", r)
+		}
+	})
+
+	t.Run("ask splits with the buttons on the last part", func(t *testing.T) {
+		_, err := a.Ask(waitCtx(t), channels.Outbound{ChatID: "ask-long", Text: longReply(), ReplyTo: "orig-2"}, approveDeny)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := f.SentTo("ask-long")
+		if len(sent) != 3 {
+			t.Fatalf("sent %d parts, want 3", len(sent))
+		}
+		for i, s := range sent {
+			if wantButtons := i == len(sent)-1; (s.Buttons() != nil) != wantButtons {
+				t.Errorf("part %d buttons = %+v; want them only on the last part", i, s.Buttons())
+			}
+			if (i == 0) != (s.Reference != nil) {
+				t.Errorf("part %d reference = %+v; want only the first to reply", i, s.Reference)
+			}
+		}
+	})
+
+	t.Run("ask refuses an action over 100 characters", func(t *testing.T) {
+		posts := f.Requests(discordfake.RouteCreateMessage)
+		_, err := a.Ask(waitCtx(t), channels.Outbound{ChatID: "ask-bad", Text: "Go?"}, []channels.Button{{Label: "Go", Action: strings.Repeat("x", 101)}})
+		if err == nil || !strings.Contains(err.Error(), "at most 100") {
+			t.Errorf("Ask = %v, want an error about the 100-character limit", err)
+		}
+		if got := f.Requests(discordfake.RouteCreateMessage) - posts; got != 0 {
+			t.Errorf("%d messages posted, want none", got)
+		}
+	})
+
+	t.Run("a press that could not be stored is answered with an apology", func(t *testing.T) {
+		sl.reset(nil)
+		id, err := a.Ask(waitCtx(t), channels.Outbound{ChatID: "dm-fail", Text: "Deploy?"}, approveDeny)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.mu.Lock()
+		rec.failN = 4 // every attempt of deliver
+		rec.mu.Unlock()
+		ic := f.ClickButton("dm-fail", "", "u1", "alice", id, "deny:12")
+		r := response(t, ic.ID)
+		if r.Type != 4 || r.Flags != 64 || !strings.Contains(r.Content, "did not go through") {
+			t.Errorf("response = %+v, want an ephemeral apology", r)
+		}
+		if n := rec.count("ia:" + ic.ID); n != 0 {
+			t.Errorf("delivered %d times, want 0", n)
+		}
+	})
+
+	t.Run("a failed acknowledgement is logged, not fatal", func(t *testing.T) {
+		id, err := a.Ask(waitCtx(t), channels.Outbound{ChatID: "dm-ack", Text: "Deploy?"}, approveDeny)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks := f.Requests(discordfake.RouteInteractionCallback)
+		f.FailNext(discordfake.RouteInteractionCallback, 500, discordfake.ErrorBody(0, "500: Internal Server Error"))
+		ic := f.ClickButton("dm-ack", "", "u1", "alice", id, "approve:12")
+		rec.wait(t, "ia:"+ic.ID)
+		if err := f.WaitFor(waitCtx(t), func() bool { return f.Requests(discordfake.RouteInteractionCallback) > acks }); err != nil {
+			t.Fatal(err)
+		}
+		// Still running: the next message in the chat arrives.
+		m := f.MessageCreate("dm-ack", "", "u1", "alice", "still there?")
+		f.Dispatch("MESSAGE_CREATE", m)
+		rec.wait(t, m.ID)
+		if l := logs.String(); !strings.Contains(l, "acknowledge interaction") || strings.Contains(l, ic.Token) {
+			t.Errorf("the failed acknowledgement is not logged, or with its token:\n%s", l)
 		}
 	})
 

@@ -1,6 +1,7 @@
-// Package discord is the Discord adapter: it receives messages and slash
-// commands from the gateway through github.com/bwmarrin/discordgo, normalises
-// them to channels.Inbound, and sends, edits and reacts over REST.
+// Package discord is the Discord adapter: it receives messages, slash
+// commands and button presses from the gateway through
+// github.com/bwmarrin/discordgo, normalises them to channels.Inbound, and
+// sends (with buttons, for Ask), edits and reacts over REST.
 //
 // discordgo owns the gateway: heartbeats, reconnects and resumes. After a
 // dropped connection it resumes the session and Discord replays the events
@@ -295,7 +296,8 @@ func (a *Adapter) handleMessage(ctx context.Context, sink channels.Sink, m *disc
 }
 
 func (a *Adapter) onInteraction(ctx context.Context, sink channels.Sink, i *discordgo.Interaction) {
-	in, ok := interactionInbound(i)
+	botID, _ := a.self()
+	in, ok := interactionInbound(i, botID)
 	if !ok {
 		a.log.Debug("discord: ignore interaction", "type", i.Type.String())
 		return
@@ -303,31 +305,52 @@ func (a *Adapter) onInteraction(ctx context.Context, sink channels.Sink, i *disc
 	if ctx.Err() != nil {
 		return
 	}
+	what := in.Text
+	if in.Action != "" {
+		what = "button " + in.Action
+	}
 	a.queues.push(in.ChatID, func() {
+		in.ChatTitle = a.chatTitle(ctx, in.ChatID, in.Space)
 		err := a.deliver(ctx, sink, in)
 		if err != nil {
-			a.log.Error("discord: command not delivered", "chat", in.ChatID, "command", in.Text, "err", err)
+			a.log.Error("discord: interaction not delivered", "chat", in.ChatID, "interaction", what, "err", err)
 		}
-		a.ack(ctx, i, in.Text, err)
+		a.ack(ctx, i, ackResponse(in, err), what)
 	})
 }
 
-// ack answers an interaction with a short ephemeral note; the router's reply
-// follows as an ordinary message. Discord wants the answer within 3 s.
-func (a *Adapter) ack(ctx context.Context, i *discordgo.Interaction, text string, deliverErr error) {
-	content := "✓ " + text
-	if deliverErr != nil {
-		content = "Sorry, " + text + " did not go through. Please try again."
+// ackResponse is the answer to an interaction once Deliver returned. A
+// slash command gets a short ephemeral note; the router's reply follows as
+// an ordinary message. A delivered button press gets a deferred update,
+// which only stops the spinner on the button (the message stays as it is).
+// When delivery failed, the user is told so, visible only to them.
+func ackResponse(in channels.Inbound, deliverErr error) *discordgo.InteractionResponse {
+	note := func(s string) *discordgo.InteractionResponse {
+		return &discordgo.InteractionResponse{
+			Type: discordgo.InteractionResponseChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Content: s, Flags: discordgo.MessageFlagsEphemeral},
+		}
 	}
+	switch {
+	case in.Action != "" && deliverErr != nil:
+		return note("Sorry, your choice did not go through. Please try again.")
+	case in.Action != "":
+		return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}
+	case deliverErr != nil:
+		return note("Sorry, " + in.Text + " did not go through. Please try again.")
+	}
+	return note("✓ " + in.Text)
+}
+
+// ack answers an interaction with resp. Discord wants the answer within
+// 3 s; a failure is logged, never returned.
+func (a *Adapter) ack(ctx context.Context, i *discordgo.Interaction, resp *discordgo.InteractionResponse, what string) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
-		Type: discordgo.InteractionResponseChannelMessageWithSource,
-		Data: &discordgo.InteractionResponseData{Content: content, Flags: discordgo.MessageFlagsEphemeral},
-	}, discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false), discordgo.WithRestRetries(0))
+	err := a.s.InteractionRespond(i, resp, discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false), discordgo.WithRestRetries(0))
 	if err != nil {
 		msg := newRedactor(i.Token).string(a.redact.string(err.Error()))
-		a.log.Warn("discord: acknowledge command", "command", text, "err", msg)
+		a.log.Warn("discord: acknowledge interaction", "interaction", what, "err", msg)
 	}
 }
 
@@ -402,4 +425,5 @@ var (
 	_ channels.Reactor    = (*Adapter)(nil)
 	_ channels.Editor     = (*Adapter)(nil)
 	_ channels.FileSender = (*Adapter)(nil)
+	_ channels.Asker      = (*Adapter)(nil)
 )

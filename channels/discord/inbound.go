@@ -83,13 +83,19 @@ func quoteOf(m *discordgo.Message, botID string) (*channels.Quote, bool) {
 		}
 		return nil, false
 	}
-	q := &channels.Quote{MessageID: ref.ID}
-	q.Text, _ = messageText(ref, "")
-	if ref.Author != nil {
-		q.Author = ref.Author.Username
-		q.FromBot = ref.Author.ID == botID && botID != ""
-	}
+	q := quoteMessage(ref, botID)
 	return q, q.FromBot
+}
+
+// quoteMessage describes m as a Quote.
+func quoteMessage(m *discordgo.Message, botID string) *channels.Quote {
+	q := &channels.Quote{MessageID: m.ID}
+	q.Text, _ = messageText(m, "")
+	if m.Author != nil {
+		q.Author = m.Author.Username
+		q.FromBot = m.Author.ID == botID && botID != ""
+	}
+	return q
 }
 
 func displayName(m *discordgo.Message) string {
@@ -224,14 +230,38 @@ func inbound(m *discordgo.Message, botID string) channels.Inbound {
 	}
 }
 
-// interactionInbound normalises a slash command: its text is "/name", it is
-// addressed to the bot, and the interaction id is its message id.
-func interactionInbound(i *discordgo.Interaction) (channels.Inbound, bool) {
-	if i.Type != discordgo.InteractionApplicationCommand {
-		return channels.Inbound{}, false
+// pressPrefix starts the MessageID of a button press: "ia:<interaction
+// id>". The interaction id is unique per press, so a replayed event is a
+// duplicate while a second press is a new message.
+const pressPrefix = "ia:"
+
+// interactionInbound normalises the interactions the adapter handles. A
+// slash command's text is "/name" and its MessageID the interaction id. A
+// button press (a message component of type button) has Action set to the
+// button's custom_id, no text, MessageID "ia:<interaction id>", and quotes
+// the message the button is on. Both are addressed to the bot and come from
+// the user who invoked them.
+func interactionInbound(i *discordgo.Interaction, botID string) (channels.Inbound, bool) {
+	in := channels.Inbound{
+		Channel: name, ChatID: i.ChannelID, ChatType: chatType(i.GuildID), Space: i.GuildID, Mentioned: true,
 	}
-	data, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
-	if !ok || data.Name == "" {
+	switch i.Type {
+	case discordgo.InteractionApplicationCommand:
+		data, ok := i.Data.(discordgo.ApplicationCommandInteractionData)
+		if !ok || data.Name == "" {
+			return channels.Inbound{}, false
+		}
+		in.MessageID, in.Text = i.ID, "/"+data.Name
+	case discordgo.InteractionMessageComponent:
+		data, ok := i.Data.(discordgo.MessageComponentInteractionData)
+		if !ok || data.ComponentType != discordgo.ButtonComponent || data.CustomID == "" {
+			return channels.Inbound{}, false
+		}
+		in.MessageID, in.Action = pressPrefix+i.ID, data.CustomID
+		if i.Message != nil {
+			in.Quote = quoteMessage(i.Message, botID)
+		}
+	default:
 		return channels.Inbound{}, false
 	}
 	u := i.User
@@ -239,14 +269,10 @@ func interactionInbound(i *discordgo.Interaction) (channels.Inbound, bool) {
 	if i.Member != nil && i.Member.User != nil {
 		u, nick = i.Member.User, i.Member.Nick
 	}
-	if u == nil {
+	if u == nil || in.ChatID == "" {
 		return channels.Inbound{}, false
 	}
-	in := channels.Inbound{
-		Channel: name, ChatID: i.ChannelID, ChatType: chatType(i.GuildID), Space: i.GuildID, MessageID: i.ID,
-		UserID: u.ID, UserName: u.Username, DisplayName: u.Username,
-		Text: "/" + data.Name, Mentioned: true,
-	}
+	in.UserID, in.UserName, in.DisplayName = u.ID, u.Username, u.Username
 	switch {
 	case nick != "":
 		in.DisplayName = nick

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -197,19 +201,176 @@ func TestInteractionInbound(t *testing.T) {
 	}
 	guild := decode(`{"id":"1400000000000000000","application_id":"900","type":2,"guild_id":"g","channel_id":"c","token":"tok",
 		"data":{"id":"cmd","name":"status","type":1},"member":{"nick":"Al","user":{"id":"u1","username":"alice"}},"version":1}`)
-	in, ok := interactionInbound(guild)
+	in, ok := interactionInbound(guild, botID)
 	if !ok || in.Text != "/status" || in.ChatID != "c" || in.ChatType != channels.Group || in.UserID != "u1" ||
-		in.DisplayName != "Al" || !in.Mentioned || in.MessageID != "1400000000000000000" || in.Time.IsZero() {
+		in.DisplayName != "Al" || !in.Mentioned || in.MessageID != "1400000000000000000" || in.Time.IsZero() || in.Action != "" {
 		t.Errorf("guild command = %+v, %v", in, ok)
 	}
 	dm := decode(`{"id":"1","application_id":"900","type":2,"channel_id":"d","token":"tok",
 		"data":{"id":"cmd","name":"new","type":1},"user":{"id":"u1","username":"alice","global_name":"Alice"},"version":1}`)
-	if in, ok := interactionInbound(dm); !ok || in.ChatType != channels.DM || in.Text != "/new" || in.DisplayName != "Alice" {
+	if in, ok := interactionInbound(dm, botID); !ok || in.ChatType != channels.DM || in.Text != "/new" || in.DisplayName != "Alice" {
 		t.Errorf("dm command = %+v, %v", in, ok)
 	}
-	button := decode(`{"id":"2","application_id":"900","type":3,"channel_id":"d","token":"tok",
-		"data":{"custom_id":"x","component_type":2},"user":{"id":"u1","username":"alice"},"version":1}`)
-	if _, ok := interactionInbound(button); ok {
-		t.Error("component interaction accepted")
+}
+
+func TestButtonPressInbound(t *testing.T) {
+	pressTime := time.UnixMilli(1400000000000000000>>22 + 1420070400000).UTC()
+	// The message the buttons are on, as Discord attaches it to the interaction.
+	const botMessage = `"message":{"id":"m1","channel_id":"c","author":{"id":"900","username":"switchboard","bot":true},
+		"content":"Run <@u2>'s job?","timestamp":"2026-03-01T12:00:00Z","type":0,"mentions":[{"id":"u2","username":"bob"}],
+		"components":[{"type":1,"components":[{"type":2,"style":1,"label":"Approve","custom_id":"approve:12"},
+			{"type":2,"style":4,"label":"Deny","custom_id":"deny:12"}]}]}`
+	tests := []struct {
+		name    string
+		payload string
+		want    channels.Inbound
+		ok      bool
+	}{
+		{
+			name: "guild: the member who pressed, quoting the message",
+			payload: `{"id":"1400000000000000000","application_id":"900","type":3,"guild_id":"g","channel_id":"c","token":"tok","version":1,
+				"data":{"custom_id":"approve:12","component_type":2},
+				"member":{"nick":"Al","roles":[],"user":{"id":"u1","username":"alice","global_name":"Alice"}},` + botMessage + `}`,
+			want: channels.Inbound{Channel: "discord", ChatID: "c", ChatType: channels.Group, Space: "g",
+				MessageID: "ia:1400000000000000000", UserID: "u1", UserName: "alice", DisplayName: "Al",
+				Mentioned: true, Time: pressTime, Action: "approve:12",
+				Quote: &channels.Quote{MessageID: "m1", Author: "switchboard", Text: "Run @bob's job?", FromBot: true}},
+			ok: true,
+		},
+		{
+			name: "DM: the user who pressed",
+			payload: `{"id":"1400000000000000000","application_id":"900","type":3,"channel_id":"d","token":"tok","version":1,
+				"data":{"custom_id":"deny:12","component_type":2},"user":{"id":"u1","username":"alice"},` + botMessage + `}`,
+			want: channels.Inbound{Channel: "discord", ChatID: "d", ChatType: channels.DM,
+				MessageID: "ia:1400000000000000000", UserID: "u1", UserName: "alice", DisplayName: "alice",
+				Mentioned: true, Time: pressTime, Action: "deny:12",
+				Quote: &channels.Quote{MessageID: "m1", Author: "switchboard", Text: "Run @bob's job?", FromBot: true}},
+			ok: true,
+		},
+		{
+			name: "select menu: not a button the adapter offers",
+			payload: `{"id":"1","application_id":"900","type":3,"channel_id":"d","token":"tok","version":1,
+				"data":{"custom_id":"pick","component_type":3,"values":["a"]},"user":{"id":"u1","username":"alice"}}`,
+		},
+		{
+			name: "no user",
+			payload: `{"id":"1","application_id":"900","type":3,"channel_id":"d","token":"tok","version":1,
+				"data":{"custom_id":"approve:1","component_type":2}}`,
+		},
+		{
+			name: "modal submit",
+			payload: `{"id":"1","application_id":"900","type":5,"channel_id":"d","token":"tok","version":1,
+				"data":{"custom_id":"form","components":[]},"user":{"id":"u1","username":"alice"}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var i discordgo.Interaction
+			if err := json.Unmarshal([]byte(tt.payload), &i); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			got, ok := interactionInbound(&i, botID)
+			if got.Time.Equal(tt.want.Time) {
+				got.Time = tt.want.Time // the same instant, perhaps in another *Location
+			}
+			if ok != tt.ok || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, %v\nwant %+v, %v", got, ok, tt.want, tt.ok)
+				if got.Quote != nil && tt.want.Quote != nil {
+					t.Errorf("quote = %+v, want %+v", *got.Quote, *tt.want.Quote)
+				}
+			}
+		})
+	}
+}
+
+func TestAckResponse(t *testing.T) {
+	failed := errors.New("store is down")
+	tests := []struct {
+		name     string
+		in       channels.Inbound
+		err      error
+		wantType discordgo.InteractionResponseType
+		wantNote string // ephemeral content, "" for none
+	}{
+		{"command delivered", channels.Inbound{Text: "/new"}, nil, discordgo.InteractionResponseChannelMessageWithSource, "✓ /new"},
+		{"command not delivered", channels.Inbound{Text: "/new"}, failed, discordgo.InteractionResponseChannelMessageWithSource, "Sorry, /new did not go through. Please try again."},
+		{"press delivered", channels.Inbound{Action: "approve:1"}, nil, discordgo.InteractionResponseDeferredMessageUpdate, ""},
+		{"press not delivered", channels.Inbound{Action: "approve:1"}, failed, discordgo.InteractionResponseChannelMessageWithSource, "Sorry, your choice did not go through. Please try again."},
+	}
+	for _, tt := range tests {
+		r := ackResponse(tt.in, tt.err)
+		var note string
+		if r.Data != nil {
+			note = r.Data.Content
+			if r.Data.Flags != discordgo.MessageFlagsEphemeral {
+				t.Errorf("%s: flags = %d, want ephemeral", tt.name, r.Data.Flags)
+			}
+		}
+		if r.Type != tt.wantType || note != tt.wantNote {
+			t.Errorf("%s: response type %d %q, want %d %q", tt.name, r.Type, note, tt.wantType, tt.wantNote)
+		}
+	}
+}
+
+func TestButtonRows(t *testing.T) {
+	buttons := func(n int) []channels.Button {
+		var bs []channels.Button
+		for i := range n {
+			bs = append(bs, channels.Button{Label: fmt.Sprint("Option ", i), Action: fmt.Sprint("pick:", i)})
+		}
+		return bs
+	}
+	layout := func(rows []discordgo.MessageComponent) []int {
+		var n []int
+		for _, r := range rows {
+			n = append(n, len(r.(discordgo.ActionsRow).Components))
+		}
+		return n
+	}
+	for _, tt := range []struct {
+		n    int
+		want []int
+	}{{1, []int{1}}, {5, []int{5}}, {6, []int{5, 1}}, {25, []int{5, 5, 5, 5, 5}}} {
+		rows, err := buttonRows(buttons(tt.n))
+		if err != nil || !slices.Equal(layout(rows), tt.want) {
+			t.Errorf("%d buttons: rows %v, %v; want %v", tt.n, layout(rows), err, tt.want)
+		}
+	}
+
+	rows, err := buttonRows([]channels.Button{
+		{Label: "Approve", Action: "approve:12"}, {Label: "Deny", Action: "deny:12"}, {Label: "Stop", Action: "stop"},
+		{Label: strings.Repeat("long ", 20), Action: strings.Repeat("é", 100)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []discordgo.Button
+	for _, c := range rows[0].(discordgo.ActionsRow).Components {
+		got = append(got, c.(discordgo.Button))
+	}
+	if got[0].Style != discordgo.PrimaryButton || got[1].Style != discordgo.DangerButton || got[2].Style != discordgo.DangerButton ||
+		got[0].CustomID != "approve:12" || got[0].Label != "Approve" {
+		t.Errorf("buttons = %+v", got)
+	}
+	if l := got[3].Label; utf8.RuneCountInString(l) != 80 || !strings.HasSuffix(l, "…") || got[3].CustomID != strings.Repeat("é", 100) {
+		t.Errorf("long button = %q (%d chars), custom_id %d chars; want the label cut to 80, the 100-char action kept",
+			l, utf8.RuneCountInString(l), utf8.RuneCountInString(got[3].CustomID))
+	}
+
+	for _, tt := range []struct {
+		name    string
+		buttons []channels.Button
+		wantErr string
+	}{
+		{"action over 100 characters", []channels.Button{{Label: "Go", Action: strings.Repeat("a", 101)}}, "101 characters, Discord allows at most 100"},
+		{"no action", []channels.Button{{Label: "Go"}}, "has no action"},
+		{"no label", []channels.Button{{Label: "", Action: "go"}}, "has no label"},
+		{"same action twice", []channels.Button{{Label: "Yes", Action: "go"}, {Label: "Sure", Action: "go"}}, "used twice"},
+		{"no buttons", nil, "no buttons"},
+		{"too many", buttons(26), "at most 25"},
+	} {
+		if _, err := buttonRows(tt.buttons); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.wantErr)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -45,6 +46,7 @@ type messageCreate struct {
 	EnforceNonce    bool                              `json:"enforce_nonce,omitempty"`
 	Reference       *discordgo.MessageReference       `json:"message_reference,omitempty"`
 	AllowedMentions *discordgo.MessageAllowedMentions `json:"allowed_mentions,omitempty"`
+	Components      []discordgo.MessageComponent      `json:"components,omitempty"`
 }
 
 // allowedMentions lets replies ping users the text names and the author
@@ -73,12 +75,90 @@ func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error)
 		return "", fmt.Errorf("discord: send to %s: %w", m.ChatID, err)
 	}
 	defer unlock()
-	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, nil)
+	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, lastPart{})
 }
 
-// sendParts posts parts in order, the file with the last one.
-func (a *Adapter) sendParts(ctx context.Context, chatID, replyTo string, parts []string, file *upload) (string, error) {
-	var last string
+// Discord's limits on message buttons.
+const (
+	maxCustomID      = 100 // characters of a custom_id
+	maxButtonLabel   = 80  // characters of a label
+	maxButtonsPerRow = 5
+	maxButtonRows    = 5
+)
+
+// Ask sends m like Send, with the buttons under the last part, five to an
+// action row. A press arrives from Run as an Inbound with Action set to
+// the button's Action. Every Action must be 1-100 characters (Discord's
+// custom_id) and different from the others; labels over 80 characters are
+// cut. Actions starting with "deny" or "stop" get a red button, the others
+// the primary colour.
+func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channels.Button) (string, error) {
+	rows, err := buttonRows(buttons)
+	if err != nil {
+		return "", fmt.Errorf("discord: ask in %s: %w", m.ChatID, err)
+	}
+	parts := splitMessage(m.Text, splitLimit)
+	if len(parts) == 0 {
+		return "", fmt.Errorf("discord: ask in %s: empty message", m.ChatID)
+	}
+	unlock, err := a.sends.lock(ctx, m.ChatID)
+	if err != nil {
+		return "", fmt.Errorf("discord: ask in %s: %w", m.ChatID, err)
+	}
+	defer unlock()
+	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, lastPart{components: rows})
+}
+
+// buttonRows checks buttons and lays them out in action rows.
+func buttonRows(buttons []channels.Button) ([]discordgo.MessageComponent, error) {
+	switch {
+	case len(buttons) == 0:
+		return nil, errors.New("no buttons")
+	case len(buttons) > maxButtonsPerRow*maxButtonRows:
+		return nil, fmt.Errorf("%d buttons, Discord shows at most %d", len(buttons), maxButtonsPerRow*maxButtonRows)
+	}
+	var rows []discordgo.MessageComponent
+	var row []discordgo.MessageComponent
+	seen := make(map[string]bool, len(buttons))
+	for i, b := range buttons {
+		label := strings.TrimSpace(b.Label)
+		n := utf8.RuneCountInString(b.Action)
+		switch {
+		case label == "":
+			return nil, fmt.Errorf("button %d has no label", i+1)
+		case n == 0:
+			return nil, fmt.Errorf("button %d (%q) has no action", i+1, label)
+		case n > maxCustomID:
+			return nil, fmt.Errorf("button %d (%q): action is %d characters, Discord allows at most %d", i+1, label, n, maxCustomID)
+		case seen[b.Action]:
+			return nil, fmt.Errorf("button %d (%q): action %q is used twice", i+1, label, b.Action)
+		}
+		seen[b.Action] = true
+		if utf8.RuneCountInString(label) > maxButtonLabel {
+			label = string([]rune(label)[:maxButtonLabel-1]) + "…"
+		}
+		style := discordgo.PrimaryButton
+		if strings.HasPrefix(b.Action, "deny") || strings.HasPrefix(b.Action, "stop") {
+			style = discordgo.DangerButton
+		}
+		row = append(row, discordgo.Button{Label: label, Style: style, CustomID: b.Action})
+		if len(row) == maxButtonsPerRow || i == len(buttons)-1 {
+			rows = append(rows, discordgo.ActionsRow{Components: row})
+			row = nil
+		}
+	}
+	return rows, nil
+}
+
+// lastPart is what goes with the last part of a message: a file, buttons.
+type lastPart struct {
+	file       *upload
+	components []discordgo.MessageComponent
+}
+
+// sendParts posts parts in order, with last on the last one.
+func (a *Adapter) sendParts(ctx context.Context, chatID, replyTo string, parts []string, last lastPart) (string, error) {
+	var lastID string
 	for i, p := range parts {
 		body := messageCreate{Content: p, Nonce: newNonce(), EnforceNonce: true, AllowedMentions: allowedMentions}
 		if i == 0 && replyTo != "" {
@@ -87,15 +167,15 @@ func (a *Adapter) sendParts(ctx context.Context, chatID, replyTo string, parts [
 		}
 		var f *upload
 		if i == len(parts)-1 {
-			f = file
+			f, body.Components = last.file, last.components
 		}
 		msg, err := a.postMessage(ctx, chatID, body, f)
 		if err != nil {
-			return last, a.redact.wrap(err, "discord: send part %d/%d to %s", i+1, len(parts), chatID)
+			return lastID, a.redact.wrap(err, "discord: send part %d/%d to %s", i+1, len(parts), chatID)
 		}
-		last = msg.ID
+		lastID = msg.ID
 	}
-	return last, nil
+	return lastID, nil
 }
 
 func (a *Adapter) postMessage(ctx context.Context, chatID string, body messageCreate, file *upload) (*discordgo.Message, error) {
@@ -184,7 +264,7 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 		return "", fmt.Errorf("discord: send file to %s: %w", chatID, err)
 	}
 	defer unlock()
-	return a.sendParts(ctx, chatID, "", parts, file)
+	return a.sendParts(ctx, chatID, "", parts, lastPart{file: file})
 }
 
 func readUpload(path string) ([]byte, error) {

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -899,5 +900,259 @@ func TestShutdownConfirmsDeliveredUpdates(t *testing.T) {
 	}
 	if n := e.fake.Pending(); n != 0 {
 		t.Errorf("pending = %d, want 0: a restart would see the update again", n)
+	}
+}
+
+// ---- buttons ----
+
+var approveDeny = []channels.Button{{Label: "Approve", Action: "approve:12"}, {Label: "Deny", Action: "deny:12"}}
+
+var approveDenyRow = [][]tgfake.InlineButton{{
+	{Text: "Approve", CallbackData: "approve:12"}, {Text: "Deny", CallbackData: "deny:12"},
+}}
+
+// callbackOf returns the fake's record of the press pushed as update upd.
+func callbackOf(t *testing.T, f *tgfake.Fake, upd int) tgfake.Callback {
+	t.Helper()
+	for _, c := range f.Callbacks() {
+		if c.UpdateID == upd {
+			return c
+		}
+	}
+	t.Fatalf("no callback query in update %d", upd)
+	return tgfake.Callback{}
+}
+
+func TestAskShowsButtonsAndPressArrivesOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	s := newSink()
+	e.run(t, s)
+	e.fake.PushText(-1009, 42, "ada", "clean up, please", tgfake.InGroup("Forum"), tgfake.InTopic(7))
+	asked := s.next(t)
+
+	id, err := e.a.Ask(t.Context(), channels.Outbound{ChatID: asked.ChatID, Text: "Run **rm -rf build**?"}, approveDeny)
+	if err != nil {
+		t.Fatalf("Ask: %v", err)
+	}
+	sent := e.fake.Sent()
+	if len(sent) != 1 || sent[0].MessageThreadID != 7 || sent[0].Text != "Run <b>rm -rf build</b>?" || itoa(sent[0].MessageID) != id {
+		t.Fatalf("sent = %+v, want one HTML message in topic 7 with id %s", sent, id)
+	}
+	if got := sent[0].Buttons(); !reflect.DeepEqual(got, approveDenyRow) {
+		t.Errorf("buttons = %+v, want %+v", got, approveDenyRow)
+	}
+
+	// Another member of the group presses Approve.
+	upd := e.fake.PushCallback(-1009, 43, "charles", sent[0].MessageID, "approve:12")
+	cb := callbackOf(t, e.fake, upd)
+	in := s.next(t)
+	if in.Time.IsZero() {
+		t.Error("press without a time")
+	}
+	in.Time = time.Time{}
+	want := channels.Inbound{
+		Channel: "telegram", ChatID: "-1009:topic:7", ChatType: channels.Group, ChatTitle: "Forum / Topic",
+		MessageID: "cb:" + cb.ID, UserID: "43", UserName: "charles", DisplayName: "Charles 43",
+		Mentioned: true, Action: "approve:12",
+		Quote: &channels.Quote{MessageID: id, Author: "@switchboard_bot", Text: "Run rm -rf build?", FromBot: true},
+	}
+	if !equalInbound(in, want) {
+		t.Errorf("press delivered as\n%+v\nwant\n%+v", in, want)
+	}
+	if in.ChatID != asked.ChatID || in.ChatTitle != asked.ChatTitle {
+		t.Errorf("press in chat %q %q, the question was asked in %q %q", in.ChatID, in.ChatTitle, asked.ChatID, asked.ChatTitle)
+	}
+	if err := e.fake.WaitAnswered(waitCtx(t), cb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fake.WaitOffset(waitCtx(t), upd+1); err != nil {
+		t.Fatal(err)
+	}
+
+	// Exactly once: the next delivery is the next message, not the press again.
+	e.fake.PushText(-1009, 42, "ada", "thanks", tgfake.InGroup("Forum"), tgfake.InTopic(7))
+	if next := s.next(t); next.Text != "thanks" || next.Action != "" {
+		t.Errorf("after the press came %+v, want the text message", next)
+	}
+	if a := e.fake.CallbackAnswers(); len(a) != 1 || a[0].CallbackQueryID != cb.ID {
+		t.Errorf("answers = %+v, want one for %s", a, cb.ID)
+	}
+	for _, r := range e.fake.Requests("getUpdates") {
+		if !strings.Contains(r.Get("allowed_updates"), `"callback_query"`) {
+			t.Fatalf("getUpdates allowed_updates = %s, want callback_query among them", r.Get("allowed_updates"))
+		}
+	}
+}
+
+func TestPressAnsweredOnlyAfterDelivery(t *testing.T) {
+	e := newEnv(t, nil)
+	id, err := e.a.Ask(t.Context(), channels.Outbound{ChatID: "42", Text: "Deploy?"}, approveDeny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgID, _ := strconv.Atoi(id)
+	upd := e.fake.PushCallback(42, 42, "ada", msgID, "deny:12")
+	var (
+		mu       sync.Mutex
+		attempts int
+	)
+	s := newSink()
+	s.fail = func(in channels.Inbound) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		if n := len(e.fake.CallbackAnswers()); n != 0 {
+			t.Errorf("delivery attempt %d: the press was already answered %d times", attempts, n)
+		}
+		if attempts == 1 {
+			return errors.New("database is locked")
+		}
+		return nil
+	}
+	e.run(t, s)
+	in := s.next(t)
+	cb := callbackOf(t, e.fake, upd)
+	if in.Action != "deny:12" || in.MessageID != "cb:"+cb.ID || in.ChatType != channels.DM {
+		t.Errorf("delivered %+v", in)
+	}
+	if err := e.fake.WaitAnswered(waitCtx(t), cb.ID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts != 2 {
+		t.Errorf("delivery attempts = %d, want 2", attempts)
+	}
+	if n := e.fake.Calls("answerCallbackQuery"); n != 1 {
+		t.Errorf("answerCallbackQuery calls = %d, want 1 (not for the failed delivery)", n)
+	}
+}
+
+func TestAskSplitsWithButtonsOnLastPart(t *testing.T) {
+	e := newEnv(t, nil)
+	word := "lorem ipsum dolor sit amet "
+	text := strings.Repeat(word, 6000/len(word)+1)[:6000]
+	id, err := e.a.Ask(t.Context(), channels.Outbound{ChatID: "42", Text: text, ReplyTo: "77"}, approveDeny)
+	if err != nil {
+		t.Fatalf("Ask: %v", err)
+	}
+	sent := e.fake.Sent()
+	if len(sent) != 2 {
+		t.Fatalf("sent %d messages, want 2", len(sent))
+	}
+	if sent[0].Buttons() != nil || sent[0].ReplyTo != 77 {
+		t.Errorf("first part: buttons %+v, reply to %d; want no buttons, reply to 77", sent[0].Buttons(), sent[0].ReplyTo)
+	}
+	if got := sent[1].Buttons(); !reflect.DeepEqual(got, approveDenyRow) || sent[1].ReplyTo != 0 {
+		t.Errorf("last part: buttons %+v, reply to %d; want the buttons and no reply", got, sent[1].ReplyTo)
+	}
+	if id != itoa(sent[1].MessageID) {
+		t.Errorf("Ask returned %s, want the last part's id %d", id, sent[1].MessageID)
+	}
+}
+
+func TestAskKeepsButtonsInPlainTextFallback(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fake.FailNext("sendMessage", http.StatusBadRequest, `Bad Request: can't parse entities: Unsupported start tag "x" at byte offset 0`, 0)
+	if _, err := e.a.Ask(t.Context(), channels.Outbound{ChatID: "42", Text: "**Deploy**?"}, approveDeny); err != nil {
+		t.Fatal(err)
+	}
+	sent := e.fake.Sent()
+	if len(sent) != 1 || sent[0].ParseMode != "" || !reflect.DeepEqual(sent[0].Buttons(), approveDenyRow) {
+		t.Errorf("sent %+v, want one plain-text message with the buttons", sent)
+	}
+}
+
+func TestAskRefusesBadButtons(t *testing.T) {
+	e := newEnv(t, nil)
+	tests := []struct {
+		name    string
+		buttons []channels.Button
+		wantErr string
+	}{
+		{"action over 64 bytes", []channels.Button{{Label: "Go", Action: strings.Repeat("a", 65)}}, "65 bytes, Telegram allows at most 64"},
+		{"64 characters but 66 bytes", []channels.Button{{Label: "Go", Action: strings.Repeat("é", 33)}}, "66 bytes"},
+		{"no action", []channels.Button{{Label: "Go"}}, "has no action"},
+		{"no label", []channels.Button{{Label: " ", Action: "go"}}, "has no label"},
+		{"same action twice", []channels.Button{{Label: "Yes", Action: "go"}, {Label: "Sure", Action: "go"}}, "used twice"},
+		{"no buttons", nil, "no buttons"},
+	}
+	for _, tt := range tests {
+		_, err := e.a.Ask(t.Context(), channels.Outbound{ChatID: "42", Text: "Deploy?"}, tt.buttons)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: Ask = %v, want an error with %q", tt.name, err, tt.wantErr)
+		}
+	}
+	if n := e.fake.Calls("sendMessage"); n != 0 {
+		t.Errorf("sendMessage calls = %d, want 0: nothing is sent with bad buttons", n)
+	}
+	longest := strings.Repeat("é", 32) // 64 bytes
+	if _, err := e.a.Ask(t.Context(), channels.Outbound{ChatID: "42", Text: "Deploy?"}, []channels.Button{{Label: "Go", Action: longest}}); err != nil {
+		t.Fatalf("Ask with a 64-byte action: %v", err)
+	}
+	if b := e.fake.Sent()[0].Buttons(); len(b) != 1 || b[0][0].CallbackData != longest {
+		t.Errorf("buttons = %+v, want the 64-byte action as callback_data", b)
+	}
+}
+
+func TestPressAnswerFailureIsLoggedNotFatal(t *testing.T) {
+	e := newEnv(t, nil)
+	id, err := e.a.Ask(t.Context(), channels.Outbound{ChatID: "42", Text: "Deploy?"}, approveDeny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgID, _ := strconv.Atoi(id)
+	e.fake.FailNext("answerCallbackQuery", http.StatusBadRequest, "Bad Request: query is too old and response timeout expired or query ID is invalid", 0)
+	e.fake.FailNextRaw("answerCallbackQuery", http.StatusBadGateway, "<html>502 Bad Gateway</html>")
+	s := newSink()
+	e.run(t, s)
+	e.fake.PushCallback(42, 42, "ada", msgID, "approve:12")
+	e.fake.PushCallback(42, 42, "ada", msgID, "deny:12")
+	upd, _ := e.fake.PushText(42, 42, "ada", "still there?")
+	for _, want := range []string{"approve:12", "deny:12"} {
+		if in := s.next(t); in.Action != want {
+			t.Errorf("delivered action %q, want %q", in.Action, want)
+		}
+	}
+	if in := s.next(t); in.Text != "still there?" {
+		t.Errorf("delivered %+v, want the text after the presses", in)
+	}
+	if err := e.fake.WaitOffset(waitCtx(t), upd+1); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.fake.Calls("answerCallbackQuery"); n != 2 {
+		t.Errorf("answerCallbackQuery calls = %d, want 2 (one per press, no retries)", n)
+	}
+	if n := strings.Count(e.logs.String(), "could not answer a button press"); n != 2 {
+		t.Errorf("answer failures logged %d times, want 2:\n%s", n, e.logs.String())
+	}
+	// Run goes on and returns nil at cleanup (checked by e.run).
+}
+
+func TestUnusablePressesAreAnsweredNotDelivered(t *testing.T) {
+	e := newEnv(t, nil)
+	inline := e.fake.PushUpdate(map[string]any{"callback_query": map[string]any{
+		"id": "901", "chat_instance": "1", "inline_message_id": "AAEAAA", "data": "approve:1",
+		"from": map[string]any{"id": 42, "is_bot": false, "first_name": "Ada"}}})
+	game := e.fake.PushUpdate(map[string]any{"callback_query": map[string]any{
+		"id": "902", "chat_instance": "1", "game_short_name": "tetris",
+		"from":    map[string]any{"id": 42, "is_bot": false, "first_name": "Ada"},
+		"message": map[string]any{"message_id": 5, "date": 1, "chat": map[string]any{"id": 42, "type": "private"}}}})
+	upd, _ := e.fake.PushText(42, 42, "ada", "hello")
+	s := newSink()
+	e.run(t, s)
+	if in := s.next(t); in.Text != "hello" {
+		t.Errorf("delivered %+v, want only the text message", in)
+	}
+	if err := e.fake.WaitOffset(waitCtx(t), upd+1); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []int{inline, game} {
+		if c := callbackOf(t, e.fake, u); !c.Answered {
+			t.Errorf("press %s (update %d) not answered", c.ID, u)
+		}
+	}
+	if n := strings.Count(e.logs.String(), "skipping a button press"); n != 2 {
+		t.Errorf("skipped presses logged %d times, want 2", n)
 	}
 }

@@ -22,11 +22,24 @@ import (
 )
 
 // update is the part of a Bot API update the adapter reads. Other kinds
-// (channel posts, callbacks, member updates) are ignored.
+// (channel posts, member updates) are ignored.
 type update struct {
-	UpdateID      int      `json:"update_id"`
-	Message       *message `json:"message"`
-	EditedMessage *message `json:"edited_message"`
+	UpdateID      int            `json:"update_id"`
+	Message       *message       `json:"message"`
+	EditedMessage *message       `json:"edited_message"`
+	CallbackQuery *callbackQuery `json:"callback_query"`
+}
+
+// callbackQuery is a press of an inline keyboard button (see Ask). Message
+// is the message the keyboard is on; Telegram sends it with date 0 and only
+// chat and message_id when it is too old to show (an InaccessibleMessage),
+// and omits it for messages sent in inline mode, which the bot never does.
+type callbackQuery struct {
+	ID              string         `json:"id"`
+	From            *tgbotapi.User `json:"from"`
+	Message         *message       `json:"message"`
+	InlineMessageID string         `json:"inline_message_id"`
+	Data            string         `json:"data"`
 }
 
 // message is tgbotapi's Message plus the fields v5.5.1 does not know:
@@ -77,6 +90,8 @@ type normalizer struct {
 	maxDownload int64
 	textMax     int64
 	log         *slog.Logger
+	// now stamps button presses, which carry no date; nil means time.Now.
+	now func() time.Time
 }
 
 // step fills part of an Inbound from a message.
@@ -135,7 +150,11 @@ func (n *normalizer) author(_ context.Context, in *channels.Inbound, m *message)
 		in.DisplayName = c.Title
 		return
 	}
-	if u := m.From; u != nil {
+	setUser(in, m.From)
+}
+
+func setUser(in *channels.Inbound, u *tgbotapi.User) {
+	if u != nil {
 		in.UserID = strconv.FormatInt(u.ID, 10)
 		in.UserName = u.UserName
 		in.DisplayName = displayName(u)
@@ -273,6 +292,15 @@ func (n *normalizer) quote(_ context.Context, in *channels.Inbound, m *message) 
 	if r == nil {
 		return
 	}
+	in.Quote = n.quoteOf(r)
+	if m.Quote != nil && m.Quote.Text != "" {
+		in.Quote.Text = m.Quote.Text
+	}
+}
+
+// quoteOf describes message r as a Quote: its author and its text, caption
+// or a description of its media.
+func (n *normalizer) quoteOf(r *message) *channels.Quote {
 	q := &channels.Quote{MessageID: strconv.Itoa(r.MessageID)}
 	if r.From != nil {
 		q.FromBot = r.From.ID == n.botID
@@ -284,8 +312,6 @@ func (n *normalizer) quote(_ context.Context, in *channels.Inbound, m *message) 
 		q.Author = r.SenderChat.Title
 	}
 	switch {
-	case m.Quote != nil && m.Quote.Text != "":
-		q.Text = m.Quote.Text
 	case r.Text != "":
 		q.Text = r.Text
 	case r.Caption != "":
@@ -293,7 +319,40 @@ func (n *normalizer) quote(_ context.Context, in *channels.Inbound, m *message) 
 	default:
 		q.Text = describeMedia(r)
 	}
-	in.Quote = q
+	return q
+}
+
+// pressMessageID builds the MessageID of a button press. Telegram's
+// callback query id is unique per press, so a press delivered twice (a
+// retried update) is recognised as a duplicate, while a second press of
+// the same button is a new message.
+func pressMessageID(callbackID string) string { return "cb:" + callbackID }
+
+// press normalises a button press on a message of the bot. The press is in
+// the chat (and forum topic) of that message, from the user who pressed,
+// always addressed to the bot, and quotes the message the buttons are on.
+// cb.Message and its Chat must be set.
+func (n *normalizer) press(ctx context.Context, cb *callbackQuery) channels.Inbound {
+	m := cb.Message
+	in := channels.Inbound{
+		Channel:   name,
+		MessageID: pressMessageID(cb.ID),
+		Action:    cb.Data,
+		Mentioned: true,
+		Time:      time.Now().UTC(),
+	}
+	if n.now != nil {
+		in.Time = n.now().UTC()
+	}
+	n.chat(ctx, &in, m)
+	setUser(&in, cb.From)
+	in.Quote = n.quoteOf(m)
+	if m.From == nil && n.botName != "" {
+		// An inaccessible message names no author, but only the bot's own
+		// messages carry its buttons.
+		in.Quote.Author, in.Quote.FromBot = "@"+n.botName, true
+	}
+	return in
 }
 
 // describeMedia names the media of a message without text.

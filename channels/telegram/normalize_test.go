@@ -182,6 +182,70 @@ func TestNormalizeEdited(t *testing.T) {
 	}
 }
 
+// Button presses, shaped like real callback_query updates (fields trimmed).
+const (
+	pressPrivate = `{"update_id":30,"callback_query":{"id":"4382bfdwdsb323b2d9","chat_instance":"-845739450938",
+		"from":{"id":42,"is_bot":false,"first_name":"Ada","last_name":"Lovelace","username":"ada","language_code":"en"},
+		"message":{"message_id":31,"date":1700000020,
+			"from":{"id":123,"is_bot":true,"first_name":"Switchboard","username":"switchboard_bot"},
+			"chat":{"id":42,"first_name":"Ada","username":"ada","type":"private"},
+			"text":"Run rm -rf build?","entities":[{"offset":4,"length":12,"type":"bold"}],
+			"reply_markup":{"inline_keyboard":[[{"text":"Approve","callback_data":"approve:12"},{"text":"Deny","callback_data":"deny:12"}]]}},
+		"data":"approve:12"}}`
+	pressTopic = `{"update_id":31,"callback_query":{"id":"5190000000000000001","chat_instance":"9","data":"deny:12",
+		"from":{"id":7,"is_bot":false,"first_name":"Charles"},
+		"message":{"message_id":32,"date":1700000021,"message_thread_id":5,"is_topic_message":true,
+			"from":{"id":123,"is_bot":true,"first_name":"Switchboard","username":"switchboard_bot"},
+			"chat":{"id":-1009,"title":"Forum","is_forum":true,"type":"supergroup"},
+			"reply_to_message":{"message_id":5,"date":1700000000,"message_thread_id":5,"is_topic_message":true,
+				"from":{"id":42,"is_bot":false,"first_name":"Ada"},
+				"chat":{"id":-1009,"title":"Forum","is_forum":true,"type":"supergroup"},
+				"forum_topic_created":{"name":"Releases","icon_color":7322096}},
+			"text":"Deploy?"}}}`
+	pressInaccessible = `{"update_id":32,"callback_query":{"id":"77","chat_instance":"9","data":"approve:3",
+		"from":{"id":42,"is_bot":false,"first_name":"Ada","username":"ada"},
+		"message":{"message_id":33,"date":0,"chat":{"id":-100,"title":"Engines","type":"supergroup"}}}}`
+)
+
+func TestNormalizePress(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		payload string
+		want    channels.Inbound
+	}{
+		{"private chat", pressPrivate, channels.Inbound{
+			Channel: "telegram", ChatID: "42", ChatType: channels.DM, MessageID: "cb:4382bfdwdsb323b2d9",
+			UserID: "42", UserName: "ada", DisplayName: "Ada Lovelace", Mentioned: true, Time: now, Action: "approve:12",
+			Quote: &channels.Quote{MessageID: "31", Author: "@switchboard_bot", Text: "Run rm -rf build?", FromBot: true},
+		}},
+		{"forum topic: the topic's chat, pressed by another user", pressTopic, channels.Inbound{
+			Channel: "telegram", ChatID: "-1009:topic:5", ChatType: channels.Group, ChatTitle: "Forum / Releases",
+			MessageID: "cb:5190000000000000001", UserID: "7", DisplayName: "Charles", Mentioned: true, Time: now, Action: "deny:12",
+			Quote: &channels.Quote{MessageID: "32", Author: "@switchboard_bot", Text: "Deploy?", FromBot: true},
+		}},
+		{"message too old to show", pressInaccessible, channels.Inbound{
+			Channel: "telegram", ChatID: "-100", ChatType: channels.Group, ChatTitle: "Engines", MessageID: "cb:77",
+			UserID: "42", UserName: "ada", DisplayName: "Ada", Mentioned: true, Time: now, Action: "approve:3",
+			Quote: &channels.Quote{MessageID: "33", Author: "@switchboard_bot", FromBot: true},
+		}},
+	}
+	n := testNormalizer(nil)
+	n.now = func() time.Time { return now }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := decodeUpdate(t, tt.payload)
+			got := n.press(t.Context(), u.CallbackQuery)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("press =\n%+v\nwant\n%+v", got, tt.want)
+				if got.Quote != nil && tt.want.Quote != nil {
+					t.Errorf("quote = %+v, want %+v", *got.Quote, *tt.want.Quote)
+				}
+			}
+		})
+	}
+}
+
 func TestMentionRules(t *testing.T) {
 	tests := []struct {
 		name, payload, text string
@@ -323,7 +387,8 @@ func TestParseChatID(t *testing.T) {
 // decodes must normalise without panicking (the poll loop also recovers,
 // but a panic would still drop the message).
 func FuzzNormalize(f *testing.F) {
-	for _, p := range []string{privateText, groupMention, groupMentionFirst, groupCommandAt, replyToBot, forumTopic, anonymousAdmin, edited} {
+	for _, p := range []string{privateText, groupMention, groupMentionFirst, groupCommandAt, replyToBot, forumTopic, anonymousAdmin, edited,
+		pressPrivate, pressTopic, pressInaccessible} {
 		f.Add(p)
 	}
 	n := testNormalizer(map[string][]byte{"p": []byte("x")})
@@ -339,6 +404,13 @@ func FuzzNormalize(f *testing.F) {
 			in := n.inbound(t.Context(), m, m == u.EditedMessage)
 			if in.ChatID == "" || in.MessageID == "" {
 				t.Fatalf("no ChatID/MessageID for %s", payload)
+			}
+		}
+		// The adapter normalises a press only with a message in a chat.
+		if cb := u.CallbackQuery; cb != nil && cb.Message != nil && cb.Message.Chat != nil {
+			in := n.press(t.Context(), cb)
+			if in.ChatID == "" || in.MessageID == "" || in.Quote == nil || !in.Mentioned {
+				t.Fatalf("press without ChatID/MessageID/Quote/Mentioned for %s", payload)
 			}
 		}
 	})

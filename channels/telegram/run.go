@@ -28,10 +28,14 @@ const (
 	maxWebhookBody   = 1 << 20
 	secretHeader     = "X-Telegram-Bot-Api-Secret-Token"
 	webhookRetryWait = 5 * time.Second
+	// answerTimeout bounds answerCallbackQuery, which holds up the next
+	// update; Telegram forgets an unanswered press after about 15 s anyway.
+	answerTimeout = 5 * time.Second
 )
 
-// allowedUpdates asks Telegram only for what the adapter handles.
-var allowedUpdates = `["message","edited_message"]`
+// allowedUpdates asks Telegram only for what the adapter handles:
+// callback_query carries the presses of the buttons Ask shows.
+var allowedUpdates = `["message","edited_message","callback_query"]`
 
 // Run receives updates until ctx ends, by long polling or, with
 // Options.Webhook, by serving a webhook. Each update is handed to sink and
@@ -83,6 +87,7 @@ func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
 			if ctx.Err() != nil {
 				return nil
 			}
+			a.pollFailing.Store(true)
 			e, api := asAPIError(err)
 			if api && e.Code == http.StatusUnauthorized {
 				return fmt.Errorf("telegram: getUpdates: the bot token was rejected: %w", err)
@@ -103,6 +108,7 @@ func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
 			continue
 		}
 		pollErrs.reset()
+		a.pollFailing.Store(false)
 		confirmed = offset // this poll confirmed everything below offset
 		failed, before := false, offset
 		for _, raw := range raws {
@@ -188,9 +194,17 @@ func updateID(raw json.RawMessage) (int, bool) {
 // handle normalises one update and hands it to sink. It returns an error
 // only when the update must be retried: Deliver failed, or ctx ended while
 // preparing it. Malformed and irrelevant updates are logged and dropped.
+//
+// A button press is answered (answerCallbackQuery, which stops the spinner
+// on the user's button) once Deliver returned nil, or at once when it
+// cannot be delivered; a failed delivery leaves it unanswered, for the
+// retry to answer.
 func (a *Adapter) handle(ctx context.Context, sink channels.Sink, raw json.RawMessage) error {
-	in, ok := a.inbound(ctx, raw)
+	in, callbackID, ok := a.inbound(ctx, raw)
 	if !ok {
+		if callbackID != "" {
+			a.answerCallback(ctx, callbackID)
+		}
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -199,11 +213,29 @@ func (a *Adapter) handle(ctx context.Context, sink channels.Sink, raw json.RawMe
 	if err := sink.Deliver(ctx, in); err != nil {
 		return fmt.Errorf("telegram: deliver message %s in chat %s: %w", in.MessageID, in.ChatID, err)
 	}
+	if callbackID != "" {
+		a.answerCallback(ctx, callbackID)
+	}
 	return nil
 }
 
-// inbound decodes and normalises an update; ok is false for updates to skip.
-func (a *Adapter) inbound(ctx context.Context, raw json.RawMessage) (in channels.Inbound, ok bool) {
+// answerCallback tells Telegram a button press was received. It is
+// cosmetic: a failure (the press is too old, the network) is logged, never
+// returned. It runs even if ctx ended right after the delivery, bounded by
+// answerTimeout.
+func (a *Adapter) answerCallback(ctx context.Context, callbackID string) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), answerTimeout)
+	defer cancel()
+	if _, err := a.call(actx, "answerCallbackQuery", tgbotapi.Params{"callback_query_id": callbackID}); err != nil {
+		a.log.Warn("telegram: could not answer a button press; the user's button shows a spinner until it times out",
+			"callback", callbackID, "error", err)
+	}
+}
+
+// inbound decodes and normalises an update; ok is false for updates to
+// skip. callbackID is set for a button press, delivered or skipped, so
+// that it can be answered.
+func (a *Adapter) inbound(ctx context.Context, raw json.RawMessage) (in channels.Inbound, callbackID string, ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			a.log.Error("telegram: skipping an update that broke normalisation", "panic", a.redact(fmt.Sprint(p)))
@@ -213,7 +245,11 @@ func (a *Adapter) inbound(ctx context.Context, raw json.RawMessage) (in channels
 	var u update
 	if err := json.Unmarshal(raw, &u); err != nil {
 		a.log.Warn("telegram: skipping a malformed update", "error", err)
-		return in, false
+		return in, "", false
+	}
+	if cb := u.CallbackQuery; cb != nil {
+		in, ok = a.press(ctx, u.UpdateID, cb)
+		return in, cb.ID, ok
 	}
 	m, edited := u.Message, false
 	if m == nil && u.EditedMessage != nil {
@@ -221,21 +257,42 @@ func (a *Adapter) inbound(ctx context.Context, raw json.RawMessage) (in channels
 	}
 	if m == nil {
 		a.log.Debug("telegram: ignoring an update without a message", "update_id", u.UpdateID, "kind", updateKind(raw))
-		return in, false
+		return in, "", false
 	}
 	if m.Chat == nil {
 		a.log.Warn("telegram: skipping a message without a chat", "update_id", u.UpdateID)
-		return in, false
+		return in, "", false
 	}
 	if m.From != nil && m.From.ID == a.self.ID {
-		return in, false // our own message
+		return in, "", false // our own message
 	}
 	in = a.norm.inbound(ctx, m, edited)
 	if m.Text == "" && m.Caption == "" && len(in.Attachments) == 0 {
 		a.log.Debug("telegram: ignoring a message without content (service message)", "update_id", u.UpdateID, "chat", in.ChatID)
-		return in, false
+		return in, "", false
 	}
-	return in, true
+	return in, "", true
+}
+
+// press checks and normalises a button press; ok is false for presses to
+// skip (they are still answered).
+func (a *Adapter) press(ctx context.Context, updateID int, cb *callbackQuery) (channels.Inbound, bool) {
+	var why string
+	switch {
+	case cb.ID == "":
+		why = "without an id"
+	case cb.From == nil:
+		why = "without a sender"
+	case cb.Message == nil || cb.Message.Chat == nil:
+		why = "not on a message in a chat (inline mode)"
+	case cb.Data == "":
+		why = "without data (not one of our buttons)"
+	}
+	if why != "" {
+		a.log.Warn("telegram: skipping a button press "+why, "update_id", updateID)
+		return channels.Inbound{}, false
+	}
+	return a.norm.press(ctx, cb), true
 }
 
 // updateKind names the payload field of an update, for logs.

@@ -98,6 +98,57 @@ func sentID(raw json.RawMessage) (string, error) {
 // that fit one message, and sends them in order; the first part replies to
 // m.ReplyTo. It returns the id of the last part.
 func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error) {
+	return a.send(ctx, m, "")
+}
+
+// maxCallbackData is Telegram's limit on a button's callback_data, in bytes.
+const maxCallbackData = 64
+
+// Ask sends m like Send, with the buttons in one row of an inline keyboard
+// under the last part. A press arrives from Run as an Inbound with Action
+// set to the button's Action. Every Action must be 1-64 bytes (Telegram's
+// callback_data) and different from the others; every Label must show
+// something.
+func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channels.Button) (string, error) {
+	markup, err := inlineKeyboard(buttons)
+	if err != nil {
+		return "", fmt.Errorf("telegram: ask in chat %s: %w", m.ChatID, err)
+	}
+	return a.send(ctx, m, markup)
+}
+
+// inlineKeyboard checks buttons and encodes them as the reply_markup of a
+// one-row inline keyboard.
+func inlineKeyboard(buttons []channels.Button) (string, error) {
+	if len(buttons) == 0 {
+		return "", errors.New("no buttons")
+	}
+	row := make([]tgbotapi.InlineKeyboardButton, 0, len(buttons))
+	seen := make(map[string]bool, len(buttons))
+	for i, b := range buttons {
+		switch {
+		case strings.TrimSpace(b.Label) == "":
+			return "", fmt.Errorf("button %d has no label", i+1)
+		case b.Action == "":
+			return "", fmt.Errorf("button %d (%q) has no action", i+1, b.Label)
+		case len(b.Action) > maxCallbackData:
+			return "", fmt.Errorf("button %d (%q): action is %d bytes, Telegram allows at most %d",
+				i+1, b.Label, len(b.Action), maxCallbackData)
+		case seen[b.Action]:
+			return "", fmt.Errorf("button %d (%q): action %q is used twice", i+1, b.Label, b.Action)
+		}
+		seen[b.Action] = true
+		row = append(row, tgbotapi.NewInlineKeyboardButtonData(b.Label, b.Action))
+	}
+	markup, err := json.Marshal(tgbotapi.NewInlineKeyboardMarkup(row))
+	if err != nil {
+		return "", fmt.Errorf("encode keyboard: %w", err)
+	}
+	return string(markup), nil
+}
+
+// send is Send with an optional reply_markup on the last part.
+func (a *Adapter) send(ctx context.Context, m channels.Outbound, markup string) (string, error) {
 	chat, err := parseChatID(m.ChatID)
 	if err != nil {
 		return "", err
@@ -114,7 +165,11 @@ func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error)
 	}
 	var last string
 	for i, part := range parts {
-		if last, err = a.sendPart(ctx, chat, part, replyTo); err != nil {
+		partMarkup := ""
+		if i == len(parts)-1 {
+			partMarkup = markup
+		}
+		if last, err = a.sendPart(ctx, chat, part, replyTo, partMarkup); err != nil {
 			return "", fmt.Errorf("telegram: send part %d/%d to chat %s: %w", i+1, len(parts), chat, err)
 		}
 		replyTo = 0
@@ -122,11 +177,13 @@ func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error)
 	return last, nil
 }
 
-// sendPart sends one HTML part; if Telegram can't parse it, it sends the
-// part's text without markup instead.
-func (a *Adapter) sendPart(ctx context.Context, chat chatRef, html string, replyTo int) (string, error) {
+// sendPart sends one HTML part, with a reply_markup (keyboard) unless
+// markup is empty; if Telegram can't parse the HTML, it sends the part as
+// plain text instead, keyboard included.
+func (a *Adapter) sendPart(ctx context.Context, chat chatRef, html string, replyTo int, markup string) (string, error) {
 	p := chat.params()
 	p["text"], p["parse_mode"] = html, tgbotapi.ModeHTML
+	p.AddNonEmpty("reply_markup", markup)
 	if replyTo != 0 {
 		// allow_sending_without_reply: the message still goes out if the
 		// user deleted the one we answer.

@@ -7,6 +7,10 @@
 // client injects the caller's context, so cancelling a 30 s long poll takes
 // effect at once. That version also predates forum topics, quotes, reply
 // parameters and reactions; the adapter reads and sends those fields itself.
+//
+// Ask shows buttons as an inline keyboard; a press arrives as a
+// callback_query update, is delivered as an Inbound with Action set, and is
+// answered (answerCallbackQuery) once delivered.
 package telegram
 
 import (
@@ -77,7 +81,7 @@ type Options struct {
 }
 
 // Adapter is a Telegram bot. It implements channels.Channel, Typer,
-// Reactor, Editor and FileSender.
+// Reactor, Editor, FileSender and Asker.
 type Adapter struct {
 	opts    Options
 	bot     *tgbotapi.BotAPI // template; each call uses a copy bound to its ctx
@@ -89,6 +93,7 @@ type Adapter struct {
 	norm    *normalizer
 
 	running     atomic.Bool
+	pollFailing atomic.Bool // the last getUpdates failed (see Connected)
 	typingOff   atomic.Bool // the server rejected sendChatAction; stop calling it
 	reactOff    atomic.Bool // the server lacks setMessageReaction
 	reactLogged atomic.Bool
@@ -390,4 +395,5 @@ var (
 	_ channels.Reactor    = (*Adapter)(nil)
 	_ channels.Editor     = (*Adapter)(nil)
 	_ channels.FileSender = (*Adapter)(nil)
+	_ channels.Asker      = (*Adapter)(nil)
 )

@@ -10,6 +10,12 @@
 //     enforce_nonce), typing, reactions, GET /channels/{id}, bulk overwrite of
 //     application commands and interaction callbacks. Any route can be made to
 //     fail once (429 with retry_after, 5xx), also after the change was applied.
+//   - Buttons: message components are checked as Discord checks them (action
+//     rows of at most 5 buttons, custom_id of 1-100 characters, unique in the
+//     message) and kept with the message; ClickButton dispatches a press
+//     (INTERACTION_CREATE type 3 with the message). An interaction callback is
+//     accepted once per interaction (then 40060), only for interactions the
+//     fake dispatched (else 10062), and type 6 only for component ones.
 //   - Gateway: HELLO, IDENTIFY → READY, RESUME → replay of the events after the
 //     client's seq → RESUMED, heartbeat ACK, op 7 reconnect, op 9 for an
 //     unknown session. Dispatches made while no connection is live are queued
@@ -97,6 +103,7 @@ type Fake struct {
 	reacts   []Reaction
 	commands []Command
 	cbs      []InteractionResponse
+	issued   map[string]*issued // interaction id → what the callback route accepts
 	channels map[string]channelInfo
 	users    map[string]User
 	files    map[string]File
@@ -121,6 +128,23 @@ type Sent struct {
 	Reference       *MessageReference
 	AllowedMentions json.RawMessage
 	Files           []File
+	Components      []Component // action rows, as posted
+}
+
+// Buttons returns the buttons of the message, row by row.
+func (s Sent) Buttons() [][]Component {
+	var rows [][]Component
+	for _, r := range s.Components {
+		rows = append(rows, r.Components)
+	}
+	return rows
+}
+
+// issued is an interaction the fake dispatched, for its callback.
+type issued struct {
+	token     string
+	component bool // a message component interaction (type 3)
+	answered  bool
 }
 
 // File is an uploaded or served file.
@@ -143,7 +167,9 @@ type Command struct {
 	Type        int    `json:"type,omitempty"`
 }
 
-// InteractionResponse is a callback the bot made for an interaction.
+// InteractionResponse is a callback the bot made for an interaction. Type
+// 4 is a message (Content, Flags), 6 a deferred update of the message the
+// pressed component is on.
 type InteractionResponse struct {
 	InteractionID string
 	Token         string
@@ -193,6 +219,7 @@ func New(t testing.TB) *Fake {
 		channels:          map[string]channelInfo{},
 		users:             map[string]User{},
 		files:             map[string]File{},
+		issued:            map[string]*issued{},
 		conns:             map[*gwConn]struct{}{},
 	}
 	f.users[f.Bot.ID] = f.Bot
@@ -460,6 +487,7 @@ type createMessage struct {
 	EnforceNonce    bool              `json:"enforce_nonce"`
 	Reference       *MessageReference `json:"message_reference"`
 	AllowedMentions json.RawMessage   `json:"allowed_mentions"`
+	Components      []Component       `json:"components"`
 }
 
 func (f *Fake) handleCreateMessage(w http.ResponseWriter, r *http.Request) {
@@ -500,7 +528,15 @@ func (f *Fake) handleCreateMessage(w http.ResponseWriter, r *http.Request) {
 		})
 		return
 	}
-	if strings.TrimSpace(body.Content) == "" && len(files) == 0 {
+	if msg := checkComponents(body.Components); msg != "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{
+			"code": 50035, "message": "Invalid Form Body",
+			"errors": map[string]any{"components": map[string]any{"_errors": []map[string]string{{
+				"code": "COMPONENT_INVALID", "message": msg}}}},
+		})
+		return
+	}
+	if strings.TrimSpace(body.Content) == "" && len(files) == 0 && len(body.Components) == 0 {
 		writeJSON(w, http.StatusBadRequest, json.RawMessage(ErrorBody(50006, "Cannot send an empty message")))
 		return
 	}
@@ -519,7 +555,7 @@ func (f *Fake) handleCreateMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	s := Sent{
 		ID: f.newIDLocked(), ChannelID: channelID, Content: body.Content, Nonce: nonce,
-		Reference: body.Reference, AllowedMentions: body.AllowedMentions, Files: files,
+		Reference: body.Reference, AllowedMentions: body.AllowedMentions, Files: files, Components: body.Components,
 	}
 	f.sent = append(f.sent, s)
 	msg := f.botMessageLocked(s)
@@ -537,7 +573,7 @@ func (f *Fake) botMessageLocked(s Sent) Message {
 	m := Message{
 		ID: s.ID, ChannelID: s.ChannelID, GuildID: f.channels[s.ChannelID].GuildID,
 		Author: f.Bot, Content: s.Content, Timestamp: snowflakeTime(s.ID),
-		Mentions: []User{}, Attachments: []Attachment{}, MessageReference: s.Reference,
+		Mentions: []User{}, Attachments: []Attachment{}, MessageReference: s.Reference, Components: s.Components,
 	}
 	if s.Reference != nil {
 		m.Type = 19
@@ -642,10 +678,72 @@ func (f *Fake) handleCallback(w http.ResponseWriter, r *http.Request) {
 		ir.Content, ir.Flags = body.Data.Content, body.Data.Flags
 	}
 	f.mu.Lock()
+	is, ok := f.issued[ir.InteractionID]
+	switch {
+	case !ok || is.token != ir.Token:
+		f.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, json.RawMessage(ErrorBody(10062, "Unknown interaction")))
+		return
+	case is.answered:
+		f.mu.Unlock()
+		writeJSON(w, http.StatusBadRequest, json.RawMessage(ErrorBody(40060, "Interaction has already been acknowledged.")))
+		return
+	case (ir.Type == 6 || ir.Type == 7) && !is.component, ir.Type != 4 && ir.Type != 5 && ir.Type != 6 && ir.Type != 7:
+		f.mu.Unlock()
+		writeJSON(w, http.StatusBadRequest, json.RawMessage(ErrorBody(50035, "Invalid Form Body: interaction response type invalid")))
+		return
+	}
+	is.answered = true
 	f.cbs = append(f.cbs, ir)
 	f.notify()
 	f.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// issue makes an interaction answerable through the callback route.
+func (f *Fake) issue(in Interaction) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.issued[in.ID] = &issued{token: in.Token, component: in.Type == 3}
+}
+
+// checkComponents validates a message's components as Discord does for
+// buttons, and returns what is wrong, or "".
+func checkComponents(rows []Component) string {
+	if len(rows) > 5 {
+		return "Must be 5 or fewer in length."
+	}
+	ids := map[string]bool{}
+	for _, row := range rows {
+		if row.Type != ComponentActionRow || len(row.Components) == 0 || len(row.Components) > 5 {
+			return "Top-level components must be action rows of 1 to 5 components."
+		}
+		for _, b := range row.Components {
+			if b.Type != ComponentButton {
+				return "The component type is not supported here."
+			}
+			if utf8.RuneCountInString(b.Label) > 80 {
+				return "Button label must be 80 or fewer in length."
+			}
+			if b.Style == ButtonLink {
+				if b.URL == "" || b.CustomID != "" {
+					return "A link button needs a url and no custom_id."
+				}
+				continue
+			}
+			if b.Style < ButtonPrimary || b.Style > ButtonDanger {
+				return "Invalid button style."
+			}
+			if n := utf8.RuneCountInString(b.CustomID); n < 1 || n > 100 {
+				return "custom_id must be between 1 and 100 in length."
+			}
+			if ids[b.CustomID] {
+				return "Component custom id cannot be duplicated."
+			}
+			ids[b.CustomID] = true
+		}
+	}
+	return ""
 }
 
 func (f *Fake) handleAttachment(w http.ResponseWriter, r *http.Request) {

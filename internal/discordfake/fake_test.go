@@ -7,6 +7,8 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,5 +262,102 @@ func TestEchoAndAttachments(t *testing.T) {
 	}
 	if err := f.WaitFor(ctx, func() bool { return len(f.Sent()) == 1 }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestButtonsAndClick(t *testing.T) {
+	f := New(t)
+	c := dial(t, f)
+	c.write(2, map[string]any{"token": "Bot " + f.Token, "intents": 1})
+	c.read() // READY
+	f.AddChannel("g-chan", ChannelTypeGuildText, "g1", "")
+
+	row := func(buttons ...string) string {
+		return `{"type":1,"components":[` + strings.Join(buttons, ",") + `]}`
+	}
+	button := func(style int, label, id string) string {
+		b, _ := json.Marshal(Component{Type: ComponentButton, Style: style, Label: label, CustomID: id})
+		return string(b)
+	}
+	bad := []struct{ name, components string }{
+		{"custom_id over 100", `[` + row(button(1, "Go", strings.Repeat("x", 101))) + `]`},
+		{"custom_id twice", `[` + row(button(1, "Yes", "go"), button(2, "Sure", "go")) + `]`},
+		{"six in a row", `[` + row(button(1, "1", "a"), button(1, "2", "b"), button(1, "3", "c"), button(1, "4", "d"), button(1, "5", "e"), button(1, "6", "f")) + `]`},
+		{"button outside a row", `[` + button(1, "Go", "go") + `]`},
+		{"label over 80", `[` + row(button(1, strings.Repeat("l", 81), "go")) + `]`},
+	}
+	for _, tt := range bad {
+		resp, body := post(t, f, "/channels/g-chan/messages", "application/json", strings.NewReader(`{"content":"q","components":`+tt.components+`}`))
+		if resp.StatusCode != 400 || !strings.Contains(body, "50035") {
+			t.Errorf("%s: %d %s, want 400 50035", tt.name, resp.StatusCode, body)
+		}
+	}
+	if n := len(f.Sent()); n != 0 {
+		t.Fatalf("recorded %d refused messages", n)
+	}
+
+	components := `[` + row(button(ButtonPrimary, "Approve", "approve:1"), button(ButtonDanger, "Deny", "deny:1")) + `]`
+	resp, body := post(t, f, "/channels/g-chan/messages", "application/json", strings.NewReader(`{"content":"Deploy?","components":`+components+`}`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("send: %d %s", resp.StatusCode, body)
+	}
+	sent := f.Sent()[0]
+	want := [][]Component{{
+		{Type: ComponentButton, Style: ButtonPrimary, Label: "Approve", CustomID: "approve:1"},
+		{Type: ComponentButton, Style: ButtonDanger, Label: "Deny", CustomID: "deny:1"},
+	}}
+	if got := sent.Buttons(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Buttons() = %+v, want %+v", got, want)
+	}
+	var echo Message
+	if fr := c.read(); fr.T != "MESSAGE_CREATE" || json.Unmarshal(fr.D, &echo) != nil || len(echo.Components) != 1 {
+		t.Errorf("echo = %s %s, want the message with its components", fr.T, fr.D)
+	}
+	// Buttons alone make a message.
+	if resp, body := post(t, f, "/channels/g-chan/messages", "application/json", strings.NewReader(`{"components":`+components+`}`)); resp.StatusCode != 200 {
+		t.Errorf("components only: %d %s", resp.StatusCode, body)
+	}
+	c.read() // its echo
+
+	ic := f.ClickButton("g-chan", "g1", "u1", "alice", sent.ID, "deny:1")
+	fr := c.read()
+	var got struct {
+		ID   string `json:"id"`
+		Type int    `json:"type"`
+		Data struct {
+			CustomID      string `json:"custom_id"`
+			ComponentType int    `json:"component_type"`
+		} `json:"data"`
+		Member  struct{ User User } `json:"member"`
+		Token   string              `json:"token"`
+		Message Message             `json:"message"`
+	}
+	if fr.T != "INTERACTION_CREATE" || json.Unmarshal(fr.D, &got) != nil {
+		t.Fatalf("dispatch = %s %s", fr.T, fr.D)
+	}
+	if got.ID != ic.ID || got.Type != 3 || got.Data.CustomID != "deny:1" || got.Data.ComponentType != 2 ||
+		got.Member.User.ID != "u1" || got.Token != ic.Token || got.Message.ID != sent.ID || got.Message.Content != "Deploy?" ||
+		got.Message.Author.ID != f.Bot.ID || len(got.Message.Components) != 1 {
+		t.Errorf("interaction = %s", fr.D)
+	}
+
+	callback := func(id, token string, typ int) (*http.Response, string) {
+		return post(t, f, "/interactions/"+id+"/"+token+"/callback", "application/json", strings.NewReader(`{"type":`+strconv.Itoa(typ)+`}`))
+	}
+	if resp, body := callback(ic.ID, ic.Token, 6); resp.StatusCode != 204 {
+		t.Fatalf("deferred update: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := callback(ic.ID, ic.Token, 6); resp.StatusCode != 400 || !strings.Contains(body, "40060") {
+		t.Errorf("second answer: %d %s, want 400 40060", resp.StatusCode, body)
+	}
+	if resp, body := callback("123", "nope", 6); resp.StatusCode != 404 || !strings.Contains(body, "10062") {
+		t.Errorf("unknown interaction: %d %s, want 404 10062", resp.StatusCode, body)
+	}
+	cmd := f.SlashCommand("g-chan", "g1", "u1", "alice", "new")
+	if resp, _ := callback(cmd.ID, cmd.Token, 6); resp.StatusCode != 400 {
+		t.Errorf("deferred update for a slash command: %d, want 400", resp.StatusCode)
+	}
+	if r := f.InteractionResponses(); len(r) != 1 || r[0] != (InteractionResponse{InteractionID: ic.ID, Token: ic.Token, Type: 6}) {
+		t.Errorf("responses = %+v, want one deferred update for %s", r, ic.ID)
 	}
 }

@@ -1,5 +1,7 @@
 package discordfake
 
+import "slices"
+
 // The gateway payload shapes the fake sends, as Discord documents them
 // (only the fields a bot adapter reads).
 
@@ -49,7 +51,32 @@ type Message struct {
 	Attachments       []Attachment      `json:"attachments"`
 	MessageReference  *MessageReference `json:"message_reference,omitempty"`
 	ReferencedMessage *Message          `json:"referenced_message,omitempty"`
+	Components        []Component       `json:"components,omitempty"`
 }
+
+// Component is a message component: an action row (type 1) holding
+// buttons (type 2).
+type Component struct {
+	Type       int         `json:"type"`
+	Style      int         `json:"style,omitempty"`
+	Label      string      `json:"label,omitempty"`
+	CustomID   string      `json:"custom_id,omitempty"`
+	URL        string      `json:"url,omitempty"`
+	Disabled   bool        `json:"disabled,omitempty"`
+	Components []Component `json:"components,omitempty"`
+}
+
+// Component types and button styles as Discord numbers them.
+const (
+	ComponentActionRow = 1
+	ComponentButton    = 2
+
+	ButtonPrimary   = 1
+	ButtonSecondary = 2
+	ButtonSuccess   = 3
+	ButtonDanger    = 4
+	ButtonLink      = 5
+)
 
 // MsgOption adjusts a message built by MessageCreate.
 type MsgOption func(*Message)
@@ -113,7 +140,8 @@ func (f *Fake) MessageCreate(channelID, guildID, authorID, authorName, content s
 	return m
 }
 
-// Interaction is the data of an INTERACTION_CREATE for a slash command.
+// Interaction is the data of an INTERACTION_CREATE: a slash command (type
+// 2) or a press of a message button (type 3, with the message).
 type Interaction struct {
 	ID            string           `json:"id"`
 	ApplicationID string           `json:"application_id"`
@@ -125,13 +153,19 @@ type Interaction struct {
 	User          *User            `json:"user,omitempty"`
 	Token         string           `json:"token"`
 	Version       int              `json:"version"`
+	Message       *Message         `json:"message,omitempty"`
+	Locale        string           `json:"locale,omitempty"`
+	GuildLocale   string           `json:"guild_locale,omitempty"`
 }
 
-// InteractionData names the command invoked.
+// InteractionData names the command invoked (ID, Name, Type) or the
+// component used (CustomID, ComponentType).
 type InteractionData struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	Type int    `json:"type"`
+	ID            string `json:"id,omitempty"`
+	Name          string `json:"name,omitempty"`
+	Type          int    `json:"type,omitempty"`
+	CustomID      string `json:"custom_id,omitempty"`
+	ComponentType int    `json:"component_type,omitempty"`
 }
 
 // InteractionUser is the member wrapper of a guild interaction's user.
@@ -156,5 +190,38 @@ func (f *Fake) SlashCommand(channelID, guildID, userID, userName, name string) I
 	} else {
 		in.User = u
 	}
+	f.issue(in)
+	return in
+}
+
+// ClickButton presses the button customID on message messageID as user
+// userID (in guild guildID, "" for a DM): it dispatches an
+// INTERACTION_CREATE of type 3 with the message the button is on, as the
+// bot posted it (components included), and returns the interaction. A
+// message the fake does not know is given with its id and channel only.
+// The fake does not check that customID is one of the message's buttons.
+func (f *Fake) ClickButton(channelID, guildID, userID, userName, messageID, customID string) Interaction {
+	u := &User{ID: userID, Username: userName}
+	f.mu.Lock()
+	id, tok := f.newIDLocked(), "interaction-token-"+f.newIDLocked()
+	msg := Message{ID: messageID, ChannelID: channelID, GuildID: guildID, Author: f.Bot,
+		Timestamp: snowflakeTime(messageID), Mentions: []User{}, Attachments: []Attachment{}}
+	if i := slices.IndexFunc(f.sent, func(s Sent) bool { return s.ChannelID == channelID && s.ID == messageID }); i >= 0 {
+		msg = f.botMessageLocked(f.sent[i])
+	}
+	f.mu.Unlock()
+	in := Interaction{
+		ID: id, ApplicationID: f.AppID, Type: 3,
+		Data:    InteractionData{CustomID: customID, ComponentType: ComponentButton},
+		GuildID: guildID, ChannelID: channelID, Token: tok, Version: 1, Message: &msg, Locale: "en-US",
+	}
+	if guildID != "" {
+		in.Member = &InteractionUser{User: u}
+		in.GuildLocale = "en-US"
+	} else {
+		in.User = u
+	}
+	f.issue(in)
+	f.Dispatch("INTERACTION_CREATE", in)
 	return in
 }

@@ -11,6 +11,12 @@
 // Outgoing text is checked as Telegram checks it: HTML is validated with
 // internal/tghtml, length is counted in UTF-16 units after entity parsing,
 // and empty text is refused. allowed_updates is recorded but not applied.
+//
+// Inline keyboards are checked (callback_data of 1-64 bytes, a text on every
+// button) and kept with the message; like Telegram, editMessageText without
+// reply_markup removes the keyboard. PushCallback presses a button: it
+// queues a callback_query update carrying the bot's message, and
+// answerCallbackQuery accepts each query id once.
 package tgfake
 
 import (
@@ -18,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +37,7 @@ import (
 	"testing"
 	"time"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"switchboard/internal/tghtml"
 )
@@ -51,12 +59,52 @@ type SentMessage struct {
 	MessageID       int    // id assigned by the fake (or the edited message)
 	Text            string // text or caption exactly as sent
 	ParseMode       string
-	ReplyTo         int  // reply_to_message_id or reply_parameters.message_id
-	AllowNoReply    bool // allow_sending_without_reply, either form
-	ReplyMarkup     string
+	ReplyTo         int    // reply_to_message_id or reply_parameters.message_id
+	AllowNoReply    bool   // allow_sending_without_reply, either form
+	ReplyMarkup     string // the reply_markup parameter as sent (JSON); see Buttons
 	FileName        string // uploaded file name (multipart)
 	FileData        []byte // uploaded file content (multipart)
 	FileRef         string // file_id or URL when nothing was uploaded
+}
+
+// InlineButton is a button of an inline keyboard.
+type InlineButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
+}
+
+// Buttons returns the rows of the inline keyboard sent with the message,
+// or nil if it had none.
+func (s SentMessage) Buttons() [][]InlineButton { return inlineButtons(s.ReplyMarkup) }
+
+func inlineButtons(markup string) [][]InlineButton {
+	var m struct {
+		InlineKeyboard [][]InlineButton `json:"inline_keyboard"`
+	}
+	if markup == "" || json.Unmarshal([]byte(markup), &m) != nil {
+		return nil
+	}
+	return m.InlineKeyboard
+}
+
+// Callback is a button press made with PushCallback (or found in an update
+// given to PushUpdate).
+type Callback struct {
+	ID        string // callback_query id
+	UpdateID  int
+	ChatID    int64
+	MessageID int
+	UserID    int64
+	Data      string
+	Answered  bool // answerCallbackQuery succeeded for it
+}
+
+// CallbackAnswer is a successful answerCallbackQuery call.
+type CallbackAnswer struct {
+	CallbackQueryID string
+	Text            string
+	ShowAlert       bool
 }
 
 // Reaction is a setMessageReaction call that succeeded.
@@ -121,7 +169,13 @@ type Fake struct {
 	disabled   map[string]bool
 	files      map[string]storedFile
 	offsets    []int
-	texts      map[msgKey]string // current text+parse mode of known messages
+	texts      map[msgKey]string         // current text+parse mode of known messages
+	markups    map[msgKey]string         // current reply_markup of the bot's messages
+	botMsgs    map[msgKey]map[string]any // the bot's messages as Telegram shows them; replaced, never mutated
+	chats      map[int64]map[string]any  // chat objects seen in pushed messages
+	callbacks  []Callback
+	answers    []CallbackAnswer
+	nextQuery  int64
 	webhookURL string
 	webhookKey string
 }
@@ -149,6 +203,10 @@ func New(t testing.TB, token string) *Fake {
 		disabled:    map[string]bool{},
 		files:       map[string]storedFile{},
 		texts:       map[msgKey]string{},
+		markups:     map[msgKey]string{},
+		botMsgs:     map[msgKey]map[string]any{},
+		chats:       map[int64]map[string]any{},
+		nextQuery:   4_382_000_000_000_000_000,
 	}
 	f.srv = httptest.NewServer(f)
 	f.URL = f.srv.URL
@@ -186,6 +244,9 @@ func (f *Fake) PushUpdate(u map[string]any) int {
 			f.rememberLocked(m)
 		}
 	}
+	if cb, ok := u["callback_query"].(map[string]any); ok {
+		f.rememberCallbackLocked(id, cb)
+	}
 	f.updates = append(f.updates, pending{id: id, u: u})
 	f.notifyLocked()
 	return id
@@ -198,6 +259,27 @@ func (f *Fake) rememberLocked(m map[string]any) {
 		text, _ := m["text"].(string)
 		f.texts[msgKey{cid, mid}] = text
 	}
+	if cid != 0 {
+		f.chats[cid] = maps.Clone(chat)
+	}
+}
+
+// rememberCallbackLocked makes a callback query answerable.
+func (f *Fake) rememberCallbackLocked(updateID int, cb map[string]any) {
+	id, _ := cb["id"].(string)
+	if id == "" {
+		return
+	}
+	c := Callback{ID: id, UpdateID: updateID}
+	c.Data, _ = cb["data"].(string)
+	if from, ok := cb["from"].(map[string]any); ok {
+		c.UserID = toInt64(from["id"])
+	}
+	if m, ok := cb["message"].(map[string]any); ok {
+		chat, _ := m["chat"].(map[string]any)
+		c.ChatID, c.MessageID = toInt64(chat["id"]), int(toInt64(m["message_id"]))
+	}
+	f.callbacks = append(f.callbacks, c)
 }
 
 func toInt64(v any) int64 {
@@ -338,11 +420,7 @@ func (f *Fake) NewMessage(chatID, userID int64, username, text string, opts ...M
 	f.clock++
 	id, date := f.nextMsg, f.clock
 	f.mu.Unlock()
-	from := map[string]any{"id": userID, "is_bot": false, "first_name": "User", "last_name": strconv.FormatInt(userID, 10)}
-	if username != "" {
-		from["username"] = username
-		from["first_name"] = strings.ToUpper(username[:1]) + username[1:]
-	}
+	from := userObject(userID, username)
 	chat := map[string]any{"id": chatID, "type": "private", "first_name": from["first_name"]}
 	if username != "" {
 		chat["username"] = username
@@ -373,6 +451,46 @@ func (f *Fake) NewMessage(chatID, userID int64, username, text string, opts ...M
 		}
 	}
 	return s.msg
+}
+
+// userObject is a user as Telegram describes the sender of a message.
+func userObject(userID int64, username string) map[string]any {
+	from := map[string]any{"id": userID, "is_bot": false, "first_name": "User", "last_name": strconv.FormatInt(userID, 10)}
+	if username != "" {
+		from["username"] = username
+		from["first_name"] = strings.ToUpper(username[:1]) + username[1:]
+	}
+	return from
+}
+
+// NewCallback builds a callback_query update (without update_id) for a
+// press of the button with data on message messageID in chatID, by user
+// userID, as Telegram delivers it: with a fresh query id and the message
+// the keyboard is on, as the bot sent it (current text and keyboard, forum
+// topic). A message the bot did not send, or that is gone, is given as an
+// InaccessibleMessage: chat, message_id and date 0. The fake does not check
+// that data belongs to one of the message's buttons.
+func (f *Fake) NewCallback(chatID, userID int64, username string, messageID int, data string) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextQuery++
+	msg, ok := f.botMsgs[msgKey{chatID, messageID}]
+	if !ok {
+		msg = map[string]any{"message_id": messageID, "chat": f.chatLocked(chatID), "date": 0}
+	}
+	return map[string]any{"callback_query": map[string]any{
+		"id":            strconv.FormatInt(f.nextQuery, 10),
+		"from":          userObject(userID, username),
+		"message":       msg,
+		"chat_instance": strconv.FormatInt(-chatID*7919, 10),
+		"data":          data,
+	}}
+}
+
+// PushCallback queues the press of a button (see NewCallback) and returns
+// its update_id; Callbacks tells its query id.
+func (f *Fake) PushCallback(chatID, userID int64, username string, messageID int, data string) (updateID int) {
+	return f.PushUpdate(f.NewCallback(chatID, userID, username, messageID, data))
 }
 
 var entityRe = regexp.MustCompile(`(^|[^\w@/])(@[A-Za-z0-9_]{5,32}|/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{5,32})?)`)
@@ -474,6 +592,28 @@ func (f *Fake) Reactions() []Reaction {
 	return slices.Clone(f.reactions)
 }
 
+// Callbacks returns the button presses pushed so far, in order.
+func (f *Fake) Callbacks() []Callback {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.callbacks)
+}
+
+// CallbackAnswers returns the successful answerCallbackQuery calls.
+func (f *Fake) CallbackAnswers() []CallbackAnswer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.answers)
+}
+
+// CurrentButtons returns the inline keyboard a message of the bot shows
+// now (after edits), or nil.
+func (f *Fake) CurrentButtons(chatID int64, messageID int) [][]InlineButton {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return inlineButtons(f.markups[msgKey{chatID, messageID}])
+}
+
 // Commands returns the commands last set with setMyCommands.
 func (f *Fake) Commands() []BotCommand {
 	f.mu.Lock()
@@ -544,6 +684,13 @@ func (f *Fake) WaitSent(ctx context.Context, n int) ([]SentMessage, error) {
 func (f *Fake) WaitCalls(ctx context.Context, method string, n int) error {
 	m := strings.ToLower(method)
 	return f.wait(ctx, fmt.Sprintf("%d %s calls", n, method), func() bool { return f.calls[m] >= n })
+}
+
+// WaitAnswered waits until the callback query id was answered.
+func (f *Fake) WaitAnswered(ctx context.Context, id string) error {
+	return f.wait(ctx, "an answer to callback query "+id, func() bool {
+		return slices.ContainsFunc(f.callbacks, func(c Callback) bool { return c.ID == id && c.Answered })
+	})
 }
 
 // WaitOffset waits until a getUpdates call carried an offset ≥ offset, i.e.
@@ -767,10 +914,11 @@ func (f *Fake) handlers() map[string]handler {
 		"senddocument": func(r *http.Request, p url.Values) (any, *apiError) {
 			return f.sendMedia("sendDocument", "document", p)
 		},
-		"setmessagereaction": f.setMessageReaction,
-		"deletewebhook":      f.deleteWebhook,
-		"setwebhook":         f.setWebhook,
-		"getwebhookinfo":     f.getWebhookInfo,
+		"setmessagereaction":  f.setMessageReaction,
+		"answercallbackquery": f.answerCallbackQuery,
+		"deletewebhook":       f.deleteWebhook,
+		"setwebhook":          f.setWebhook,
+		"getwebhookinfo":      f.getWebhookInfo,
 	}
 }
 
@@ -912,6 +1060,15 @@ func chatType(id int64) string {
 	return "private"
 }
 
+// chatLocked is the chat object of id: as seen in pushed messages, else
+// a minimal one.
+func (f *Fake) chatLocked(id int64) map[string]any {
+	if c, ok := f.chats[id]; ok {
+		return c
+	}
+	return map[string]any{"id": id, "type": chatType(id)}
+}
+
 // record stores a sent message and returns the Message Telegram answers.
 func (f *Fake) record(s SentMessage, textKey, visible string) map[string]any {
 	f.mu.Lock()
@@ -920,12 +1077,15 @@ func (f *Fake) record(s SentMessage, textKey, visible string) map[string]any {
 	f.clock++
 	s.MessageID = f.nextMsg
 	f.sent = append(f.sent, s)
-	f.texts[msgKey{s.ChatID, s.MessageID}] = s.ParseMode + "\x00" + s.Text
+	key := msgKey{s.ChatID, s.MessageID}
+	f.texts[key] = s.ParseMode + "\x00" + s.Text
+	f.markups[key] = s.ReplyMarkup
 	f.notifyLocked()
+	chat := f.chatLocked(s.ChatID)
 	m := map[string]any{
 		"message_id": s.MessageID,
 		"from":       f.botUser(),
-		"chat":       map[string]any{"id": s.ChatID, "type": chatType(s.ChatID)},
+		"chat":       chat,
 		"date":       f.clock,
 	}
 	if visible != "" {
@@ -934,8 +1094,66 @@ func (f *Fake) record(s SentMessage, textKey, visible string) map[string]any {
 	if s.MessageThreadID != 0 {
 		m["message_thread_id"] = s.MessageThreadID
 		m["is_topic_message"] = true
+		// As for NewMessage: a topic message that replies to nothing points
+		// at the topic's creation message.
+		m["reply_to_message"] = map[string]any{
+			"message_id": s.MessageThreadID, "chat": chat, "date": firstDate,
+			"message_thread_id": s.MessageThreadID, "is_topic_message": true,
+			"forum_topic_created": map[string]any{"name": "Topic", "icon_color": 7322096},
+		}
 	}
+	if s.ReplyMarkup != "" {
+		m["reply_markup"] = json.RawMessage(s.ReplyMarkup)
+	}
+	f.botMsgs[key] = m
 	return m
+}
+
+// inlineActions are the fields of an inline keyboard button that give it
+// something to do; a button needs exactly one.
+var inlineActions = []string{"callback_data", "url", "login_url", "switch_inline_query",
+	"switch_inline_query_current_chat", "switch_inline_query_chosen_chat", "callback_game", "pay", "web_app", "copy_text"}
+
+// checkMarkup validates a reply_markup as Telegram does for inline
+// keyboards; other keyboards are accepted as they are.
+func checkMarkup(markup string) *apiError {
+	if markup == "" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(markup), &m); err != nil {
+		return badRequest("can't parse reply keyboard markup JSON object")
+	}
+	raw, ok := m["inline_keyboard"]
+	if !ok {
+		return nil
+	}
+	var rows [][]map[string]any
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return badRequest("can't parse inline keyboard button: field \"inline_keyboard\" must be an Array of Arrays")
+	}
+	for _, row := range rows {
+		for _, b := range row {
+			if text, _ := b["text"].(string); strings.TrimSpace(text) == "" {
+				return badRequest("BUTTON_TEXT_INVALID")
+			}
+			n := 0
+			for _, k := range inlineActions {
+				if _, ok := b[k]; ok {
+					n++
+				}
+			}
+			if n != 1 {
+				return badRequest("can't parse inline keyboard button: text buttons are unallowed in the inline keyboard")
+			}
+			if d, ok := b["callback_data"]; ok {
+				if s, _ := d.(string); len(s) < 1 || len(s) > 64 {
+					return badRequest("BUTTON_DATA_INVALID")
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (f *Fake) sendMessage(_ *http.Request, p url.Values) (any, *apiError) {
@@ -950,6 +1168,9 @@ func (f *Fake) sendMessage(_ *http.Request, p url.Values) (any, *apiError) {
 	}
 	if strings.TrimSpace(visible) == "" {
 		return nil, badRequest("message text is empty")
+	}
+	if aerr := checkMarkup(p.Get("reply_markup")); aerr != nil {
+		return nil, aerr
 	}
 	replyTo, allow, aerr := f.replyTarget(p, chat)
 	if aerr != nil {
@@ -970,6 +1191,9 @@ func (f *Fake) sendMedia(method, field string, p url.Values) (any, *apiError) {
 	caption, mode := p.Get("caption"), p.Get("parse_mode")
 	visible, aerr := checkText(caption, mode, MaxCaptionUnits, "message caption is too long")
 	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := checkMarkup(p.Get("reply_markup")); aerr != nil {
 		return nil, aerr
 	}
 	s := SentMessage{Method: method, ChatID: chat, Text: caption, ParseMode: mode, ReplyMarkup: p.Get("reply_markup")}
@@ -1009,23 +1233,61 @@ func (f *Fake) editMessageText(_ *http.Request, p url.Values) (any, *apiError) {
 	if strings.TrimSpace(visible) == "" {
 		return nil, badRequest("message text is empty")
 	}
+	markup := p.Get("reply_markup")
+	if aerr := checkMarkup(markup); aerr != nil {
+		return nil, aerr
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cur, ok := f.texts[msgKey{chat, id}]
+	key := msgKey{chat, id}
+	cur, ok := f.texts[key]
 	if !ok {
 		return nil, badRequest("message to edit not found")
 	}
-	if cur == mode+"\x00"+text {
+	if cur == mode+"\x00"+text && f.markups[key] == markup {
 		return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
 	}
-	f.texts[msgKey{chat, id}] = mode + "\x00" + text
-	f.edits = append(f.edits, SentMessage{Method: "editMessageText", ChatID: chat, MessageID: id, Text: text, ParseMode: mode})
+	f.texts[key] = mode + "\x00" + text
+	f.markups[key] = markup // without reply_markup, the keyboard goes
+	f.edits = append(f.edits, SentMessage{Method: "editMessageText", ChatID: chat, MessageID: id, Text: text, ParseMode: mode, ReplyMarkup: markup})
 	f.clock++
 	f.notifyLocked()
-	return map[string]any{
-		"message_id": id, "from": f.botUser(), "chat": map[string]any{"id": chat, "type": chatType(chat)},
+	m := map[string]any{
+		"message_id": id, "from": f.botUser(), "chat": f.chatLocked(chat),
 		"date": f.clock, "edit_date": f.clock, "text": visible,
-	}, nil
+	}
+	if old, ok := f.botMsgs[key]; ok {
+		m["date"] = old["date"]
+		for _, k := range []string{"message_thread_id", "is_topic_message", "reply_to_message"} {
+			if v, ok := old[k]; ok {
+				m[k] = v
+			}
+		}
+	}
+	if markup != "" {
+		m["reply_markup"] = json.RawMessage(markup)
+	}
+	f.botMsgs[key] = m
+	return m, nil
+}
+
+// answerCallbackQuery accepts each pushed callback query id once, as
+// Telegram does (a second answer, or an unknown id, is "too old").
+func (f *Fake) answerCallbackQuery(_ *http.Request, p url.Values) (any, *apiError) {
+	id := p.Get("callback_query_id")
+	if text := p.Get("text"); utf8.RuneCountInString(text) > 200 {
+		return nil, badRequest("MESSAGE_TOO_LONG")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.IndexFunc(f.callbacks, func(c Callback) bool { return c.ID == id })
+	if i < 0 || f.callbacks[i].Answered {
+		return nil, badRequest("query is too old and response timeout expired or query ID is invalid")
+	}
+	f.callbacks[i].Answered = true
+	f.answers = append(f.answers, CallbackAnswer{CallbackQueryID: id, Text: p.Get("text"), ShowAlert: p.Get("show_alert") == "true"})
+	f.notifyLocked()
+	return true, nil
 }
 
 var chatActions = map[string]bool{

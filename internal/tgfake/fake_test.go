@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -301,3 +302,107 @@ func TestEditReactionsFiles(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestInlineKeyboardAndCallbacks(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	f.PushText(-100, 42, "ada", "hello", InGroup("Engines")) // makes the group's chat object known
+
+	// The keyboard is checked like Telegram checks it.
+	bad := []struct{ name, markup, wantErr string }{
+		{"callback_data over 64 bytes", `{"inline_keyboard":[[{"text":"Go","callback_data":"` + strings.Repeat("x", 65) + `"}]]}`, "BUTTON_DATA_INVALID"},
+		{"empty callback_data", `{"inline_keyboard":[[{"text":"Go","callback_data":""}]]}`, "BUTTON_DATA_INVALID"},
+		{"no text", `{"inline_keyboard":[[{"text":" ","callback_data":"go"}]]}`, "BUTTON_TEXT_INVALID"},
+		{"text button", `{"inline_keyboard":[[{"text":"Go"}]]}`, "text buttons are unallowed"},
+		{"not JSON", `{"inline_keyboard":`, "can't parse reply keyboard markup"},
+	}
+	for _, tt := range bad {
+		_, err := b.MakeRequest("sendMessage", tgbotapi.Params{"chat_id": "-100", "text": "q", "reply_markup": tt.markup})
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || apiErr(t, err).Code != 400 {
+			t.Errorf("%s: error %v, want 400 %q", tt.name, err, tt.wantErr)
+		}
+	}
+	if n := len(f.Sent()); n != 0 {
+		t.Fatalf("recorded %d refused messages", n)
+	}
+
+	msg := tgbotapi.NewMessage(-100, "<b>Delete</b> the build?")
+	msg.ParseMode = "HTML"
+	msg.ReplyMarkup = tgbotapi.NewInlineKeyboardMarkup(tgbotapi.NewInlineKeyboardRow(
+		tgbotapi.NewInlineKeyboardButtonData("Approve", "approve:1"),
+		tgbotapi.NewInlineKeyboardButtonData("Deny", "deny:1"),
+	))
+	sent, err := b.Send(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]InlineButton{{{Text: "Approve", CallbackData: "approve:1"}, {Text: "Deny", CallbackData: "deny:1"}}}
+	if got := f.Sent()[0].Buttons(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Buttons() = %+v, want %+v", got, want)
+	}
+	if got := f.CurrentButtons(-100, sent.MessageID); !reflect.DeepEqual(got, want) {
+		t.Errorf("CurrentButtons = %+v, want %+v", got, want)
+	}
+
+	// A press arrives as a callback_query carrying the bot's message.
+	upd := f.PushCallback(-100, 7, "charles", sent.MessageID, "deny:1")
+	got, err := b.GetUpdates(tgbotapi.UpdateConfig{Offset: upd})
+	if err != nil || len(got) != 1 || got[0].CallbackQuery == nil {
+		t.Fatalf("updates = %+v, %v; want one callback query", got, err)
+	}
+	cq := got[0].CallbackQuery
+	if cq.ID == "" || cq.From.ID != 7 || cq.From.UserName != "charles" || cq.Data != "deny:1" || cq.ChatInstance == "" {
+		t.Errorf("callback query = %+v", cq)
+	}
+	m := cq.Message
+	if m == nil || m.MessageID != sent.MessageID || m.Text != "Delete the build?" || m.From.ID != f.BotID ||
+		m.Chat.Title != "Engines" || m.Date == 0 || m.ReplyMarkup == nil || *m.ReplyMarkup.InlineKeyboard[0][1].CallbackData != "deny:1" {
+		t.Errorf("callback message = %+v", m)
+	}
+	cbs := f.Callbacks()
+	if len(cbs) != 1 || cbs[0] != (Callback{ID: cq.ID, UpdateID: upd, ChatID: -100, MessageID: sent.MessageID, UserID: 7, Data: "deny:1"}) {
+		t.Errorf("Callbacks() = %+v", cbs)
+	}
+
+	// Each query is answered once.
+	if _, err := b.Request(tgbotapi.NewCallback(cq.ID, "")); err != nil {
+		t.Fatalf("answer: %v", err)
+	}
+	if err := f.WaitAnswered(t.Context(), cq.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Request(tgbotapi.NewCallback(cq.ID, ""))
+	if err == nil || !strings.Contains(err.Error(), "query is too old") {
+		t.Errorf("second answer: %v, want 'query is too old'", err)
+	}
+	_, err = b.Request(tgbotapi.NewCallback("no-such-query", ""))
+	if err == nil || !strings.Contains(err.Error(), "query ID is invalid") {
+		t.Errorf("unknown query: %v", err)
+	}
+	if a := f.CallbackAnswers(); len(a) != 1 || a[0].CallbackQueryID != cq.ID {
+		t.Errorf("answers = %+v, want one for %s", a, cq.ID)
+	}
+
+	// Editing the text without reply_markup removes the keyboard.
+	if _, err := b.Send(tgbotapi.NewEditMessageText(-100, sent.MessageID, "Denied.")); err != nil {
+		t.Fatal(err)
+	}
+	if kb := f.CurrentButtons(-100, sent.MessageID); kb != nil {
+		t.Errorf("keyboard after a plain edit = %+v, want none", kb)
+	}
+	upd = f.PushCallback(-100, 7, "charles", sent.MessageID, "deny:1")
+	got, err = b.GetUpdates(tgbotapi.UpdateConfig{Offset: upd})
+	if err != nil || len(got) != 1 || got[0].CallbackQuery.Message.Text != "Denied." || got[0].CallbackQuery.Message.ReplyMarkup != nil {
+		t.Errorf("press after the edit: %+v, %v; want the edited message without keyboard", got, err)
+	}
+
+	// A message the fake does not know comes as an InaccessibleMessage.
+	upd = f.PushCallback(42, 42, "ada", 9999, "approve:9")
+	got, err = b.GetUpdates(tgbotapi.UpdateConfig{Offset: upd})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("updates = %+v, %v", got, err)
+	}
+	if m := got[0].CallbackQuery.Message; m.MessageID != 9999 || m.Date != 0 || m.Chat.ID != 42 || m.From != nil || m.Text != "" {
+		t.Errorf("inaccessible message = %+v", m)
+	}
+}

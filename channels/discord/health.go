@@ -1,0 +1,13 @@
+package discord
+
+// Connected reports whether the gateway connection is up: Run is running
+// and discordgo sent its last heartbeat. Readiness checks and the
+// dashboard use it; while discordgo reconnects it is false.
+func (a *Adapter) Connected() bool {
+	if !a.running.Load() {
+		return false
+	}
+	a.s.RLock()
+	defer a.s.RUnlock()
+	return a.s.DataReady
+}

@@ -1,0 +1,430 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchboard/llm"
+	"switchboard/mcpclient"
+	"switchboard/store"
+)
+
+//go:embed assets
+var assets embed.FS
+
+const (
+	recentTurnsShown = 25
+	chatsShown       = 200
+	// csp allows only the server's own scripts and styles: nothing is
+	// loaded from elsewhere, and injected markup cannot run.
+	csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+type pages struct {
+	t *template.Template
+}
+
+func newPages() (*pages, error) {
+	t, err := template.New("").Funcs(template.FuncMap{
+		"ago":      agoText,
+		"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"dur":      durText,
+		"num":      numText,
+		"clip":     func(n int, s string) string { return clipRunes(s, n) },
+		"join":     strings.Join,
+		"add":      func(a, b int) int { return a + b },
+		"statusOf": statusClass,
+	}).ParseFS(assets, "assets/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: dashboard templates: %w", err)
+	}
+	return &pages{t: t}, nil
+}
+
+func (s *Server) dashboardRoutes(mux *http.ServeMux) {
+	static, _ := fs.Sub(assets, "assets/static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheStatic(http.FileServerFS(static))))
+	mux.HandleFunc("POST /login", s.login)
+	page := func(h func(w http.ResponseWriter, r *http.Request) (string, any, error)) http.Handler {
+		return s.dashboard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			name, data, err := h(w, r)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				http.Error(w, "not found", http.StatusNotFound)
+				return
+			case err != nil:
+				s.log.Error("dashboard page", "path", r.URL.Path, "err", err)
+				http.Error(w, "the page could not be built; see the server log", http.StatusInternalServerError)
+				return
+			}
+			s.render(w, http.StatusOK, name, data)
+		}))
+	}
+	mux.Handle("GET /{$}", page(s.overviewPage))
+	mux.Handle("GET /fragments/overview", page(s.overviewFragment))
+	mux.Handle("GET /turns/{id}", page(s.turnPage))
+	mux.Handle("GET /chats", page(s.chatsPage))
+	mux.Handle("GET /chats/{id}", page(s.chatPage))
+	mux.Handle("GET /sessions/{id}", page(s.sessionPage))
+}
+
+func cacheStatic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) render(w http.ResponseWriter, code int, name string, data any) {
+	var buf bytes.Buffer
+	if err := s.pages.t.ExecuteTemplate(&buf, name, data); err != nil {
+		s.log.Error("render dashboard", "template", name, "err", err)
+		http.Error(w, "the page could not be rendered; see the server log", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Frame-Options", "DENY")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	next := r.URL.RequestURI()
+	if r.Method != http.MethodGet {
+		next = "/"
+	}
+	s.render(w, code, "login.html", map[string]any{"Title": "Sign in", "Error": msg, "Next": next, "Head": s.head()})
+}
+
+// head is what every page shows at the top.
+type head struct {
+	Agent, Model, Version, Uptime string
+	AuthOn                        bool
+}
+
+func (s *Server) head() head {
+	return head{Agent: s.opts.AgentName, Model: s.opts.ModelName, Version: s.opts.Version,
+		Uptime: durText(s.opts.Now().Sub(s.started)), AuthOn: s.opts.Token != ""}
+}
+
+// turnRow is a turn with its tool calls, for tables.
+type turnRow struct {
+	store.Turn
+	Chat  string
+	Tools []toolUse
+	Live  *TurnActivity
+}
+
+type toolUse struct {
+	Name    string
+	Args    string
+	Result  string
+	IsError bool
+	Step    int
+}
+
+// overview is the main page's data.
+type overview struct {
+	Title    string
+	Head     head
+	Ready    Readiness
+	Channels []ChannelStatus
+	Live     []TurnActivity
+	Recent   []turnRow
+	Chart    chart
+	Range    string
+	Skills   *Skills
+	MCP      []mcpclient.ServerStatus
+	Jobs     []Job
+	JobsOff  bool
+	JobsErr  string
+	Users    []User
+	UsersOff bool
+	UsersErr string
+	Queue    struct{ Depth, Busy int }
+	Model    struct {
+		LastOK, LastFailure time.Time
+		LastError           string
+	}
+}
+
+func (s *Server) overviewData(r *http.Request) (*overview, error) {
+	ctx := r.Context()
+	ov := &overview{Title: "Overview", Head: s.head(), Range: r.URL.Query().Get("range")}
+	ov.Ready = s.Ready(ctx)
+	if s.opts.Channels != nil {
+		ov.Channels = s.opts.Channels()
+		sort.Slice(ov.Channels, func(i, j int) bool { return ov.Channels[i].Name < ov.Channels[j].Name })
+	}
+	if s.opts.Activity != nil {
+		for _, t := range s.opts.Activity.Snapshot() {
+			if t.Running {
+				ov.Live = append(ov.Live, t)
+			}
+		}
+	}
+	recent, err := s.turnRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ov.Recent = recent
+	if ov.Range != "14d" {
+		ov.Range = "24h"
+	}
+	if ov.Chart, err = s.usageChart(ctx, ov.Range); err != nil {
+		return nil, err
+	}
+	if s.opts.Skills != nil {
+		sk := s.opts.Skills()
+		ov.Skills = &sk
+	}
+	if s.opts.MCP != nil {
+		ov.MCP = s.opts.MCP()
+	}
+	if s.opts.Jobs == nil {
+		ov.JobsOff = true
+	} else if ov.Jobs, err = s.opts.Jobs(ctx); err != nil {
+		ov.JobsErr = err.Error()
+	}
+	if s.opts.Users == nil {
+		ov.UsersOff = true
+	} else if ov.Users, err = s.opts.Users(ctx); err != nil {
+		ov.UsersErr = err.Error()
+	}
+	if s.opts.Queue != nil {
+		ov.Queue.Depth, ov.Queue.Busy = s.opts.Queue()
+	}
+	if s.opts.Model != nil {
+		h := s.opts.Model.Health()
+		ov.Model.LastOK, ov.Model.LastFailure, ov.Model.LastError = h.LastOK, h.LastFailure, h.LastError
+	}
+	return ov, nil
+}
+
+func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
+	ov, err := s.overviewData(r)
+	return "overview.html", ov, err
+}
+
+func (s *Server) overviewFragment(_ http.ResponseWriter, r *http.Request) (string, any, error) {
+	ov, err := s.overviewData(r)
+	return "overview-live", ov, err
+}
+
+// turnRows returns the recent turns with their tool calls and chat names.
+func (s *Server) turnRows(ctx context.Context) ([]turnRow, error) {
+	turns, err := s.opts.Store.RecentTurns(ctx, recentTurnsShown)
+	if err != nil {
+		return nil, err
+	}
+	chats := map[int64]string{}
+	rows := make([]turnRow, 0, len(turns))
+	for _, t := range turns {
+		row := turnRow{Turn: t}
+		name, ok := chats[t.ChatID]
+		if !ok {
+			if c, err := s.opts.Store.ChatByID(ctx, t.ChatID); err == nil {
+				name = chatName(c)
+			}
+			chats[t.ChatID] = name
+		}
+		row.Chat = name
+		msgs, err := s.opts.Store.TurnMessages(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		row.Tools = toolUses(msgs)
+		if s.opts.Activity != nil {
+			if live, ok := s.opts.Activity.Turn(t.ID); ok {
+				row.Live = &live
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func chatName(c store.Chat) string {
+	if c.Title != "" {
+		return c.Channel + ": " + c.Title
+	}
+	return c.Channel + ": " + c.Key
+}
+
+// toolUses pairs the tool calls of a turn's assistant messages with their
+// results.
+func toolUses(msgs []store.Message) []toolUse {
+	var out []toolUse
+	index := map[string]int{}
+	step := 0
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleAssistant:
+			step++
+			for _, c := range m.ToolCalls {
+				index[c.ID] = len(out)
+				out = append(out, toolUse{Name: c.Name, Args: c.Arguments, Step: step})
+			}
+		case llm.RoleTool:
+			if i, ok := index[m.ToolCallID]; ok {
+				out[i].Result = m.Content
+				out[i].IsError = looksLikeToolError(m.Content)
+			}
+		}
+	}
+	return out
+}
+
+// looksLikeToolError recognises the loop's error results ("error: ...").
+func looksLikeToolError(result string) bool {
+	r := strings.ToLower(strings.TrimSpace(result))
+	return strings.HasPrefix(r, "error") || strings.HasPrefix(r, "tool error")
+}
+
+// step is one step of a turn for the turn page.
+type stepView struct {
+	N        int
+	Text     string
+	Tools    []toolUse
+	Hidden   bool
+	Messages []store.Message
+}
+
+func (s *Server) turnPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return "", nil, store.ErrNotFound
+	}
+	ctx := r.Context()
+	t, err := s.opts.Store.Turn(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	msgs, err := s.opts.Store.TurnMessages(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	data := map[string]any{"Title": fmt.Sprintf("Turn %d", id), "Head": s.head(), "Turn": t, "Messages": msgs,
+		"Tools": toolUses(msgs)}
+	if c, err := s.opts.Store.ChatByID(ctx, t.ChatID); err == nil {
+		data["Chat"] = c
+	}
+	if s.opts.Activity != nil {
+		if live, ok := s.opts.Activity.Turn(id); ok {
+			data["Live"] = live
+		}
+	}
+	return "turn.html", data, nil
+}
+
+func (s *Server) chatsPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
+	chats, err := s.opts.Store.Chats(r.Context(), chatsShown)
+	return "chats.html", map[string]any{"Title": "Chats", "Head": s.head(), "Chats": chats}, err
+}
+
+func (s *Server) chatPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return "", nil, store.ErrNotFound
+	}
+	c, err := s.opts.Store.ChatByID(r.Context(), id)
+	if err != nil {
+		return "", nil, err
+	}
+	sessions, err := s.opts.Store.Sessions(r.Context(), id)
+	if err != nil {
+		return "", nil, err
+	}
+	return "chat.html", map[string]any{"Title": chatName(c), "Head": s.head(), "Chat": c, "Sessions": sessions}, nil
+}
+
+func (s *Server) sessionPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return "", nil, store.ErrNotFound
+	}
+	ctx := r.Context()
+	sess, err := s.opts.Store.Session(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := s.opts.Store.ChatByID(ctx, sess.ChatID)
+	if err != nil {
+		return "", nil, err
+	}
+	msgs, err := s.opts.Store.Messages(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	return "session.html", map[string]any{"Title": fmt.Sprintf("Session %d", id), "Head": s.head(),
+		"Chat": c, "Session": sess, "Messages": msgs}, nil
+}
+
+func agoText(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := time.Since(t)
+	if d < 0 {
+		return "in " + durText(-d)
+	}
+	return durText(d) + " ago"
+}
+
+func durText(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func numText(n int) string {
+	switch {
+	case n >= 10_000_000:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n >= 10_000:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// statusClass maps a status or state to a CSS class.
+func statusClass(s string) string {
+	switch s {
+	case "completed", StateConnected, "ok", "end_turn":
+		return "ok"
+	case "running", StateStarting:
+		return "busy"
+	case "cancelled", StateStopped:
+		return "muted"
+	}
+	return "bad"
+}

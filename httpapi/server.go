@@ -1,0 +1,276 @@
+// Package httpapi is Switchboard's HTTP server: health and readiness
+// checks, Prometheus metrics, an OpenAI-compatible chat API (a channel of
+// its own, through the router like Telegram and Discord), and a read-only
+// web dashboard whose assets are embedded in the binary.
+//
+// Routes:
+//
+//	GET  /healthz               the process is up (never needs the token)
+//	GET  /readyz                store writable, channels connected, model reachable recently
+//	GET  /metrics               Prometheus text format
+//	POST /v1/chat/completions   OpenAI-compatible, streaming or not
+//	GET  /v1/models             lists the agent as a model
+//	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id})
+//
+// When a token is configured every route but /healthz requires it, as
+// "Authorization: Bearer TOKEN" (the dashboard also accepts a cookie set by
+// its login form). Without a token the server refuses to listen anywhere
+// but on a loopback address.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"switchboard/mcpclient"
+	"switchboard/metrics"
+	"switchboard/store"
+)
+
+// Defaults.
+const (
+	// DefaultModelWindow is how recent a successful model call must be for
+	// the model to count as reachable without probing it again.
+	DefaultModelWindow = 10 * time.Minute
+	// probeEvery limits probes of the model server made by /readyz.
+	probeEvery = 30 * time.Second
+	// probeTimeout bounds one probe, so a hung model server cannot hang
+	// the readiness check.
+	probeTimeout = 5 * time.Second
+	// pingTimeout bounds the store check.
+	pingTimeout = 2 * time.Second
+	// readHeaderTimeout closes connections that never finish their headers.
+	readHeaderTimeout = 10 * time.Second
+	// idleTimeout closes idle keep-alive connections.
+	idleTimeout = 2 * time.Minute
+)
+
+// Store is what the server reads from the store.
+type Store interface {
+	Ping(ctx context.Context) error
+	RecentTurns(ctx context.Context, limit int) ([]store.Turn, error)
+	Turn(ctx context.Context, id int64) (store.Turn, error)
+	TurnMessages(ctx context.Context, turnID int64) ([]store.Message, error)
+	Chats(ctx context.Context, limit int) ([]store.ChatSummary, error)
+	ChatByID(ctx context.Context, id int64) (store.Chat, error)
+	Sessions(ctx context.Context, chatID int64) ([]store.Session, error)
+	Session(ctx context.Context, id int64) (store.Session, error)
+	Messages(ctx context.Context, sessionID int64) ([]store.Message, error)
+	UsageSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]store.UsagePoint, error)
+}
+
+// ModelWatch tells how the model server has been answering
+// (*metrics.Model implements it).
+type ModelWatch interface {
+	Health() metrics.ModelHealth
+	Succeeded()
+	Failed(err error)
+}
+
+// Channel states reported by ChannelStatus.State.
+const (
+	StateConnected = "connected"
+	StateStarting  = "starting"
+	StateRetrying  = "retrying"
+	StateStopped   = "stopped"
+)
+
+// ChannelStatus is one enabled channel as the supervisor sees it.
+type ChannelStatus struct {
+	Name      string
+	State     string    // StateConnected, StateStarting, StateRetrying or StateStopped
+	Since     time.Time // when it entered State
+	LastError string    // why it last failed, if it did
+	Restarts  int       // failed starts and drops so far
+	NextRetry time.Time // in StateRetrying: when it tries again
+}
+
+// Skill is a loaded skill, for the dashboard.
+type Skill struct {
+	Name, Description, File string
+	Builtin                 bool
+}
+
+// Skills is the skill registry as of now.
+type Skills struct {
+	Loaded   []Skill
+	Problems []string // load errors, each naming file and line
+}
+
+// Job is a scheduled job with its last run, for the dashboard.
+type Job struct {
+	Name, Schedule, Chat string
+	Next                 time.Time
+	LastRun              time.Time
+	LastOutcome          string
+	LastError            string
+}
+
+// User is a person the bot knows, with what it learned about them.
+type User struct {
+	Channel, ID, Name string
+	Profile           []string
+	Memories          []string
+}
+
+// Options configure a Server. Store is required; every other provider may
+// be nil, and the server then leaves that part out (or says it is not in
+// this build).
+type Options struct {
+	Listen    string // the address it will listen on, for the loopback rule
+	Token     string // secret; empty: no authentication (loopback only)
+	AgentName string
+	ModelName string
+	Version   string
+
+	Store    Store
+	Metrics  http.Handler // /metrics
+	API      *API         // /v1/...
+	Activity *Activity    // live turns for the dashboard
+
+	Channels func() []ChannelStatus
+	Model    ModelWatch
+	// Probe contacts the model server (GET /models); /readyz calls it when
+	// no model call succeeded within ModelWindow, at most every 30s.
+	Probe       func(ctx context.Context) error
+	ModelWindow time.Duration
+	Skills      func() Skills
+	MCP         func() []mcpclient.ServerStatus
+	Jobs        func(ctx context.Context) ([]Job, error)
+	Users       func(ctx context.Context) ([]User, error)
+	Queue       func() (depth, busy int)
+
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Server is the HTTP server. Create it with New.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	handler http.Handler
+	srv     *http.Server
+	started time.Time
+	pages   *pages
+
+	draining atomic.Bool
+	probe    probeState
+}
+
+// New checks opts and builds the routes.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("httpapi: a store is required")
+	}
+	if opts.Token == "" && opts.Listen != "" && !IsLoopback(opts.Listen) {
+		return nil, fmt.Errorf("httpapi: refusing to serve %s without a token: set http.token or listen on 127.0.0.1", opts.Listen)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ModelWindow <= 0 {
+		opts.ModelWindow = DefaultModelWindow
+	}
+	if opts.AgentName == "" {
+		opts.AgentName = "Switchboard"
+	}
+	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now()}
+	pg, err := newPages()
+	if err != nil {
+		return nil, err
+	}
+	s.pages = pg
+	s.handler = s.routes()
+	s.srv = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		// No write timeout: chat completions stream for as long as a turn
+		// runs (agent.turn_timeout bounds it).
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handler returns the server's routes, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve accepts connections on ln until Shutdown; it returns nil after a
+// Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("httpapi: serve: %w", err)
+}
+
+// Drain marks the server as shutting down: /readyz answers 503 from now on,
+// so a load balancer stops sending work while running turns finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Shutdown answers the chat requests still waiting (their turns were
+// checkpointed), then stops the server, waiting for open requests until
+// ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
+	if s.opts.API != nil {
+		s.opts.API.abandon()
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+		return fmt.Errorf("httpapi: shutdown: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /readyz", s.bearer(http.HandlerFunc(s.readyz)))
+	if s.opts.Metrics != nil {
+		mux.Handle("GET /metrics", s.bearer(s.opts.Metrics))
+	}
+	if s.opts.API != nil {
+		mux.Handle("POST /v1/chat/completions", s.bearer(http.HandlerFunc(s.opts.API.chatCompletions)))
+		mux.Handle("GET /v1/models", s.bearer(http.HandlerFunc(s.opts.API.models)))
+	}
+	s.dashboardRoutes(mux)
+	return securityHeaders(mux)
+}
+
+// securityHeaders sets headers every response should carry.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// IsLoopback reports whether a host:port (or a bare host) names a
+// loopback address: 127.0.0.0/8, ::1 or localhost.
+func IsLoopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}

@@ -1,0 +1,429 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+)
+
+// flakyStore fails Ping while broken is set.
+type flakyStore struct {
+	Store
+	broken atomic.Bool
+}
+
+func (f *flakyStore) Ping(ctx context.Context) error {
+	if f.broken.Load() {
+		return errors.New("store: ping: disk I/O error")
+	}
+	return f.Store.Ping(ctx)
+}
+
+func readiness(t *testing.T, s *stack) (int, Readiness) {
+	t.Helper()
+	code, body := s.do("GET", "/readyz", "", nil)
+	var rd Readiness
+	if err := json.Unmarshal([]byte(body), &rd); err != nil {
+		t.Fatalf("readyz body %q: %v", body, err)
+	}
+	return code, rd
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		chans = []ChannelStatus{{Name: "telegram", State: StateConnected}, {Name: "discord", State: StateConnected}}
+	)
+	var probeErr atomic.Value // error or nil
+	probes := atomic.Int32{}
+	var fs *flakyStore
+	s := newStack(t, func(o *Options) {
+		fs = &flakyStore{Store: o.Store}
+		o.Store = fs
+		o.Channels = func() []ChannelStatus {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]ChannelStatus(nil), chans...)
+		}
+		o.Probe = func(ctx context.Context) error {
+			probes.Add(1)
+			if e, _ := probeErr.Load().(error); e != nil {
+				return e
+			}
+			return nil
+		}
+	})
+
+	code, body := s.do("GET", "/healthz", "", nil)
+	if code != http.StatusOK || !strings.Contains(body, `"status": "ok"`) || !strings.Contains(body, `"version": "test"`) {
+		t.Fatalf("healthz: %d %s", code, body)
+	}
+
+	// No model call yet: the readiness check probes the model server once.
+	code, rd := readiness(t, s)
+	if code != http.StatusOK || !rd.Ready || !rd.Checks["store"].OK || !rd.Checks["channels"].OK || !rd.Checks["model"].OK {
+		t.Fatalf("readyz = %d %+v, want ready", code, rd)
+	}
+	if got := probes.Load(); got != 1 {
+		t.Fatalf("probes = %d, want 1", got)
+	}
+	// A second check within 30s reuses the probe.
+	if code, _ := readiness(t, s); code != http.StatusOK || probes.Load() != 1 {
+		t.Fatalf("second readyz: %d, probes %d", code, probes.Load())
+	}
+
+	// A channel waiting to retry makes the gateway unready, and says why.
+	mu.Lock()
+	chans[1] = ChannelStatus{Name: "discord", State: StateRetrying, LastError: "discord: connect to gateway: 4004 authentication failed"}
+	mu.Unlock()
+	code, rd = readiness(t, s)
+	if code != http.StatusServiceUnavailable || rd.Ready || rd.Checks["channels"].OK ||
+		!strings.Contains(rd.Channels["discord"].Detail, "4004") || !rd.Channels["telegram"].OK {
+		t.Fatalf("readyz with discord down = %d %+v", code, rd)
+	}
+	mu.Lock()
+	chans[1].State = StateConnected
+	mu.Unlock()
+
+	// A store that does not take writes.
+	fs.broken.Store(true)
+	code, rd = readiness(t, s)
+	if code != http.StatusServiceUnavailable || rd.Checks["store"].OK || !strings.Contains(rd.Checks["store"].Detail, "disk I/O") {
+		t.Fatalf("readyz with a broken store = %d %+v", code, rd)
+	}
+	fs.broken.Store(false)
+
+	// A failed model call after the probe: the next check probes again,
+	// and a failing probe makes the gateway unready.
+	s.fake.Push(testkit.Reply{Status: 503})
+	probeErr.Store(errors.New("llm: status 503: overloaded"))
+	if got, _ := s.chat("ada", "hello"); !strings.Contains(got, "language model") {
+		t.Fatalf("reply to a failed model call = %q", got)
+	}
+	code, rd = readiness(t, s)
+	if code != http.StatusServiceUnavailable || rd.Checks["model"].OK || !strings.Contains(rd.Checks["model"].Detail, "overloaded") {
+		t.Fatalf("readyz after a model failure = %d %+v", code, rd)
+	}
+	if probes.Load() != 2 {
+		t.Fatalf("probes = %d, want 2", probes.Load())
+	}
+	// A successful turn makes the model reachable again without a probe.
+	s.fake.Push(testkit.Reply{Text: "back"})
+	if got, _ := s.chat("ada", "again"); got != "back" {
+		t.Fatalf("reply = %q", got)
+	}
+	if code, rd = readiness(t, s); code != http.StatusOK || !strings.HasPrefix(rd.Checks["model"].Detail, "last answered") {
+		t.Fatalf("readyz after a good turn = %d %+v", code, rd)
+	}
+
+	// Shutting down: not ready, while health stays up.
+	s.srv.Drain()
+	if code, rd = readiness(t, s); code != http.StatusServiceUnavailable || rd.Checks["shutdown"].OK {
+		t.Fatalf("readyz while draining = %d %+v", code, rd)
+	}
+	if code, _ := s.do("GET", "/healthz", "", nil); code != http.StatusOK {
+		t.Fatalf("healthz while draining = %d", code)
+	}
+}
+
+func TestAuthRule(t *testing.T) {
+	s := newStack(t, func(o *Options) { o.Token = testToken })
+	s.token = "" // send no token unless a case does
+
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string, header map[string]string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", s.url+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + testToken}
+	wrong := map[string]string{"Authorization": "Bearer not-the-token"}
+	tests := []struct {
+		path   string
+		header map[string]string
+		want   int
+	}{
+		{"/healthz", nil, http.StatusOK},
+		{"/readyz", nil, http.StatusUnauthorized},
+		{"/readyz", wrong, http.StatusUnauthorized},
+		{"/readyz", bearer, http.StatusOK},
+		{"/metrics", nil, http.StatusUnauthorized},
+		{"/metrics", bearer, http.StatusOK},
+		{"/v1/models", nil, http.StatusUnauthorized},
+		{"/v1/models", map[string]string{"Authorization": "bearer " + testToken}, http.StatusOK},
+		{"/", nil, http.StatusUnauthorized}, // the login form
+		{"/", bearer, http.StatusOK},
+		{"/chats", nil, http.StatusUnauthorized},
+		{"/static/style.css", nil, http.StatusOK}, // assets hold no data
+	}
+	for _, tt := range tests {
+		if got := get(tt.path, tt.header); got != tt.want {
+			t.Errorf("GET %s with %v: %d, want %d", tt.path, tt.header, got, tt.want)
+		}
+	}
+	code, body := s.do("POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`, nil)
+	if code != http.StatusUnauthorized || !strings.Contains(body, "invalid_api_key") {
+		t.Errorf("chat without a token: %d %s", code, body)
+	}
+
+	// The login form sets a cookie that opens the dashboard, not the API.
+	form := url.Values{"token": {"wrong"}, "next": {"/chats"}}
+	resp, err := client.PostForm(s.url+"/login", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("wrong login: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	form.Set("token", testToken)
+	resp, err = client.PostForm(s.url+"/login", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/chats" || len(resp.Cookies()) != 1 {
+		t.Fatalf("login: %d, location %q, cookies %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	}
+	c := resp.Cookies()[0]
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || strings.Contains(c.Value, testToken) {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, without the token", c)
+	}
+	cookie := map[string]string{"Cookie": c.Name + "=" + c.Value}
+	if got := get("/chats", cookie); got != http.StatusOK {
+		t.Errorf("dashboard with the cookie: %d", got)
+	}
+	if got := get("/v1/models", cookie); got != http.StatusUnauthorized {
+		t.Errorf("API with only the cookie: %d, want 401", got)
+	}
+	// An open redirect through next is refused.
+	form.Set("next", "//evil.example/")
+	resp, err = client.PostForm(s.url+"/login", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); loc != "/" {
+		t.Errorf("login with next=//evil.example/ redirects to %q, want /", loc)
+	}
+}
+
+func TestLoopbackRule(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:8080", true}, {"127.3.4.5:1", true}, {"[::1]:8080", true}, {"localhost:80", true},
+		{"0.0.0.0:8080", false}, {":8080", false}, {"192.168.1.2:8080", false}, {"[::]:8080", false}, {"example.com:80", false},
+	} {
+		if got := IsLoopback(tt.addr); got != tt.want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", tt.addr, got, tt.want)
+		}
+	}
+	st := &flakyStore{}
+	if _, err := New(Options{Listen: "0.0.0.0:8080", Store: st}); err == nil || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("New off loopback without a token: %v", err)
+	}
+	if _, err := New(Options{Listen: "0.0.0.0:8080", Token: "t0ken-long-enough", Store: st}); err != nil {
+		t.Fatalf("New off loopback with a token: %v", err)
+	}
+}
+
+func TestMetricsAfterScriptedTurn(t *testing.T) {
+	s := newStack(t, nil)
+	s.scriptToolTurn("It is tea time.")
+	if got, _ := s.chat("ada", "What time is it?"); got != "It is tea time." {
+		t.Fatalf("reply = %q", got)
+	}
+	code, body := s.do("GET", "/metrics", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("metrics: %d", code)
+	}
+	for _, want := range []string{
+		`switchboard_turns_total{channel="http",stop_reason="end_turn"} 1`,
+		`switchboard_turn_steps_sum{channel="http"} 2`,
+		`switchboard_tool_calls_total{outcome="ok",tool="current_time"} 1`,
+		`switchboard_model_request_duration_seconds_count{model="fake-model",outcome="ok"} 2`,
+		`switchboard_model_tokens_total{kind="prompt",model="fake-model"} 270`,
+		`switchboard_model_tokens_total{kind="completion",model="fake-model"} 20`,
+		`switchboard_messages_sent_total{channel="http"} 1`,
+		"switchboard_queue_depth 0",
+		"switchboard_busy_chats",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", grepLines(body, "switchboard_"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestChatCompletions(t *testing.T) {
+	s := newStack(t, nil)
+
+	code, body := s.do("GET", "/v1/models", "", nil)
+	if code != http.StatusOK || !strings.Contains(body, `"id": "switchboard"`) {
+		t.Fatalf("models: %d %s", code, body)
+	}
+
+	// Not streaming: the reply is what the turn sent; usage is the turn's.
+	s.scriptToolTurn("It is tea time.")
+	got, resp := s.chat("ada", "What time is it?")
+	if got != "It is tea time." {
+		t.Fatalf("reply = %q", got)
+	}
+	if resp["object"] != "chat.completion" || !strings.HasPrefix(resp["id"].(string), "chatcmpl-") ||
+		resp["usage"].(map[string]any)["total_tokens"].(float64) != 290 {
+		t.Fatalf("response = %v", resp)
+	}
+
+	// The same user continues the session: the model sees the history.
+	s.fake.Push(testkit.Reply{Text: "You asked the time."})
+	if got, _ := s.chat("ada", "What did I ask?"); got != "You asked the time." {
+		t.Fatalf("reply = %q", got)
+	}
+	reqs := s.fake.Requests()
+	if !historyHas(reqs[len(reqs)-1].Messages, "What time is it?") {
+		t.Fatal("the second request of the same user lacks the first message")
+	}
+
+	// Another user, named by the header, is another session.
+	s.fake.Push(testkit.Reply{Text: "Hello Bob."})
+	body2, _ := json.Marshal(map[string]any{"messages": []map[string]any{{"role": "user", "content": "I'm Bob"}}})
+	code, out := s.do("POST", "/v1/chat/completions", string(body2), map[string]string{UserHeader: "bob"})
+	if code != http.StatusOK || !strings.Contains(out, "Hello Bob.") {
+		t.Fatalf("bob: %d %s", code, out)
+	}
+	reqs = s.fake.Requests()
+	if historyHas(reqs[len(reqs)-1].Messages, "What time is it?") {
+		t.Fatal("bob's session holds ada's messages")
+	}
+
+	// Streaming: a role chunk, the content, the finish, the usage, [DONE].
+	s.fake.Push(testkit.Reply{Text: "Streamed answer.", Usage: &llm.Usage{PromptTokens: 5, CompletionTokens: 2, TotalTokens: 7}})
+	events, done := s.streamChat("ada", "stream please")
+	if !done {
+		t.Fatal("no [DONE]")
+	}
+	var text strings.Builder
+	var finish string
+	var usage map[string]any
+	for _, ev := range events {
+		if ev["object"] != "chat.completion.chunk" {
+			t.Fatalf("event %v", ev)
+		}
+		if u, ok := ev["usage"].(map[string]any); ok {
+			usage = u
+		}
+		for _, c := range ev["choices"].([]any) {
+			ch := c.(map[string]any)
+			if d, ok := ch["delta"].(map[string]any); ok {
+				if s, ok := d["content"].(string); ok {
+					text.WriteString(s)
+				}
+			}
+			if f, ok := ch["finish_reason"].(string); ok {
+				finish = f
+			}
+		}
+	}
+	if text.String() != "Streamed answer." || finish != "stop" || usage == nil || usage["total_tokens"].(float64) != 7 {
+		t.Fatalf("stream: text %q, finish %q, usage %v", text.String(), finish, usage)
+	}
+
+	// A command is answered without a turn.
+	if got, _ := s.chat("ada", "/new"); !strings.Contains(got, "new conversation") {
+		t.Fatalf("/new = %q", got)
+	}
+	if got, _ := s.chat("ada", "/help"); !strings.Contains(got, "/status") {
+		t.Fatalf("/help = %q", got)
+	}
+
+	// Requests the API cannot take.
+	for _, tt := range []struct{ body, want string }{
+		{`{`, "invalid_json"},
+		{`{"messages":[{"role":"system","content":"x"}]}`, "invalid_messages"},
+		{`{"messages":[{"role":"user","content":"  "}]}`, "empty_message"},
+		{`{"messages":[{"role":"user","content":{"a":1}}]}`, "invalid_messages"},
+	} {
+		code, out := s.do("POST", "/v1/chat/completions", tt.body, nil)
+		if code != http.StatusBadRequest || !strings.Contains(out, tt.want) {
+			t.Errorf("body %s: %d %s, want 400 %s", tt.body, code, out, tt.want)
+		}
+	}
+}
+
+func historyHas(msgs []llm.Message, text string) bool {
+	for _, m := range msgs {
+		if m.Role == llm.RoleUser && m.Content == text {
+			return true
+		}
+	}
+	return false
+}
+
+// A request waiting at shutdown gets a clear 503 once its turn is
+// checkpointed, and the API takes no new requests.
+func TestChatAtShutdown(t *testing.T) {
+	s := newStack(t, nil)
+	release := make(chan struct{})
+	s.fake.Push(testkit.Reply{Text: "too late", Block: release})
+	defer close(release)
+	type result struct {
+		code int
+		body string
+	}
+	res := make(chan result, 1)
+	go func() {
+		code, body := s.do("POST", "/v1/chat/completions", `{"user":"ada","messages":[{"role":"user","content":"slow"}]}`, nil)
+		res <- result{code, body}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.fake.WaitCalls(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.stopAPI() // SIGTERM: the API takes no new requests
+	code, body := s.do("POST", "/v1/chat/completions", `{"user":"bob","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not_running") {
+		t.Fatalf("new request while shutting down: %d %s", code, body)
+	}
+	sctx, scancel := context.WithCancel(t.Context())
+	scancel() // no grace: the running turn is checkpointed at once
+	_ = s.router.Shutdown(sctx)
+	hctx, hcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer hcancel()
+	go func() { _ = s.srv.Shutdown(hctx) }()
+	r := <-res
+	if r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "shutting_down") {
+		t.Fatalf("waiting request at shutdown: %d %s", r.code, r.body)
+	}
+}

@@ -1,0 +1,231 @@
+package httpapi
+
+// A real gateway for the tests: SQLite in a temporary directory, the agent
+// loop, the router, the metrics and this package's server on 127.0.0.1,
+// with the scripted fake model server from internal/testkit.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+	"switchboard/metrics"
+	"switchboard/router"
+	"switchboard/store"
+)
+
+const testToken = "test-http-token-0123456789"
+
+type stack struct {
+	t        *testing.T
+	fake     *testkit.FakeLLM
+	store    *store.Store
+	router   *router.Router
+	api      *API
+	activity *Activity
+	metrics  *metrics.Metrics
+	model    *metrics.Model
+	srv      *Server
+	url      string
+	token    string
+	stopAPI  func() // ends the API channel's Run, as serve's context does at SIGTERM
+}
+
+// newStack starts the gateway; edit adjusts the server options (a token,
+// channel statuses) before the server is built.
+func newStack(t *testing.T, edit func(*Options)) *stack {
+	t.Helper()
+	s := &stack{t: t, fake: testkit.NewFakeLLM(t)}
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "switchboard.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.store = st
+	client, err := llm.New(llm.Config{BaseURL: s.fake.URL, APIKey: "sk-test", Model: "fake-model", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.metrics = metrics.New("test")
+	s.model = s.metrics.ObserveModel(client, "fake-model")
+	ag, err := agent.New(agent.Config{Model: s.model, Store: st,
+		Sources: []agent.Source{agent.Builtin(nil, time.UTC), agent.ChannelContext()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.activity = NewActivity()
+	s.api = NewAPI("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
+	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model",
+		OnEvent: func(in channels.Inbound, ev agent.Event) {
+			s.metrics.Observe(in, ev)
+			s.activity.Observe(in, ev)
+			s.api.Observe(in, ev)
+		},
+		OnSend: s.metrics.Sent,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.router = rt
+	s.metrics.Queue(rt.QueueDepth, rt.Busy)
+	rt.AddChannel(s.api, router.Access{AllowAll: true})
+	if err := rt.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() {
+		defer close(runDone)
+		_ = s.api.Run(runCtx, rt)
+	}()
+	<-s.api.started
+	s.stopAPI = func() {
+		stopRun()
+		<-runDone
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Listen: ln.Addr().String(), AgentName: "Switchboard", ModelName: "fake-model", Version: "test",
+		Store: st, Metrics: s.metrics.Handler(), API: s.api, Activity: s.activity, Model: s.model, Probe: client.Probe,
+		Queue: func() (int, int) { return rt.QueueDepth(), rt.Busy() }}
+	if edit != nil {
+		edit(&opts)
+	}
+	s.token = opts.Token
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.srv = srv
+	s.url = "http://" + ln.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+		s.stopAPI()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		st.Close()
+	})
+	return s
+}
+
+// do sends a request with the stack's token (if any) and returns status
+// and body.
+func (s *stack) do(method, path, body string, header map[string]string) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.t.Context(), method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// chat posts a non-streaming chat completion and returns the reply text.
+func (s *stack) chat(user, text string) (string, map[string]any) {
+	s.t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "switchboard", "user": user,
+		"messages": []map[string]any{{"role": "system", "content": "ignored"}, {"role": "user", "content": text}}})
+	code, out := s.do("POST", "/v1/chat/completions", string(body), nil)
+	if code != http.StatusOK {
+		s.t.Fatalf("chat %q: status %d: %s", text, code, out)
+	}
+	var resp map[string]any
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		s.t.Fatalf("chat %q: %v: %s", text, err, out)
+	}
+	choice := resp["choices"].([]any)[0].(map[string]any)
+	return choice["message"].(map[string]any)["content"].(string), resp
+}
+
+// streamChat posts a streaming chat completion and returns the decoded
+// data events (without [DONE]) and whether [DONE] came.
+func (s *stack) streamChat(user, text string) ([]map[string]any, bool) {
+	s.t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "switchboard", "user": user, "stream": true,
+		"stream_options": map[string]any{"include_usage": true},
+		"messages":       []map[string]any{{"role": "user", "content": text}}})
+	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		s.t.Fatalf("stream: status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	var events []map[string]any
+	done := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			break
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			s.t.Fatalf("stream event %q: %v", line, err)
+		}
+		events = append(events, ev)
+	}
+	return events, done
+}
+
+// scriptToolTurn queues a turn that calls current_time, then answers.
+func (s *stack) scriptToolTurn(answer string) {
+	s.fake.Push(
+		testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c1", "current_time", `{}`)},
+			Usage: &llm.Usage{PromptTokens: 120, CompletionTokens: 8, TotalTokens: 128}},
+		testkit.Reply{Text: answer, Usage: &llm.Usage{PromptTokens: 150, CompletionTokens: 12, TotalTokens: 162}},
+	)
+}

@@ -1,0 +1,80 @@
+package router
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+)
+
+// delegateModel: the parent delegates and answers at once; the background
+// task's model call waits for release (or its cancellation).
+func delegateModel(release <-chan struct{}) func(testkit.Recorded) testkit.Reply {
+	return func(r testkit.Recorded) testkit.Reply {
+		first := ""
+		for _, m := range r.Messages {
+			if m.Role == llm.RoleUser {
+				first = m.Content
+				break
+			}
+		}
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case strings.HasPrefix(first, "[background task]"):
+			return testkit.Reply{Text: "Found three sources.", Block: release}
+		case last.Role == llm.RoleTool:
+			return testkit.Reply{Text: "I've started that in the background."}
+		case last.Role == llm.RoleUser && strings.HasPrefix(last.Content, "research"):
+			return testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("d1", "delegate", `{"task":"research solar panels"}`)}}
+		}
+		return testkit.Reply{Text: "ok"}
+	}
+}
+
+// A delegated task taking long does not delay the parent's reply; its
+// result arrives once; /tasks lists it while it runs.
+func TestDelegateRunsInBackground(t *testing.T) {
+	a, fake := planRig(t)
+	release := make(chan struct{})
+	fake.SetDefault(&testkit.Reply{Func: delegateModel(release)})
+	a.say(msg("c1", "u", "research solar panels please"))
+	got := a.ch.texts()
+	if len(got) != 1 || got[0] != "I've started that in the background." {
+		t.Fatalf("parent reply = %q", got)
+	}
+	if err := fake.WaitCalls(t.Context(), 3); err != nil { // the task's call is in flight
+		t.Fatal(err)
+	}
+	a.say(msg("c1", "u", "/tasks"))
+	if got := a.ch.texts(); !strings.Contains(got[1], "#1 research solar panels") {
+		t.Fatalf("/tasks = %q", got[1])
+	}
+	close(release)
+	a.r.tasks.wg.Wait()
+	got = a.ch.texts()
+	if len(got) != 3 || got[2] != "Background task #1 (research solar panels):\nFound three sources." {
+		t.Fatalf("task result = %q", got)
+	}
+	if n := len(a.r.tasks.forChat("fake\x00c1")); n != 0 {
+		t.Fatalf("%d tasks still listed", n)
+	}
+}
+
+func TestDelegateStop(t *testing.T) {
+	a, fake := planRig(t)
+	release := make(chan struct{}) // never closed: the task waits until stopped
+	fake.SetDefault(&testkit.Reply{Func: delegateModel(release)})
+	a.say(msg("c1", "u", "research solar panels"))
+	if err := fake.WaitCalls(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	a.say(msg("c1", "u", "/stop"))
+	a.r.tasks.wg.Wait()
+	got := a.ch.texts()
+	// The task may report before or after the /stop reply.
+	if len(got) != 3 || !slices.Contains(got[1:], "Stopped.") || !slices.Contains(got[1:], "Background task #1 was stopped.") {
+		t.Fatalf("sent %q", got)
+	}
+}

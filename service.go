@@ -1,0 +1,167 @@
+package main
+
+// What `serve` adds to the wired gateway to run as a long-lived service:
+// the monitor that feeds metrics and the dashboard from turn events, the
+// HTTP server, and the SIGHUP reload.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/config"
+	"switchboard/httpapi"
+	"switchboard/internal/logging"
+	"switchboard/llm"
+	"switchboard/metrics"
+	"switchboard/router"
+)
+
+// monitor observes the gateway: every turn event and send goes to the
+// metrics, the dashboard's activity and the HTTP API channel.
+type monitor struct {
+	metrics  *metrics.Metrics
+	activity *httpapi.Activity
+	api      *httpapi.API
+	model    *metrics.Model
+	log      *slog.Logger
+}
+
+func newMonitor(cfg *config.Config, model *llm.Client, log *slog.Logger) *monitor {
+	m := &monitor{metrics: metrics.New(version), activity: httpapi.NewActivity(), log: log}
+	m.model = m.metrics.ObserveModel(model, cfg.LLM.Model)
+	m.api = httpapi.NewAPI(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
+	return m
+}
+
+// onEvent is the router's OnEvent hook.
+func (m *monitor) onEvent(in channels.Inbound, ev agent.Event) {
+	m.metrics.Observe(in, ev)
+	m.activity.Observe(in, ev)
+	m.api.Observe(in, ev)
+	if ev.Kind == agent.EventToolEnd && m.log.Enabled(context.Background(), slog.LevelDebug) {
+		m.log.Debug("tool call", "turn_id", ev.TurnID, "channel", in.Channel, "chat", in.ChatID,
+			"tool", ev.Tool, "error", ev.IsError, "duration", ev.Duration)
+	}
+}
+
+// onSend is the router's OnSend hook.
+func (m *monitor) onSend(channel string, err error) { m.metrics.Sent(channel, err) }
+
+// startHTTP listens on http.listen and serves health, metrics, the chat API
+// and the dashboard in the background. It returns nil, nil when the HTTP
+// server is disabled (an empty listen address).
+func (a *app) startHTTP(sup *supervisor) (*httpapi.Server, error) {
+	cfg := a.cfg
+	if cfg.HTTP.Listen == "" {
+		return nil, nil
+	}
+	srv, err := httpapi.New(httpapi.Options{
+		Listen: cfg.HTTP.Listen, Token: cfg.HTTP.Token,
+		AgentName: cfg.Agent.Name, ModelName: cfg.LLM.Model, Version: version,
+		Store: a.store, Metrics: a.mon.metrics.Handler(), API: a.mon.api, Activity: a.mon.activity,
+		Channels: sup.statuses, Model: a.mon.model, Probe: a.model.Probe,
+		Skills: a.skillsView, MCP: a.mcp.Status,
+		Queue:  func() (int, int) { return a.router.QueueDepth(), a.router.Busy() },
+		Logger: a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
+	}
+	a.log.Info("http listening", "addr", ln.Addr().String(), "auth", cfg.HTTP.Token != "")
+	go func() {
+		if err := srv.Serve(ln); err != nil {
+			a.log.Error("http server stopped", "err", err)
+		}
+	}()
+	return srv, nil
+}
+
+// skillsView is the skill registry for the dashboard.
+func (a *app) skillsView() httpapi.Skills {
+	reg := a.skills.Current()
+	var v httpapi.Skills
+	for _, s := range reg.Skills() {
+		v.Loaded = append(v.Loaded, httpapi.Skill{Name: s.Name, Description: s.Description, File: s.File, Builtin: s.Builtin})
+	}
+	for _, p := range reg.Problems() {
+		v.Problems = append(v.Problems, p.Error())
+	}
+	return v
+}
+
+// reload re-reads the configuration on SIGHUP and applies what can change
+// safely while serving: the log level, the channels' allowlists and the
+// skills. Everything else needs a restart, and the log says which keys.
+func (a *app) reload(path string, level *slog.LevelVar, sup *supervisor) {
+	cfg, err := loadConfig(path)
+	if err != nil {
+		a.log.Error("reload: the configuration has errors; keeping the running one", "err", err)
+		return
+	}
+	if lv, err := logging.ParseLevel(cfg.Log.Level); err == nil && lv != level.Level() {
+		level.Set(lv)
+		a.log.Info("reload: log level changed", "level", cfg.Log.Level)
+	}
+	for _, name := range []string{"telegram", "discord"} {
+		old, now := channelAccess(a.cfg, name), channelAccess(cfg, name)
+		if !reflect.DeepEqual(old, now) {
+			sup.setAccess(name, now)
+			a.log.Info("reload: access rules changed", "channel", name)
+		}
+	}
+	reg := a.skills.Current()
+	a.log.Info("reload: skills reloaded", "skills", len(reg.Skills()), "problems", len(reg.Problems()))
+	if keys := restartKeys(a.cfg, cfg); len(keys) > 0 {
+		a.log.Warn("reload: these settings changed but only take effect after a restart", "keys", keys)
+	}
+	applied := *a.cfg
+	applied.Log.Level = cfg.Log.Level
+	applied.Channels.Telegram.AllowUsers, applied.Channels.Telegram.Pairing = cfg.Channels.Telegram.AllowUsers, cfg.Channels.Telegram.Pairing
+	applied.Channels.Discord.AllowUsers = cfg.Channels.Discord.AllowUsers
+	applied.Channels.Discord.AllowGuilds, applied.Channels.Discord.AllowChannels = cfg.Channels.Discord.AllowGuilds, cfg.Channels.Discord.AllowChannels
+	a.cfg = &applied
+}
+
+// restartKeys names the top-level sections (and the channel sections)
+// whose settings differ in a way a reload does not apply.
+func restartKeys(old, now *config.Config) []string {
+	o, n := *old, *now
+	// What reload applies is not a difference.
+	n.Log.Level = o.Log.Level
+	n.Channels.Telegram.AllowUsers, n.Channels.Telegram.Pairing = o.Channels.Telegram.AllowUsers, o.Channels.Telegram.Pairing
+	n.Channels.Discord.AllowUsers, n.Channels.Discord.AllowGuilds, n.Channels.Discord.AllowChannels =
+		o.Channels.Discord.AllowUsers, o.Channels.Discord.AllowGuilds, o.Channels.Discord.AllowChannels
+	var keys []string
+	ov, nv := reflect.ValueOf(o), reflect.ValueOf(n)
+	t := ov.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		if !f.IsExported() || tag == "" || tag == "-" {
+			continue
+		}
+		if tag == "channels" {
+			ct := f.Type
+			for j := range ct.NumField() {
+				if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
+					keys = append(keys, "channels."+ct.Field(j).Tag.Get("yaml"))
+				}
+			}
+			continue
+		}
+		if !reflect.DeepEqual(ov.Field(i).Interface(), nv.Field(i).Interface()) {
+			keys = append(keys, tag)
+		}
+	}
+	return keys
+}
