@@ -10,6 +10,16 @@ import (
 	"switchboard/store"
 )
 
+// openStore opens the database for an admin command, reporting a failure.
+func openStore(ctx context.Context, cfg *config.Config, errw io.Writer) (*store.Store, bool) {
+	st, err := store.Open(ctx, cfg.Store.Path)
+	if err != nil {
+		fmt.Fprintf(errw, "switchboard: %v\n", err)
+		return nil, false
+	}
+	return st, true
+}
+
 // pairing lists, approves or revokes access requests made with pairing codes.
 func pairing(ctx context.Context, cfg *config.Config, args []string, out, errw io.Writer) int {
 	usage := "usage: switchboard pairing list | approve CODE | revoke CHANNEL USER_ID\n"
@@ -17,9 +27,8 @@ func pairing(ctx context.Context, cfg *config.Config, args []string, out, errw i
 		fmt.Fprint(errw, usage)
 		return exitConfig
 	}
-	st, err := store.Open(ctx, cfg.Store.Path)
-	if err != nil {
-		fmt.Fprintf(errw, "switchboard: %v\n", err)
+	st, ok := openStore(ctx, cfg, errw)
+	if !ok {
 		return exitFail
 	}
 	defer st.Close()

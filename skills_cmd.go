@@ -24,9 +24,8 @@ func skillsCommand(ctx context.Context, cfg *config.Config, args []string, out, 
 		fmt.Fprint(errw, usage)
 		return exitConfig
 	}
-	st, err := store.Open(ctx, cfg.Store.Path)
-	if err != nil {
-		fmt.Fprintf(errw, "switchboard: %v\n", err)
+	st, ok := openStore(ctx, cfg, errw)
+	if !ok {
 		return exitFail
 	}
 	defer st.Close()

@@ -139,20 +139,11 @@ func (s *Store) DecideApproval(ctx context.Context, id int64, status, reason str
 
 // DueApprovals lists pending approvals whose time is up.
 func (s *Store) DueApprovals(ctx context.Context) ([]Approval, error) {
-	rows, err := s.db.QueryContext(ctx, sqlDueApprovals, s.nowMS())
+	out, err := queryAll(ctx, s.db, scanApproval, sqlDueApprovals, s.nowMS())
 	if err != nil {
 		return nil, fmt.Errorf("store: due approvals: %w", err)
 	}
-	defer rows.Close()
-	var out []Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: due approvals: %w", err)
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ReopenTurn sets a finished turn running again, to resume it after a pause.

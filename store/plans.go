@@ -126,18 +126,9 @@ func (s *Store) ClaimPlan(ctx context.Context, id int64) (bool, error) {
 
 // DuePlans lists waiting plans whose feedback time is up.
 func (s *Store) DuePlans(ctx context.Context) ([]Plan, error) {
-	rows, err := s.db.QueryContext(ctx, sqlDuePlans, s.nowMS())
+	out, err := queryAll(ctx, s.db, scanPlan, sqlDuePlans, s.nowMS())
 	if err != nil {
 		return nil, fmt.Errorf("store: due plans: %w", err)
 	}
-	defer rows.Close()
-	var out []Plan
-	for rows.Next() {
-		p, err := scanPlan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: due plans: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -331,18 +331,23 @@ func scanTurn(r rowScanner) (Turn, error) {
 }
 
 func (s *Store) queryTurns(ctx context.Context, query string, args ...any) ([]Turn, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	return queryAll(ctx, s.db, scanTurn, query, args...)
+}
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Turn
+	var out []T
 	for rows.Next() {
-		t, err := scanTurn(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, t)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
