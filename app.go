@@ -62,6 +62,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	}
 	sched, err := schedule.New(schedule.Config{Store: st, Jobs: cfg.Schedule.Jobs, Location: loc, MissedGrace: cfg.Schedule.MissedGrace,
 		MaxFailures: cfg.Schedule.MaxFailures, Logger: log.With("component", "schedule"),
+		OnRun:   func(r schedule.Report) { mon.metrics.JobDone("schedule", r.Outcome) },
 		ZoneFor: profile.New(profile.Config{Store: st, Logger: log}).ZoneFor}) // the zone users told the bot
 	if err != nil {
 		st.Close()
@@ -102,6 +103,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		TurnTimeout:        cfg.Agent.TurnTimeout,
 		ModelName:          cfg.LLM.Model,
 		Vision:             cfg.LLM.Vision,
+		FilesRoot:          cfg.Tools.Command.Workspace,
 		Location:           loc,
 		Logger:             log,
 		OnEvent: func(in channels.Inbound, ev agent.Event) {
@@ -260,6 +262,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 
 	sup := newSupervisor(a.router, log)
 	sup.onRestart = a.mon.metrics.ChannelRestarted
+	a.mon.metrics.JobSource("learning", a.learningOutcomes)
 	a.mon.metrics.Channels(sup.up)
 	specs := channelSpecs(cfg, log)
 	srv, err := a.startHTTP(sup)

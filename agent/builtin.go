@@ -49,7 +49,8 @@ func Builtin(now func() time.Time, loc *time.Location) Source {
 var sendMessageParams = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"The message to send, in Markdown."}},"required":["text"],"additionalProperties":false}`)
 
 // ChannelContext is the tool source bound to the turn's chat: send_message
-// (always, when the turn has a chat).
+// (always, when the turn has a chat), send_file and send_photo where the
+// chat takes files, react where it takes reactions.
 func ChannelContext() Source {
 	return SourceFunc{SourceName: "channel", Fn: func(info TurnInfo) []*Tool {
 		chat := info.Chat
@@ -83,15 +84,79 @@ func ChannelContext() Source {
 			},
 		}
 		t.schema = sendMessageSchema
-		return []*Tool{t}
+		tools := []*Tool{t}
+		if c, ok := chat.(ChatFiles); ok && c.CanSendFiles() {
+			tools = append(tools, fileTool("send_file", "Send a file to the user: a path in the workspace or an http(s) URL.", false, c),
+				fileTool("send_photo", "Send an image to the user, shown inline: a path in the workspace or an http(s) URL.", true, c))
+		}
+		if c, ok := chat.(ChatReactions); ok && c.CanReact() {
+			tools = append(tools, reactTool(c))
+		}
+		return tools
 	}}
 }
 
-var sendMessageSchema = func() *Tool {
-	t := &Tool{Name: "send_message", Parameters: sendMessageParams}
+// ChatFiles is a chat that can receive files (optional capability).
+type ChatFiles interface {
+	CanSendFiles() bool
+	// SendFile sends a workspace path or an http(s) URL; photo shows an image inline.
+	SendFile(ctx context.Context, ref, caption string, photo bool) (string, error)
+}
+
+// ChatReactions is a chat where the bot can react to the user's message.
+type ChatReactions interface {
+	CanReact() bool
+	React(ctx context.Context, emoji string) error
+}
+
+var (
+	fileParams  = json.RawMessage(`{"type":"object","properties":{"file":{"type":"string","description":"a path in the workspace, or an http(s) URL"},"caption":{"type":"string"}},"required":["file"],"additionalProperties":false}`)
+	reactParams = json.RawMessage(`{"type":"object","properties":{"emoji":{"type":"string","description":"one emoji, such as 👍"}},"required":["emoji"],"additionalProperties":false}`)
+	fileSchema  = compiled("send_file", fileParams)
+	reactSchema = compiled("react", reactParams)
+)
+
+func compiled(name string, params json.RawMessage) *Tool {
+	t := &Tool{Name: name, Parameters: params}
 	mustCompile(t)
 	return t
-}().schema
+}
+
+func fileTool(name, desc string, photo bool, c ChatFiles) *Tool {
+	return &Tool{Name: name, Description: desc, Parameters: fileParams, Delivers: true, Source: "channel",
+		schema: fileSchema.schema,
+		Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
+			var a struct{ File, Caption string }
+			if err := json.Unmarshal(args, &a); err != nil {
+				return "", fmt.Errorf("bad arguments: %w", err)
+			}
+			id, err := c.SendFile(ctx, a.File, a.Caption, photo)
+			if err != nil {
+				return "", fmt.Errorf("sending failed: %w", err)
+			}
+			return "sent (message id " + id + ")", nil
+		}}
+}
+
+func reactTool(c ChatReactions) *Tool {
+	return &Tool{Name: "react", Description: "React to the user's message with an emoji (a light acknowledgement; not a reply).",
+		Parameters: reactParams, Source: "channel", ConcurrencySafe: true, schema: reactSchema.schema,
+		Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
+			var a struct{ Emoji string }
+			if err := json.Unmarshal(args, &a); err != nil {
+				return "", fmt.Errorf("bad arguments: %w", err)
+			}
+			if strings.TrimSpace(a.Emoji) == "" {
+				return "", errors.New("emoji must not be empty")
+			}
+			if err := c.React(ctx, a.Emoji); err != nil {
+				return "", fmt.Errorf("reaction failed: %w", err)
+			}
+			return "reacted", nil
+		}}
+}
+
+var sendMessageSchema = compiled("send_message", sendMessageParams).schema
 
 func mustCompile(t *Tool) {
 	if err := t.Compile(); err != nil {

@@ -144,6 +144,7 @@ type Config struct {
 	PlanStepMaxSteps    int           // default DefaultPlanStepMaxSteps
 	PlanFeedbackTimeout time.Duration // default DefaultPlanFeedbackTimeout
 	Vision              bool          // the model accepts image input
+	FilesRoot           string        // the only directory send_file may send from (the workspace)
 	ModelName           string        // for /status
 	Location            *time.Location
 

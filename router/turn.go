@@ -2,8 +2,12 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -335,4 +339,94 @@ func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// CanSendFiles implements agent.ChatFiles: the channel takes files.
+func (b *chatBinding) CanSendFiles() bool {
+	b.r.mu.Lock()
+	defer b.r.mu.Unlock()
+	_, ok := b.r.channels[b.in.Channel].(channels.FileSender)
+	return ok
+}
+
+// SendFile sends an http(s) URL, or a file inside the files root (the
+// workspace); anything outside it is refused.
+func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo bool) (string, error) {
+	b.r.mu.Lock()
+	fs, ok := b.r.channels[b.in.Channel].(channels.FileSender)
+	b.r.mu.Unlock()
+	if !ok {
+		return "", errors.New("this chat does not take files")
+	}
+	f := channels.OutboundFile{Caption: caption, Photo: photo}
+	if u, err := url.Parse(ref); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		f.URL = ref
+	} else {
+		path, err := confined(b.r.cfg.FilesRoot, ref)
+		if err != nil {
+			return "", err
+		}
+		f.Path = path
+	}
+	id, err := fs.SendFile(ctx, b.in.ChatID, f)
+	if err != nil {
+		return "", err
+	}
+	b.sent.Store(true)
+	if b.delivered != nil {
+		b.delivered(context.WithoutCancel(ctx), b.turnID.Load(), id)
+	} else if err := b.r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), b.inboxID, b.turnID.Load(), id); err != nil {
+		b.log.Error("record delivery", "err", err)
+	}
+	return id, nil
+}
+
+// confined resolves a path inside root, following symlinks; it refuses
+// anything that ends up outside root, and directories.
+func confined(root, ref string) (string, error) {
+	if root == "" {
+		return "", errors.New("sending local files is off: no workspace is configured (tools.command.workspace)")
+	}
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	if realRoot, err := filepath.EvalSymlinks(absRoot); err == nil {
+		absRoot = realRoot
+	}
+	p := ref
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(absRoot, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("no file %q in the workspace", ref)
+	}
+	if rel, err := filepath.Rel(absRoot, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("%q is outside the workspace; only files in the workspace can be sent", ref)
+	}
+	if fi, err := os.Stat(real); err != nil || fi.IsDir() {
+		return "", fmt.Errorf("%q is not a file", ref)
+	}
+	return real, nil
+}
+
+// CanReact implements agent.ChatReactions: the channel takes reactions and
+// the turn answers a real message.
+func (b *chatBinding) CanReact() bool {
+	b.r.mu.Lock()
+	defer b.r.mu.Unlock()
+	_, ok := b.r.channels[b.in.Channel].(channels.Reactor)
+	return ok && b.in.MessageID != "" && !strings.Contains(b.in.MessageID, ":")
+}
+
+// React puts an emoji on the message the turn answers.
+func (b *chatBinding) React(ctx context.Context, emoji string) error {
+	b.r.mu.Lock()
+	re, ok := b.r.channels[b.in.Channel].(channels.Reactor)
+	b.r.mu.Unlock()
+	if !ok {
+		return errors.New("this chat does not take reactions")
+	}
+	return re.React(ctx, b.in.ChatID, b.in.MessageID, emoji)
 }
