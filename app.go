@@ -104,6 +104,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		ModelName:          cfg.LLM.Model,
 		Vision:             cfg.LLM.Vision,
 		FilesRoot:          cfg.Tools.Command.Workspace,
+		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
 		Location:           loc,
 		Logger:             log,
 		OnEvent: func(in channels.Inbound, ev agent.Event) {
@@ -377,4 +378,15 @@ func check(cfg *config.Config, out io.Writer) int {
 		return exitConfig
 	}
 	return exitOK
+}
+
+// transcriber returns the voice transcription hook, or nil when no
+// transcription model is configured.
+func transcriber(model *llm.Client, name string) func(context.Context, string, []byte) (string, error) {
+	if name == "" {
+		return nil
+	}
+	return func(ctx context.Context, file string, audio []byte) (string, error) {
+		return model.Transcribe(ctx, name, file, audio)
+	}
 }

@@ -53,15 +53,16 @@ type Config struct {
 
 // LLM configures the OpenAI-compatible model endpoint.
 type LLM struct {
-	BaseURL         string        `yaml:"base_url"`          // falls back to OPENAI_BASE_URL
-	APIKey          string        `yaml:"api_key"`           // secret; falls back to OPENAI_API_KEY
-	Model           string        `yaml:"model"`             // required; falls back to OPENAI_MODEL
-	ContextWindow   int           `yaml:"context_window"`    // tokens the model accepts in one request
-	FallbackModels  []string      `yaml:"fallback_models"`   // tried in order when Model fails
-	MaxRetries      int           `yaml:"max_retries"`       // retries of one request; 0 disables
-	RequestTimeout  time.Duration `yaml:"request_timeout"`   // for one model request, streaming included
-	MaxOutputTokens int           `yaml:"max_output_tokens"` // 0 leaves it to the server
-	Vision          bool          `yaml:"vision"`            // the model accepts image input
+	BaseURL            string        `yaml:"base_url"`            // falls back to OPENAI_BASE_URL
+	APIKey             string        `yaml:"api_key"`             // secret; falls back to OPENAI_API_KEY
+	Model              string        `yaml:"model"`               // required; falls back to OPENAI_MODEL
+	ContextWindow      int           `yaml:"context_window"`      // tokens the model accepts in one request
+	FallbackModels     []string      `yaml:"fallback_models"`     // tried in order when Model fails
+	MaxRetries         int           `yaml:"max_retries"`         // retries of one request; 0 disables
+	RequestTimeout     time.Duration `yaml:"request_timeout"`     // for one model request, streaming included
+	MaxOutputTokens    int           `yaml:"max_output_tokens"`   // 0 leaves it to the server
+	Vision             bool          `yaml:"vision"`              // the model accepts image input
+	TranscriptionModel string        `yaml:"transcription_model"` // voice messages are transcribed with it; empty: off
 }
 
 // Store configures the SQLite database.

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,29 @@ func TestChannelContextTools(t *testing.T) {
 	last := fake.Requests()[len(fake.Requests())-1]
 	if len(last.Tools) != 2 || last.Tools[0].Name != "send_message" || last.Tools[1].Name != "delegate" {
 		t.Fatalf("plain channel tools = %+v", last.Tools)
+	}
+}
+
+// Voice messages are transcribed before the turn; a failure is a notice.
+func TestVoiceTranscription(t *testing.T) {
+	in := channels.Inbound{Channel: "fake", Text: "", Attachments: []channels.Attachment{
+		{Kind: channels.Audio, Name: "v.ogg", Data: []byte("ogg")}}}
+	r := &Router{log: slog.New(slog.DiscardHandler), cfg: Config{Transcribe: func(_ context.Context, name string, audio []byte) (string, error) {
+		if name != "v.ogg" || string(audio) != "ogg" {
+			t.Errorf("transcribe(%q, %q)", name, audio)
+		}
+		return "call mum at five", nil
+	}}}
+	got := toMessage(r.transcribe(t.Context(), in), false)
+	if !strings.Contains(got.Content, "[voice message, transcribed]: call mum at five") {
+		t.Fatalf("content = %q", got.Content)
+	}
+	if in.Attachments[0].Text != "" {
+		t.Fatal("transcribe changed the caller's attachments")
+	}
+	r.cfg.Transcribe = func(context.Context, string, []byte) (string, error) { return "", context.DeadlineExceeded }
+	got = toMessage(r.transcribe(t.Context(), in), false)
+	if !strings.Contains(got.Content, "transcription failed") {
+		t.Fatalf("content = %q", got.Content)
 	}
 }

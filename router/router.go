@@ -144,9 +144,12 @@ type Config struct {
 	PlanStepMaxSteps    int           // default DefaultPlanStepMaxSteps
 	PlanFeedbackTimeout time.Duration // default DefaultPlanFeedbackTimeout
 	Vision              bool          // the model accepts image input
-	FilesRoot           string        // the only directory send_file may send from (the workspace)
-	ModelName           string        // for /status
-	Location            *time.Location
+	// Transcribe turns a voice message into text; nil: voice messages reach
+	// the model as a notice that transcription is not configured.
+	Transcribe func(ctx context.Context, name string, audio []byte) (string, error)
+	FilesRoot  string // the only directory send_file may send from (the workspace)
+	ModelName  string // for /status
+	Location   *time.Location
 
 	// Prepare returns what a turn adds to the agent's defaults (skills,
 	// profile, memories), computed once at the start of the turn; may be nil.
@@ -596,6 +599,8 @@ func toMessage(in channels.Inbound, vision bool) llm.Message {
 			fmt.Fprintf(&b, "[image attached: %s; this model cannot see images]", nameOr(a.Name, "photo"))
 		case a.Kind == channels.Audio && a.Text != "":
 			fmt.Fprintf(&b, "[voice message, transcribed]: %s", a.Text)
+		case a.Kind == channels.Audio && a.Note != "":
+			b.WriteString("[voice message]")
 		case a.Kind == channels.Audio:
 			b.WriteString("[voice message: transcription is not configured, so its content is unknown]")
 		case a.Text != "":

@@ -215,6 +215,7 @@ func (r *Router) process(ctx context.Context, it item) {
 	stopTyping := r.keepTyping(ctx, in)
 	defer stopTyping()
 
+	in = r.transcribe(ctx, in)
 	binding := &chatBinding{r: r, in: in, inboxID: it.inboxID, log: log}
 	turn := r.turnFor(ctx, in, chat.ID, sess.ID, it.inboxID, binding, &prep, func(t *agent.Turn) { t.ResumeTurnID = resume })
 	res := r.cfg.Agent.Run(ctx, turn)
@@ -230,6 +231,28 @@ func (r *Router) process(ctx context.Context, it item) {
 		return
 	}
 	finish("done")
+}
+
+// transcribe fills in the text of voice messages, or says why it could not.
+func (r *Router) transcribe(ctx context.Context, in channels.Inbound) channels.Inbound {
+	if r.cfg.Transcribe == nil {
+		return in
+	}
+	atts := slices.Clone(in.Attachments)
+	for i, a := range atts {
+		if a.Kind != channels.Audio || a.Text != "" || len(a.Data) == 0 {
+			continue
+		}
+		text, err := r.cfg.Transcribe(ctx, a.Name, a.Data)
+		if err != nil {
+			r.log.Warn("voice transcription failed", "channel", in.Channel, "err", err)
+			atts[i].Note = strings.TrimSpace(a.Note + " (transcription failed, so its content is unknown)")
+			continue
+		}
+		atts[i].Text = text
+	}
+	in.Attachments = atts
+	return in
 }
 
 // turnFor builds the agent turn for a message in a chat: the user message,

@@ -101,6 +101,51 @@ type FakeLLM struct {
 	rejectStreamO bool
 	nextID        int
 	closeOnce     sync.Once
+	transcript    string
+	audio         []Audio
+}
+
+// Audio is one transcription request the fake received.
+type Audio struct {
+	Model, FileName string
+	Data            []byte
+}
+
+// SetTranscript sets what POST /v1/audio/transcriptions answers ("" answers
+// 500).
+func (f *FakeLLM) SetTranscript(text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.transcript = text
+}
+
+// AudioRequests returns the transcription requests received.
+func (f *FakeLLM) AudioRequests() []Audio {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Audio(nil), f.audio...)
+}
+
+func (f *FakeLLM) handleTranscription(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseMultipartForm(32 << 20); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "fake: "+err.Error())
+		return
+	}
+	a := Audio{Model: r.FormValue("model")}
+	if file, hdr, err := r.FormFile("file"); err == nil {
+		a.FileName = hdr.Filename
+		a.Data, _ = io.ReadAll(file)
+		file.Close()
+	}
+	f.mu.Lock()
+	f.audio = append(f.audio, a)
+	text := f.transcript
+	f.mu.Unlock()
+	if text == "" {
+		writeError(w, http.StatusInternalServerError, "", "fake: no transcript set")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"text": text})
 }
 
 // NewFakeLLM starts a fake on 127.0.0.1; it is closed on t.Cleanup.
@@ -122,6 +167,7 @@ func Start(addr string) *FakeLLM {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", f.handleChat)
 	mux.HandleFunc("GET /v1/models", f.handleModels)
+	mux.HandleFunc("POST /v1/audio/transcriptions", f.handleTranscription)
 	f.srv = httptest.NewUnstartedServer(mux)
 	if addr != "127.0.0.1:0" {
 		ln, err := net.Listen("tcp", addr)
