@@ -109,6 +109,8 @@ type Telegram struct {
 	// Pairing lets an unknown user ask for access with a one-time code that
 	// the operator approves with `switchboard pairing approve CODE`.
 	Pairing bool `yaml:"pairing"`
+	// StreamPreview shows the reply growing in one edited message.
+	StreamPreview bool `yaml:"stream_preview"`
 }
 
 // Webhook receives Telegram updates by HTTPS push instead of long polling.
@@ -126,7 +128,8 @@ type Discord struct {
 	AllowGuilds   []string `yaml:"allow_guilds"`
 	AllowChannels []string `yaml:"allow_channels"`
 	APIBase       string   `yaml:"api_base"`
-	GatewayURL    string   `yaml:"gateway_url"` // empty asks the API for the gateway
+	GatewayURL    string   `yaml:"gateway_url"`    // empty asks the API for the gateway
+	StreamPreview bool     `yaml:"stream_preview"` // one message edited as the model writes
 }
 
 // Skills configures where skill files are read from.

@@ -147,9 +147,14 @@ type Config struct {
 	// Transcribe turns a voice message into text; nil: voice messages reach
 	// the model as a notice that transcription is not configured.
 	Transcribe func(ctx context.Context, name string, audio []byte) (string, error)
-	FilesRoot  string // the only directory send_file may send from (the workspace)
-	ModelName  string // for /status
-	Location   *time.Location
+	// Preview turns on streaming previews per channel (by name): one message
+	// edited as the model writes, replaced by the final reply.
+	Preview map[string]bool
+	// Now is the clock for preview throttling; nil: time.Now.
+	Now       func() time.Time
+	FilesRoot string // the only directory send_file may send from (the workspace)
+	ModelName string // for /status
+	Location  *time.Location
 
 	// Prepare returns what a turn adds to the agent's defaults (skills,
 	// profile, memories), computed once at the start of the turn; may be nil.

@@ -270,6 +270,9 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 	r.mu.Lock()
 	viewer, _ := r.channels[in.Channel].(ActivityViewer)
 	r.mu.Unlock()
+	if binding.preview == nil {
+		binding.preview = r.newPreviewer(binding.in)
+	}
 	turn := agent.Turn{
 		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
 		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: in.ChatTitle, ChatKey: in.ChatID,
@@ -278,6 +281,9 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 		OnEvent: func(ev agent.Event) {
 			if ev.Kind == agent.EventTurnStart {
 				binding.turnID.Store(ev.TurnID)
+			}
+			if binding.preview != nil {
+				binding.preview.event(ctx, ev)
 			}
 			if viewer != nil {
 				viewer.TurnEvent(in.ChatID, ev)
@@ -308,6 +314,7 @@ type chatBinding struct {
 	turnID  atomic.Int64
 	log     *slog.Logger
 	sent    atomic.Bool
+	preview *previewer // streaming preview, when on
 	// delivered, when set (jobs), records a confirmed send instead of the
 	// inbox delivery record.
 	delivered func(ctx context.Context, turnID int64, platformMsgID string)
@@ -320,8 +327,11 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	if b.sent.Load() {
 		in.ChatType = channels.DM // reply-to only on the first message
 	}
-	id, err := b.r.send(ctx, in, text)
-	if err != nil {
+	var id string
+	var err error
+	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
+		id = pid // the preview message becomes the reply: never both
+	} else if id, err = b.r.send(ctx, in, text); err != nil {
 		return "", err
 	}
 	b.sent.Store(true)

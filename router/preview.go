@@ -1,0 +1,105 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+)
+
+// Streaming preview: while the model writes a text answer, one message shows
+// it growing, edited at most once per previewEvery; the final reply then
+// replaces that message instead of arriving as a second one.
+const (
+	previewEvery    = time.Second // Telegram and Discord rate-limit edits
+	previewMinChars = 24          // short answers just arrive
+	previewMaxChars = 3500        // a longer final reply is sent normally
+	previewCursor   = " …"
+)
+
+// previewer shows one turn's streamed text in one message.
+type previewer struct {
+	r    *Router
+	in   channels.Inbound
+	ed   channels.Editor
+	send func(ctx context.Context, text string) (string, error)
+	now  func() time.Time
+
+	mu    sync.Mutex
+	buf   strings.Builder
+	msgID string
+	last  time.Time
+}
+
+// newPreviewer returns a previewer when the channel edits messages and the
+// operator turned previews on for it; nil otherwise.
+func (r *Router) newPreviewer(in channels.Inbound) *previewer {
+	if !r.cfg.Preview[in.Channel] {
+		return nil
+	}
+	r.mu.Lock()
+	ch := r.channels[in.Channel]
+	r.mu.Unlock()
+	ed, ok := ch.(channels.Editor)
+	if !ok {
+		return nil
+	}
+	now := r.cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	p := &previewer{r: r, in: in, ed: ed, now: now}
+	p.send = func(ctx context.Context, text string) (string, error) { return r.send(ctx, in, text) }
+	return p
+}
+
+// event feeds the previewer from the turn's events.
+func (p *previewer) event(ctx context.Context, ev agent.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Kind {
+	case agent.EventTextDelta:
+		p.buf.WriteString(ev.Text)
+		text := strings.TrimSpace(p.buf.String())
+		switch {
+		case p.msgID == "" && len(text) >= previewMinChars:
+			if id, err := p.send(ctx, text+previewCursor); err == nil {
+				p.msgID, p.last = id, p.now()
+			}
+		case p.msgID != "" && p.now().Sub(p.last) >= previewEvery:
+			p.last = p.now()
+			_ = p.ed.Edit(ctx, p.in.ChatID, p.msgID, clip(text, previewMaxChars)+previewCursor)
+		}
+	case agent.EventInterimText:
+		// The text came with tool calls: it is not a reply; take it back.
+		if p.msgID != "" {
+			_ = p.ed.Edit(ctx, p.in.ChatID, p.msgID, "…")
+		}
+		p.buf.Reset()
+	case agent.EventUsage:
+		p.buf.Reset() // the next model call streams afresh
+	}
+}
+
+// claim hands the preview message to the turn's first real send: it returns
+// the message id to edit, or "" when there is none (or text is too long).
+func (p *previewer) claim(ctx context.Context, text string) string {
+	if p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := p.msgID
+	p.msgID = ""
+	if id == "" {
+		return ""
+	}
+	if len(text) > previewMaxChars {
+		_ = p.ed.Edit(ctx, p.in.ChatID, id, "(the reply follows)")
+		return ""
+	}
+	return id
+}
