@@ -104,6 +104,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		ModelName:          cfg.LLM.Model,
 		Vision:             cfg.LLM.Vision,
 		FilesRoot:          cfg.Tools.Command.Workspace,
+		Preview:            map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
 		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
 		Location:           loc,
 		Logger:             log,
