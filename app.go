@@ -251,6 +251,11 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	// From the start, so that a SIGHUP while starting waits for the reload
+	// instead of ending the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if !cfg.Channels.Telegram.Enabled && !cfg.Channels.Discord.Enabled {
 		log.Error("no channel is enabled: set channels.telegram.enabled or channels.discord.enabled, or talk in the terminal with `switchboard chat`")
 		return exitConfig
@@ -279,20 +284,25 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 			build: func(context.Context) (channels.Channel, error) { return a.mon.api, nil }})
 	}
 	run := make(chan struct{})
-	sup.start(ctx, specs, run)
+	chctx, stopChannels := context.WithCancel(ctx) // channels end with ctx, or if the router cannot start
+	defer stopChannels()
+	sup.start(chctx, specs, run)
 	if err := a.router.Start(ctx); err != nil {
 		log.Error("start router", "err", err)
+		stopChannels()
 		close(run)
 		sup.stopped()
+		if srv != nil {
+			hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownGrace)
+			defer hcancel()
+			_ = srv.Shutdown(hctx)
+		}
 		return exitFail
 	}
 	close(run)
 	if err := a.sched.Start(ctx, a.router); err != nil {
 		log.Error("scheduled jobs are off", "err", err)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	log.Info("switchboard serving", "version", version, "model", cfg.LLM.Model, "channels", len(specs))
 	for ctx.Err() == nil {
 		select {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"strings"
 
 	"switchboard/agent"
 	"switchboard/channels"
@@ -20,6 +21,7 @@ import (
 	"switchboard/llm"
 	"switchboard/metrics"
 	"switchboard/router"
+	"switchboard/store"
 )
 
 // monitor observes the gateway: every turn event and send goes to the
@@ -66,7 +68,7 @@ func (a *app) startHTTP(sup *supervisor) (*httpapi.Server, error) {
 		AgentName: cfg.Agent.Name, ModelName: cfg.LLM.Model, Version: version,
 		Store: a.store, Metrics: a.mon.metrics.Handler(), API: a.mon.api, Activity: a.mon.activity,
 		Channels: sup.statuses, Model: a.mon.model, Probe: a.model.Probe,
-		Skills: a.skillsView, MCP: a.mcp.Status,
+		Skills: a.skillsView, MCP: a.mcp.Status, Jobs: a.jobsView, Users: a.usersView,
 		Queue:  func() (int, int) { return a.router.QueueDepth(), a.router.Busy() },
 		Logger: a.log,
 	})
@@ -164,4 +166,77 @@ func restartKeys(old, now *config.Config) []string {
 		}
 	}
 	return keys
+}
+
+// jobsView lists the scheduled jobs with their last runs, for the dashboard.
+func (a *app) jobsView(ctx context.Context) ([]httpapi.Job, error) {
+	list, err := a.store.Schedules(ctx, store.ScheduleFilter{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]httpapi.Job, 0, len(list))
+	for _, sc := range list {
+		j := httpapi.Job{Name: fmt.Sprintf("#%d %s (%s, %s)", sc.ID, sc.Name, sc.Kind, sc.State), Schedule: sc.Spec,
+			Chat: sc.Channel + " " + sc.ChatKey, LastError: sc.LastError}
+		if sc.Timezone != "" {
+			j.Schedule += " " + sc.Timezone
+		}
+		if sc.NextRunAt != nil {
+			j.Next = *sc.NextRunAt
+		}
+		runs, err := a.store.ScheduleRuns(ctx, sc.ID, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(runs) > 0 {
+			j.LastRun, j.LastOutcome = runs[0].StartedAt, runs[0].Outcome
+			if runs[0].Error != "" {
+				j.LastError = runs[0].Error
+			}
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// usersShown bounds the people listed on the dashboard.
+const usersShown = 50
+
+// usersView lists the people the bot learned about, with their profiles
+// and memories, for the dashboard.
+func (a *app) usersView(ctx context.Context) ([]httpapi.User, error) {
+	keys, err := a.store.LearnedUsers(ctx, usersShown)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]httpapi.User, 0, len(keys))
+	for _, key := range keys {
+		channel, id, _ := strings.Cut(key, ":")
+		u := httpapi.User{Channel: channel, ID: id, Name: key}
+		prof, err := a.store.Profile(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range prof {
+			if e.Dimension == "name" {
+				u.Name = e.Value
+			}
+			u.Profile = append(u.Profile, e.Dimension+": "+e.Value)
+		}
+		mems, err := a.store.Memories(ctx, store.Owners{User: key}, 20)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range mems {
+			u.Memories = append(u.Memories, m.Text)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// learningOutcomes are the learning runner's totals, for the metrics.
+func (a *app) learningOutcomes() map[string]uint64 {
+	st := a.learn.runner.Stats()
+	return map[string]uint64{metrics.OK: st.Succeeded, metrics.Error: st.Failed}
 }

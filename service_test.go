@@ -253,9 +253,15 @@ func TestServeAsAService(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+	if !strings.Contains(metrics, `switchboard_background_jobs_total{job="learning",outcome="ok"} 0`) {
+		t.Error("metrics lack the learning jobs")
+	}
 	code, page := s.get("/")
 	if code != http.StatusOK || !strings.Contains(page, `data-channel="telegram"`) || !strings.Contains(page, "current_time") {
 		t.Errorf("dashboard: %d, missing the channel or the tool call", code)
+	}
+	if !strings.Contains(page, "No scheduled jobs.") || !strings.Contains(page, "No profiles yet.") {
+		t.Error("the dashboard does not show the (empty) scheduled jobs and users")
 	}
 
 	// SIGHUP: the log level and the allowlist change at once; a changed

@@ -427,3 +427,72 @@ func TestChatAtShutdown(t *testing.T) {
 		t.Fatalf("waiting request at shutdown: %d %s", r.code, r.body)
 	}
 }
+
+// The dashboard's pages, without a browser: what they list, their headers,
+// and pages that do not exist.
+func TestDashboardPages(t *testing.T) {
+	s := newStack(t, func(o *Options) {
+		o.Channels = func() []ChannelStatus {
+			return []ChannelStatus{{Name: "telegram", State: StateRetrying, LastError: "telegram: getMe: 401 Unauthorized", Restarts: 2}}
+		}
+		o.Skills = func() Skills {
+			return Skills{Loaded: []Skill{{Name: "weather", Description: "Looks up the weather", File: "weather.yaml"}},
+				Problems: []string{"broken.yaml:3: tools[0].url: must be https"}}
+		}
+		o.Jobs = func(context.Context) ([]Job, error) {
+			return []Job{{Name: "#1 digest (task, active)", Schedule: "0 9 * * *", Chat: "telegram 42", LastOutcome: "ok"}}, nil
+		}
+	})
+	s.scriptToolTurn("It is <b>tea</b> time.")
+	s.chat("ada", "What time is it? <script>alert(1)</script>")
+
+	code, page := s.do("GET", "/", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("overview: %d", code)
+	}
+	for _, want := range []string{
+		`data-channel="telegram"`, "retrying", "getMe: 401", // channel status
+		"weather.yaml", "broken.yaml:3: tools[0].url: must be https", // skills and their errors
+		"#1 digest (task, active)", "0 9 * * *", // scheduled jobs
+		"Profiles and memories are not part of this build", // no users provider
+		`id="usage-chart"`, `data-total="290"`, "290 tokens", // the chart
+		"current_time", "http: ada", // the turn
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	code, page = s.do("GET", "/chats", "", nil)
+	if code != http.StatusOK || !strings.Contains(page, `href="/chats/1"`) || !strings.Contains(page, "ada") {
+		t.Errorf("chats page: %d\n%s", code, page)
+	}
+	code, page = s.do("GET", "/chats/1", "", nil)
+	if code != http.StatusOK || !strings.Contains(page, `href="/sessions/1"`) {
+		t.Errorf("chat page: %d", code)
+	}
+	code, page = s.do("GET", "/sessions/1", "", nil)
+	if code != http.StatusOK || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") ||
+		strings.Contains(page, "<script>alert(1)") || !strings.Contains(page, "It is &lt;b&gt;tea&lt;/b&gt; time.") {
+		t.Errorf("transcript page: %d (the messages must be there, escaped)\n%s", code, page)
+	}
+	for _, path := range []string{"/turns/999", "/sessions/999", "/chats/999", "/turns/x", "/nope"} {
+		if code, _ := s.do("GET", path, "", nil); code != http.StatusNotFound {
+			t.Errorf("GET %s = %d, want 404", path, code)
+		}
+	}
+	resp, err := http.Get(s.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
+		t.Errorf("CSP = %q", csp)
+	}
+	if got := resp.Header.Get("X-Frame-Options"); got != "DENY" {
+		t.Errorf("X-Frame-Options = %q", got)
+	}
+	// The fragment the page refreshes itself with.
+	if code, frag := s.do("GET", "/fragments/overview", "", nil); code != http.StatusOK || !strings.Contains(frag, `id="recent"`) || strings.Contains(frag, "<html") {
+		t.Errorf("fragment: %d", code)
+	}
+}
