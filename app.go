@@ -80,7 +80,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	}, log.With("component", "skills"))
 	ag, err := agent.New(agent.Config{
 		Model: mon.model, Store: st,
-		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), mcp.Source(), sched.Source()},
+		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), webTools(cfg), fileTools(cfg), mcp.Source(), sched.Source()},
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
 		Location:             loc,
 		ContextWindow:        cfg.LLM.ContextWindow,
@@ -103,7 +103,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		TurnTimeout:        cfg.Agent.TurnTimeout,
 		ModelName:          cfg.LLM.Model,
 		Vision:             cfg.LLM.Vision,
-		FilesRoot:          cfg.Tools.Command.Workspace,
+		FilesRoot:          cfg.Tools.Files.Root,
 		Preview:            map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
 		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
 		Location:           loc,

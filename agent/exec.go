@@ -137,6 +137,9 @@ func (a *Agent) runTool(ctx context.Context, st *turnState, step int, p *pending
 		if strings.TrimSpace(res) == "" {
 			p.result = "(no output)" // strict servers reject an empty tool message
 		}
+		if p.tool.Untrusted {
+			p.result = UntrustedLabel(p.tool.Name) + "\n" + p.result
+		}
 		if p.tool.Delivers {
 			st.markDelivered()
 		}

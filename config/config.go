@@ -154,9 +154,42 @@ type Learning struct {
 	MemoryPromptTokens int           `yaml:"memory_prompt_tokens"` // budget of recalled memories in a prompt; 0 keeps them out
 }
 
-// Tools configures tools that touch the machine; all are off by default.
+// Tools configures the built-in tools. Those that touch the machine
+// (commands, workspace files) are off by default; web_fetch is on, as it
+// reaches only public addresses.
 type Tools struct {
 	Command CommandTool `yaml:"command"`
+	Web     WebTools    `yaml:"web"`
+	Files   FileTools   `yaml:"files"`
+}
+
+// WebTools governs web_fetch and web_search.
+type WebTools struct {
+	Enabled bool `yaml:"enabled"` // off: neither web tool is offered
+	// AllowHosts lists host names, IP addresses or CIDR networks web_fetch
+	// may reach although they are not public (loopback, private, link-local…).
+	AllowHosts   []string      `yaml:"allow_hosts"`
+	Timeout      time.Duration `yaml:"timeout"`       // one fetch or search, body included
+	MaxBytes     int           `yaml:"max_bytes"`     // download cap; the rest is not read
+	MaxChars     int           `yaml:"max_chars"`     // result cap, in characters
+	MaxRedirects int           `yaml:"max_redirects"` // 0 follows none
+	Search       WebSearch     `yaml:"search"`
+}
+
+// WebSearch chooses web_search's provider; without one the tool is absent.
+type WebSearch struct {
+	Provider string `yaml:"provider"` // "", searxng, brave or tavily
+	URL      string `yaml:"url"`      // searxng: the instance; brave, tavily: an endpoint override
+	APIKey   string `yaml:"api_key"`  // secret; brave and tavily
+}
+
+// FileTools governs the workspace file tools (file_read, file_write,
+// file_list, file_edit).
+type FileTools struct {
+	Enabled  bool   `yaml:"enabled"`   // off: the file tools are not offered
+	Root     string `yaml:"root"`      // the only directory they may touch
+	PerChat  bool   `yaml:"per_chat"`  // a folder per chat under root (<channel>/<chat>)
+	MaxBytes int    `yaml:"max_bytes"` // largest file read, written or edited
 }
 
 // CommandTool governs skill tools of kind "command".
@@ -275,6 +308,23 @@ const (
 	defaultCommandTimeout = 30 * time.Second
 	// defaultCommandOutput fits a page of output in the model's context.
 	defaultCommandOutput = 20000
+	// web_fetch is on: its dialer reaches only public addresses, its results
+	// are labelled untrusted, and a bot that cannot look anything up is a toy.
+	defaultWebEnabled = true
+	// defaultWebTimeout: a slow page is better skipped than a turn held up.
+	defaultWebTimeout = 15 * time.Second
+	// defaultWebMaxBytes (2 MiB) is far more than any article's HTML, far
+	// less than the video someone links to.
+	defaultWebMaxBytes = 2 << 20
+	// defaultWebMaxChars: about 5k tokens, a long article.
+	defaultWebMaxChars = 20000
+	// defaultWebMaxRedirects follows the usual http→https→www chains.
+	defaultWebMaxRedirects = 5
+	// defaultFilesRoot is the same directory command tools use, so files the
+	// bot writes can be sent with send_file and used by commands.
+	defaultFilesRoot = "workspace"
+	// defaultFilesMaxBytes (1 MiB): a long document fits, a dump does not.
+	defaultFilesMaxBytes = 1 << 20
 	// Proposals wait for the operator: a conversation should not change
 	// how a skill behaves for everyone without a human looking.
 	defaultSelfImprove = "propose"
@@ -344,8 +394,13 @@ func Default() *Config {
 		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove},
 		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, JobTimeout: defaultJobTimeout,
 			QueueSize: defaultLearningQueue, MemoryPromptTokens: defaultMemoryPromptTokens},
-		Tools: Tools{Command: CommandTool{Workspace: defaultWorkspace, Timeout: defaultCommandTimeout,
-			MaxOutputChars: defaultCommandOutput}},
+		Tools: Tools{
+			Command: CommandTool{Workspace: defaultWorkspace, Timeout: defaultCommandTimeout,
+				MaxOutputChars: defaultCommandOutput},
+			Web: WebTools{Enabled: defaultWebEnabled, Timeout: defaultWebTimeout, MaxBytes: defaultWebMaxBytes,
+				MaxChars: defaultWebMaxChars, MaxRedirects: defaultWebMaxRedirects},
+			Files: FileTools{Root: defaultFilesRoot, MaxBytes: defaultFilesMaxBytes},
+		},
 		Schedule:        Schedule{MissedGrace: defaultMissedGrace, MaxFailures: defaultMaxFailures},
 		HTTP:            HTTP{Listen: defaultHTTPListen},
 		Log:             Log{Level: defaultLogLevel, Format: defaultLogFormat},

@@ -36,17 +36,18 @@ func TestExampleLoadsValidatesAndMatchesDefaults(t *testing.T) {
 
 func TestExampleSecretsComeFromEnvironment(t *testing.T) {
 	setEnv(t, map[string]string{
-		"OPENAI_MODEL":           "gpt-example",
-		"TELEGRAM_BOT_TOKEN":     "123:tg",
-		"DISCORD_BOT_TOKEN":      "dc-token",
-		"SWITCHBOARD_HTTP_TOKEN": "http-token",
+		"OPENAI_MODEL":               "gpt-example",
+		"TELEGRAM_BOT_TOKEN":         "123:tg",
+		"DISCORD_BOT_TOKEN":          "dc-token",
+		"SWITCHBOARD_HTTP_TOKEN":     "http-token",
+		"SWITCHBOARD_SEARCH_API_KEY": "search-key",
 	})
 	cfg, err := Load(examplePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []string{cfg.Channels.Telegram.Token, cfg.Channels.Discord.Token, cfg.HTTP.Token}
-	want := []string{"123:tg", "dc-token", "http-token"}
+	got := []string{cfg.Channels.Telegram.Token, cfg.Channels.Discord.Token, cfg.HTTP.Token, cfg.Tools.Web.Search.APIKey}
+	want := []string{"123:tg", "dc-token", "http-token", "search-key"}
 	if !slices.Equal(got, want) {
 		t.Errorf("tokens = %q, want %q", got, want)
 	}

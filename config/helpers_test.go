@@ -12,7 +12,7 @@ import (
 // them so that the developer's own environment cannot change results.
 var envVars = []string{
 	"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL",
-	"TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SWITCHBOARD_HTTP_TOKEN",
+	"TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SWITCHBOARD_HTTP_TOKEN", "SWITCHBOARD_SEARCH_API_KEY",
 }
 
 // setEnv clears envVars, then sets env, for the duration of the test.
@@ -65,6 +65,7 @@ func normalized(c *Config) *Config {
 		&r.Channels.Discord.AllowUsers,
 		&r.Channels.Discord.AllowGuilds,
 		&r.Channels.Discord.AllowChannels,
+		&r.Tools.Web.AllowHosts,
 	} {
 		if len(*p) == 0 {
 			*p = nil

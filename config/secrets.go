@@ -18,6 +18,7 @@ func (c *Config) secretFields() []*string {
 		&c.Channels.Discord.Token,
 		&c.Channels.Telegram.Webhook.SecretToken,
 		&c.HTTP.Token,
+		&c.Tools.Web.Search.APIKey,
 	}
 }
 
@@ -29,6 +30,7 @@ func (c *Config) urlFields() []*string {
 		&c.Channels.Telegram.APIEndpoint,
 		&c.Channels.Discord.APIBase,
 		&c.Channels.Discord.GatewayURL,
+		&c.Tools.Web.Search.URL,
 	}
 }
 
@@ -46,6 +48,7 @@ func (c *Config) Redacted() *Config {
 	r.Channels.Discord.AllowGuilds = slices.Clone(c.Channels.Discord.AllowGuilds)
 	r.Channels.Discord.AllowChannels = slices.Clone(c.Channels.Discord.AllowChannels)
 	r.Schedule.Jobs = slices.Clone(c.Schedule.Jobs)
+	r.Tools.Web.AllowHosts = slices.Clone(c.Tools.Web.AllowHosts)
 	for _, p := range r.secretFields() {
 		if *p != "" {
 			*p = redactedMark

@@ -19,12 +19,14 @@ func secretConfig() *Config {
 	c.Channels.Telegram.AllowUsers = []string{"@alice"}
 	c.Channels.Discord.Token = "discord-token"
 	c.HTTP.Token = "sk-live-abcdef" // the same value twice
+	c.Tools.Web.AllowHosts = []string{"wiki.internal"}
+	c.Tools.Web.Search = WebSearch{Provider: "searxng", URL: "https://searx:searx-pass@search.example.com", APIKey: "brave-secret-key"}
 	return c
 }
 
 func TestSecrets(t *testing.T) {
 	got := secretConfig().Secrets()
-	want := []string{"123456:telegram-token", "sk-live-abcdef", "discord-token", "proxy-pass"}
+	want := []string{"123456:telegram-token", "brave-secret-key", "sk-live-abcdef", "discord-token", "proxy-pass", "searx-pass"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Secrets() = %q, want %q (longest first, no duplicates)", got, want)
 	}
@@ -39,10 +41,11 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	r := c.Redacted()
 
 	for name, got := range map[string]string{
-		"llm.api_key":             r.LLM.APIKey,
-		"channels.telegram.token": r.Channels.Telegram.Token,
-		"channels.discord.token":  r.Channels.Discord.Token,
-		"http.token":              r.HTTP.Token,
+		"llm.api_key":              r.LLM.APIKey,
+		"channels.telegram.token":  r.Channels.Telegram.Token,
+		"channels.discord.token":   r.Channels.Discord.Token,
+		"http.token":               r.HTTP.Token,
+		"tools.web.search.api_key": r.Tools.Web.Search.APIKey,
 	} {
 		if got != "***" {
 			t.Errorf("%s = %q, want ***", name, got)
@@ -50,6 +53,9 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	}
 	if want := "https://proxy-user:***@llm.example.com/v1"; r.LLM.BaseURL != want {
 		t.Errorf("llm.base_url = %q, want %q", r.LLM.BaseURL, want)
+	}
+	if want := "https://searx:***@search.example.com"; r.Tools.Web.Search.URL != want {
+		t.Errorf("tools.web.search.url = %q, want %q", r.Tools.Web.Search.URL, want)
 	}
 
 	// Nothing secret survives in any rendering `check` might use.
@@ -71,7 +77,8 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	}
 	r.Channels.Telegram.AllowUsers[0] = "@mallory"
 	r.LLM.FallbackModels[0] = "changed"
-	if c.Channels.Telegram.AllowUsers[0] != "@alice" || c.LLM.FallbackModels[0] != "small" {
+	r.Tools.Web.AllowHosts[0] = "evil.internal"
+	if c.Channels.Telegram.AllowUsers[0] != "@alice" || c.LLM.FallbackModels[0] != "small" || c.Tools.Web.AllowHosts[0] != "wiki.internal" {
 		t.Error("Redacted shares list storage with the original")
 	}
 	if r.Agent != c.Agent || r.Log != c.Log || r.LLM.Model != c.LLM.Model {

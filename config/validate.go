@@ -76,6 +76,7 @@ func (c *Config) Validate() error {
 		v.positiveDuration("tools.command.timeout", cmd.Timeout, "30s")
 		v.positive("tools.command.max_output_chars", cmd.MaxOutputChars, "such as 20000")
 	}
+	c.validateWebAndFiles(v)
 	names := map[string]int{}
 	for i, s := range c.MCP.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
@@ -162,6 +163,66 @@ func (c *Config) Validate() error {
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 
 	return joinErrors(v.errs)
+}
+
+// validateWebAndFiles checks tools.web.* and tools.files.*.
+func (c *Config) validateWebAndFiles(v *checker) {
+	if w := c.Tools.Web; w.Enabled {
+		for i, h := range w.AllowHosts {
+			if why := badAllowHost(h); why != "" {
+				v.add(fmt.Sprintf("tools.web.allow_hosts[%d]", i), fmt.Sprintf("%q %s; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)", h, why))
+			}
+		}
+		v.positiveDuration("tools.web.timeout", w.Timeout, "15s")
+		v.positive("tools.web.max_bytes", w.MaxBytes, "such as 2097152 (2 MiB)")
+		v.positive("tools.web.max_chars", w.MaxChars, "such as 20000")
+		v.notNegative("tools.web.max_redirects", w.MaxRedirects, "0 follows no redirects")
+		s := w.Search
+		if !slices.Contains([]string{"", "searxng", "brave", "tavily"}, s.Provider) {
+			v.add("tools.web.search.provider", fmt.Sprintf(`%q is not one of searxng, brave, tavily (or "" for no web_search)`, s.Provider))
+		}
+		switch s.Provider {
+		case "searxng":
+			if s.URL == "" {
+				v.add("tools.web.search.url", "required with provider searxng: the instance's address, such as http://127.0.0.1:8888")
+			}
+		case "brave", "tavily":
+			if s.APIKey == "" {
+				v.add("tools.web.search.api_key", fmt.Sprintf("required with provider %s; set it, for example to ${SWITCHBOARD_SEARCH_API_KEY}", s.Provider))
+			}
+		}
+		if s.URL != "" {
+			v.httpURL("tools.web.search.url", s.URL, "http://127.0.0.1:8888")
+		}
+	}
+	if f := c.Tools.Files; f.Enabled {
+		v.notEmpty("tools.files.root", f.Root, `the directory the file tools are confined to, such as "workspace"`)
+		v.positive("tools.files.max_bytes", f.MaxBytes, "such as 1048576 (1 MiB)")
+	}
+}
+
+// badAllowHost says what is wrong with an allow_hosts entry ("" if nothing).
+func badAllowHost(h string) string {
+	h = strings.TrimSpace(h)
+	switch {
+	case h == "":
+		return "is empty"
+	case strings.Contains(h, "://"):
+		return "is a URL, not a host"
+	}
+	if _, err := netip.ParsePrefix(h); err == nil {
+		return ""
+	}
+	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return ""
+	}
+	switch {
+	case strings.Contains(h, ":"):
+		return "has a port; list the host alone"
+	case !hostName.MatchString(h):
+		return "is not a host name, an address or a network"
+	}
+	return ""
 }
 
 // validateSchedule checks schedule.*; specs are parsed by the scheduler's
@@ -264,6 +325,7 @@ var (
 	telegramName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	snowflake    = regexp.MustCompile(`^[0-9]+$`)
 	mcpName      = regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`)
+	hostName     = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`)
 )
 
 // checker collects validation problems.

@@ -80,6 +80,49 @@ func TestValidate(t *testing.T) {
 		}},
 		{"learning off: its numbers are not checked", func(c *Config) { c.Learning = Learning{} }, nil},
 
+		// tools.web, tools.files
+		{"web defaults are on and valid", func(c *Config) {
+			if !c.Tools.Web.Enabled || c.Tools.Files.Enabled {
+				panic("want web on and files off by default")
+			}
+		}, nil},
+		{"web allow_hosts", func(c *Config) {
+			c.Tools.Web.AllowHosts = []string{"wiki.internal", "10.0.0.5", "10.0.0.0/8", "fd00::/8", "[::1]", "localhost",
+				"https://wiki.internal", "wiki.internal:8080", "", "10.0.0.0/33"}
+		}, []string{
+			`tools.web.allow_hosts[6]: "https://wiki.internal" is a URL, not a host; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
+			`tools.web.allow_hosts[7]: "wiki.internal:8080" has a port; list the host alone; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
+			`tools.web.allow_hosts[8]: "" is empty; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
+			`tools.web.allow_hosts[9]: "10.0.0.0/33" is not a host name, an address or a network; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
+		}},
+		{"web numbers wrong", func(c *Config) {
+			c.Tools.Web.Timeout, c.Tools.Web.MaxBytes, c.Tools.Web.MaxChars, c.Tools.Web.MaxRedirects = 0, 0, -1, -1
+		}, []string{
+			`tools.web.timeout: must be a positive duration, got 0s; set it to something like "15s"`,
+			"tools.web.max_bytes: must be a positive number, got 0; set it to such as 2097152 (2 MiB)",
+			"tools.web.max_chars: must be a positive number, got -1; set it to such as 20000",
+			"tools.web.max_redirects: must not be negative, got -1 (0 follows no redirects)",
+		}},
+		{"web search providers", func(c *Config) { c.Tools.Web.Search = WebSearch{Provider: "google"} },
+			[]string{`tools.web.search.provider: "google" is not one of searxng, brave, tavily (or "" for no web_search)`}},
+		{"searxng without url", func(c *Config) { c.Tools.Web.Search = WebSearch{Provider: "searxng"} },
+			[]string{"tools.web.search.url: required with provider searxng: the instance's address, such as http://127.0.0.1:8888"}},
+		{"searxng bad url", func(c *Config) { c.Tools.Web.Search = WebSearch{Provider: "searxng", URL: "searx.local"} },
+			[]string{`tools.web.search.url: "searx.local" is not a http or https URL; write it like http://127.0.0.1:8888`}},
+		{"searxng", func(c *Config) { c.Tools.Web.Search = WebSearch{Provider: "searxng", URL: "http://127.0.0.1:8888"} }, nil},
+		{"brave without key", func(c *Config) { c.Tools.Web.Search = WebSearch{Provider: "brave"} },
+			[]string{"tools.web.search.api_key: required with provider brave; set it, for example to ${SWITCHBOARD_SEARCH_API_KEY}"}},
+		{"tavily", func(c *Config) { c.Tools.Web.Search = WebSearch{Provider: "tavily", APIKey: "tvly-x"} }, nil},
+		{"web off: its settings are not checked", func(c *Config) {
+			c.Tools.Web = WebTools{AllowHosts: []string{"http://x"}, Search: WebSearch{Provider: "google"}}
+		}, nil},
+		{"files on", func(c *Config) { c.Tools.Files.Enabled = true; c.Tools.Files.PerChat = true }, nil},
+		{"files numbers wrong", func(c *Config) { c.Tools.Files = FileTools{Enabled: true, Root: " ", MaxBytes: 0} }, []string{
+			`tools.files.root: must not be empty; set it to the directory the file tools are confined to, such as "workspace"`,
+			"tools.files.max_bytes: must be a positive number, got 0; set it to such as 1048576 (1 MiB)",
+		}},
+		{"files off: its settings are not checked", func(c *Config) { c.Tools.Files = FileTools{} }, nil},
+
 		// channels
 		{"console.user empty", func(c *Config) { c.Channels.Console.User = "" },
 			[]string{`channels.console.user: must not be empty; set it to your name in "switchboard chat", such as "local"`}},

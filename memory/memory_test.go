@@ -13,6 +13,7 @@ import (
 	"switchboard/agent"
 	"switchboard/llm"
 	"switchboard/store"
+	"switchboard/tools"
 )
 
 // fakeModel answers forced calls with fn's arguments and records requests.
@@ -352,7 +353,10 @@ func TestToolsAreScopedAndRememberIsNotOfferedAfterOutsideText(t *testing.T) {
 	if got := names(agent.TurnInfo{Calls: []string{"recall", "send_message"}}); !slices.Contains(got, RememberTool) {
 		t.Errorf("tools %q; remember must stay after memory and reply tools", got)
 	}
-	if got := names(agent.TurnInfo{Calls: []string{"web_fetch"}}); slices.Contains(got, RememberTool) || !slices.Contains(got, RecallTool) {
-		t.Errorf("tools after web_fetch = %q; want recall and forget only", got)
+	// The built-in tools that bring outside text (package tools) count too.
+	for _, outside := range []string{tools.WebFetchTool, tools.WebSearchTool, tools.FileReadTool} {
+		if got := names(agent.TurnInfo{Calls: []string{"recall", outside}}); slices.Contains(got, RememberTool) || !slices.Contains(got, RecallTool) {
+			t.Errorf("tools after %s = %q; want recall and forget only", outside, got)
+		}
 	}
 }

@@ -418,7 +418,7 @@ func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo b
 // anything that ends up outside root, and directories.
 func confined(root, ref string) (string, error) {
 	if root == "" {
-		return "", errors.New("sending local files is off: no workspace is configured (tools.command.workspace)")
+		return "", errors.New("sending local files is off: no files root is configured (tools.files.root)")
 	}
 	absRoot, err := filepath.Abs(root)
 	if err != nil {

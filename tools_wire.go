@@ -1,0 +1,25 @@
+package main
+
+import (
+	"switchboard/agent"
+	"switchboard/config"
+	"switchboard/tools"
+)
+
+// webTools is the web_fetch / web_search source configured by tools.web.
+func webTools(cfg *config.Config) agent.Source {
+	w := cfg.Tools.Web
+	redirects := w.MaxRedirects
+	if redirects == 0 {
+		redirects = -1 // tools.web.max_redirects: 0 follows none; the package reads 0 as its default
+	}
+	return tools.Web(tools.WebConfig{Enabled: w.Enabled, AllowHosts: w.AllowHosts, Timeout: w.Timeout,
+		MaxBytes: w.MaxBytes, MaxChars: w.MaxChars, MaxRedirects: redirects,
+		Search: tools.SearchConfig{Provider: w.Search.Provider, URL: w.Search.URL, APIKey: w.Search.APIKey}})
+}
+
+// fileTools is the workspace file tool source configured by tools.files.
+func fileTools(cfg *config.Config) agent.Source {
+	f := cfg.Tools.Files
+	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes})
+}
