@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -103,21 +102,18 @@ func scanApproval(r rowScanner) (Approval, error) {
 
 // PendingApproval returns the chat's pending approval, if any.
 func (s *Store) PendingApproval(ctx context.Context, channel, chatKey string) (Approval, bool, error) {
-	a, err := scanApproval(s.db.QueryRowContext(ctx, sqlPendingApproval, channel, chatKey))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Approval{}, false, nil
-	}
+	a, ok, err := queryOne(ctx, s.db, scanApproval, sqlPendingApproval, channel, chatKey)
 	if err != nil {
 		return Approval{}, false, fmt.Errorf("store: pending approval: %w", err)
 	}
-	return a, true, nil
+	return a, ok, nil
 }
 
 // Approval returns one approval by id.
 func (s *Store) Approval(ctx context.Context, id int64) (Approval, error) {
-	a, err := scanApproval(s.db.QueryRowContext(ctx, sqlGetApproval, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Approval{}, ErrNotFound
+	a, ok, err := queryOne(ctx, s.db, scanApproval, sqlGetApproval, id)
+	if err == nil && !ok {
+		err = ErrNotFound
 	}
 	if err != nil {
 		return Approval{}, fmt.Errorf("store: approval %d: %w", id, err)

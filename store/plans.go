@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -75,21 +74,18 @@ func scanPlan(r rowScanner) (Plan, error) {
 
 // OpenPlan returns the chat's running or waiting plan, if any.
 func (s *Store) OpenPlan(ctx context.Context, channel, chatKey string) (Plan, bool, error) {
-	p, err := scanPlan(s.db.QueryRowContext(ctx, sqlOpenPlan, channel, chatKey))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Plan{}, false, nil
-	}
+	p, ok, err := queryOne(ctx, s.db, scanPlan, sqlOpenPlan, channel, chatKey)
 	if err != nil {
 		return Plan{}, false, fmt.Errorf("store: open plan: %w", err)
 	}
-	return p, true, nil
+	return p, ok, nil
 }
 
 // GetPlan returns a plan by id.
 func (s *Store) GetPlan(ctx context.Context, id int64) (Plan, error) {
-	p, err := scanPlan(s.db.QueryRowContext(ctx, sqlGetPlan, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Plan{}, ErrNotFound
+	p, ok, err := queryOne(ctx, s.db, scanPlan, sqlGetPlan, id)
+	if err == nil && !ok {
+		err = ErrNotFound
 	}
 	if err != nil {
 		return Plan{}, fmt.Errorf("store: plan %d: %w", id, err)

@@ -334,6 +334,15 @@ func (s *Store) queryTurns(ctx context.Context, query string, args ...any) ([]Tu
 	return queryAll(ctx, s.db, scanTurn, query, args...)
 }
 
+// queryOne runs a query for at most one row; ok is false when there is none.
+func queryOne[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) (v T, ok bool, err error) {
+	v, err = scan(db.QueryRowContext(ctx, query, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, false, nil
+	}
+	return v, err == nil, err
+}
+
 // queryAll runs a query and scans every row with scan.
 func queryAll[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
