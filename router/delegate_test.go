@@ -78,3 +78,62 @@ func TestDelegateStop(t *testing.T) {
 		t.Fatalf("sent %q", got)
 	}
 }
+
+// Limits: at most maxTasksPerChat tasks per chat; a task cannot delegate.
+func TestDelegateLimits(t *testing.T) {
+	a, fake := planRig(t)
+	release := make(chan struct{})
+	defer close(release)
+	fake.SetDefault(&testkit.Reply{Func: func(r testkit.Recorded) testkit.Reply {
+		first := ""
+		for _, m := range r.Messages {
+			if m.Role == llm.RoleUser {
+				first = m.Content
+				break
+			}
+		}
+		for _, tool := range r.Tools {
+			if strings.HasPrefix(first, "[background task]") && tool.Name == DelegateTool {
+				return testkit.Reply{Text: "a task was offered delegate"}
+			}
+		}
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case strings.HasPrefix(first, "[background task]"):
+			return testkit.Reply{Text: "working", Block: release}
+		case last.Role == llm.RoleTool:
+			var all []string
+			for _, m := range r.Messages {
+				if m.Role == llm.RoleTool {
+					all = append(all, m.Content)
+				}
+			}
+			return testkit.Reply{Text: "results: " + strings.Join(all, " | ")}
+		}
+		return testkit.Reply{ToolCalls: []llm.ToolCall{
+			testkit.Call("d1", "delegate", `{"task":"one"}`), testkit.Call("d2", "delegate", `{"task":"two"}`),
+			testkit.Call("d3", "delegate", `{"task":"three"}`)}}
+	}})
+	a.say(msg("c1", "u", "do three things"))
+	got := a.ch.texts()
+	if len(got) != 1 || strings.Count(got[0], "Started background task") != 2 || !strings.Contains(got[0], "too many background tasks running (2 in this chat") {
+		t.Fatalf("reply = %q", got)
+	}
+	if n := len(a.r.tasks.forChat("fake\x00c1")); n != 2 {
+		t.Fatalf("%d tasks running; want 2", n)
+	}
+	if err := fake.WaitCalls(t.Context(), 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range fake.Requests() {
+		for _, m := range r.Messages {
+			if strings.HasPrefix(m.Content, "[background task]") {
+				for _, tool := range r.Tools {
+					if tool.Name == DelegateTool {
+						t.Fatal("a background task was offered the delegate tool")
+					}
+				}
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"switchboard/agent"
+	"switchboard/channels"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
 	"switchboard/store"
@@ -169,5 +170,25 @@ func TestPlanTimeoutContinues(t *testing.T) {
 	got := a.ch.texts()
 	if last := got[len(got)-1]; !strings.HasPrefix(last, "Plan finished: do it") {
 		t.Fatalf("sent %q", got)
+	}
+}
+
+// A skill with mode: plan runs its command as a plan (Prepared.Plan).
+func TestPlanFromSkillMode(t *testing.T) {
+	a, fake := planRig(t)
+	a.r.cfg.Prepare = func(_ context.Context, in channels.Inbound) Prepared {
+		return Prepared{Plan: strings.HasPrefix(in.Text, "/research")}
+	}
+	s := &scriptedPlanModel{steps: map[int]func(testkit.Recorded) testkit.Reply{
+		1: func(testkit.Recorded) testkit.Reply { return testkit.Reply{Text: "one"} },
+	}}
+	fake.SetDefault(&testkit.Reply{Func: s.reply})
+	a.say(msg("c1", "u", "/research solar"))
+	got := a.ch.texts()
+	if len(got) < 3 || !strings.HasPrefix(got[0], "Plan for: /research solar") || got[1] != "one" {
+		t.Fatalf("sent %q", got)
+	}
+	if r := fake.Requests()[0]; r.ForcedTool != "submit_plan" {
+		t.Fatalf("first request forced %q", r.ForcedTool)
 	}
 }
