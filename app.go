@@ -256,8 +256,8 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	if !cfg.Channels.Telegram.Enabled && !cfg.Channels.Discord.Enabled {
-		log.Error("no channel is enabled: set channels.telegram.enabled or channels.discord.enabled, or talk in the terminal with `switchboard chat`")
+	if !cfg.Channels.Telegram.Enabled && !cfg.Channels.Discord.Enabled && cfg.HTTP.Listen == "" {
+		log.Error("no channel is enabled: set channels.telegram.enabled or channels.discord.enabled, set http.listen for the OpenAI-compatible API, or talk in the terminal with `switchboard chat`")
 		return exitConfig
 	}
 	a, err := build(ctx, cfg, log)

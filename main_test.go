@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,7 +200,7 @@ func TestCommandLine(t *testing.T) {
 		{"malformed config names file and line", []string{"check", "--config", bad}, nil, 2, "", bad + ":3"},
 		{"missing explicit config", []string{"check", "--config", "/nonexistent/c.yaml"}, nil, 2, "", "/nonexistent/c.yaml"},
 		{"check with env only", []string{"check", "--config", ""}, map[string]string{"OPENAI_MODEL": "m1", "OPENAI_API_KEY": "sk-secret-value"}, 0, "model:    m1", ""},
-		{"serve without channels", []string{"serve", "--config", writeConfig(t, "llm:\n  model: m\nstore:\n  path: "+filepath.Join(t.TempDir(), "x.db")+"\n")}, nil, 2, "", "no channel is enabled"},
+		{"serve without channels", []string{"serve", "--config", writeConfig(t, "llm:\n  model: m\nhttp:\n  listen: \"\"\nstore:\n  path: "+filepath.Join(t.TempDir(), "x.db")+"\n")}, nil, 2, "", "no channel is enabled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,5 +250,54 @@ func TestPairingCommand(t *testing.T) {
 		if code != s.code || !strings.Contains(out.String(), s.out) || !strings.Contains(errb.String(), s.err) {
 			t.Fatalf("%v: code %d\nstdout %s\nstderr %s", s.args, code, out.String(), errb.String())
 		}
+	}
+}
+
+// serve runs with only the OpenAI-compatible API as its channel.
+func TestServeWithOnlyTheHTTPAPI(t *testing.T) {
+	fake := testkit.NewFakeLLM(t)
+	fake.SetDefault(&testkit.Reply{Text: "hello from the API"})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\nlearning:\n  enabled: false\nstore:\n  path: %s\nhttp:\n  listen: %s\n",
+		fake.URL, filepath.Join(t.TempDir(), "api.db"), addr))
+	serve := startServe(t, cfg, func(ctx context.Context) error {
+		tick := time.NewTicker(10 * time.Millisecond) // polling a port until it answers
+		defer tick.Stop()
+		for {
+			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+	})
+	body := strings.NewReader(`{"model":"switchboard","user":"ada","messages":[{"role":"user","content":"hi"}]}`)
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 ||
+		out.Choices[0].Message.Content != "hello from the API" {
+		t.Fatalf("status %d, %+v, %v\n%s", resp.StatusCode, out, err, serve.stderr.String())
+	}
+	if code := serve.stop(t); code != 0 {
+		t.Fatalf("serve exited %d", code)
 	}
 }
