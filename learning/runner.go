@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"switchboard/internal/waitfor"
 )
 
 // Defaults of the runner, used where Config leaves a field zero.
@@ -398,21 +400,7 @@ func (r *Runner) Stats() Stats {
 // Drain waits until no work is waiting or running (retries scheduled for
 // later do not count), or ctx ends.
 func (r *Runner) Drain(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		r.cond.Broadcast()
-		r.mu.Unlock()
-	})
-	defer stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for len(r.order) > 0 || r.active > 0 {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r.cond.Wait()
-	}
-	return nil
+	return waitfor.Cond(ctx, r.cond, func() bool { return len(r.order) == 0 && r.active == 0 })
 }
 
 // Shutdown stops taking work, drops waiting work and pending retries (the

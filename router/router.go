@@ -21,6 +21,8 @@ import (
 	"switchboard/channels"
 	"switchboard/llm"
 	"switchboard/store"
+
+	"switchboard/internal/waitfor"
 )
 
 // Defaults.
@@ -519,21 +521,7 @@ func (r *Router) work(key string, q *chatQueue) {
 
 // Drain waits until no chat has queued or running messages, or ctx ends.
 func (r *Router) Drain(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		r.idle.Broadcast()
-		r.mu.Unlock()
-	})
-	defer stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.running > 0 {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		r.idle.Wait()
-	}
-	return nil
+	return waitfor.Cond(ctx, r.idle, func() bool { return r.running == 0 })
 }
 
 // Shutdown stops taking messages, lets running turns finish until ctx ends,

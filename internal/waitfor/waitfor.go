@@ -1,0 +1,29 @@
+// Package waitfor waits on a condition variable until a predicate holds or
+// a context ends — the "drain" both the router and the learning runner need.
+package waitfor
+
+import (
+	"context"
+	"sync"
+)
+
+// Cond waits until done() is true or ctx ends. c.L must not be held by the
+// caller; done is evaluated with c.L held. Whoever changes what done reads
+// must call c.Broadcast (with c.L held).
+func Cond(ctx context.Context, c *sync.Cond, done func() bool) error {
+	stop := context.AfterFunc(ctx, func() {
+		c.L.Lock()
+		c.Broadcast()
+		c.L.Unlock()
+	})
+	defer stop()
+	c.L.Lock()
+	defer c.L.Unlock()
+	for !done() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.Wait()
+	}
+	return nil
+}
