@@ -225,27 +225,35 @@ func fail(op, rel string, err error) error {
 	return fmt.Errorf("%s %q: %w", op, rel, err)
 }
 
-func (w *workspace) read(_ context.Context, args json.RawMessage) (string, error) {
+// openArg opens the file or folder named by the "path" argument (def when
+// it is empty) inside the workspace, for op ("read", "list").
+func (w *workspace) openArg(op string, args json.RawMessage, def string) (f *os.File, rel string, closeAll func(), err error) {
 	var a struct {
 		Path string `json:"path"`
 	}
 	if err := json.Unmarshal(args, &a); err != nil {
-		return "", fmt.Errorf("bad arguments: %w", err)
+		return nil, "", nil, fmt.Errorf("bad arguments: %w", err)
 	}
-	rel, err := w.rel(a.Path, "")
-	if err != nil {
-		return "", err
+	if rel, err = w.rel(a.Path, def); err != nil {
+		return nil, "", nil, err
 	}
 	root, err := w.open()
 	if err != nil {
+		return nil, "", nil, err
+	}
+	if f, err = root.Open(rel); err != nil {
+		root.Close()
+		return nil, "", nil, fail(op, rel, err)
+	}
+	return f, rel, func() { f.Close(); root.Close() }, nil
+}
+
+func (w *workspace) read(_ context.Context, args json.RawMessage) (string, error) {
+	f, rel, closeAll, err := w.openArg("read", args, "")
+	if err != nil {
 		return "", err
 	}
-	defer root.Close()
-	f, err := root.Open(rel)
-	if err != nil {
-		return "", fail("read", rel, err)
-	}
-	defer f.Close()
+	defer closeAll()
 	fi, err := f.Stat()
 	if err != nil {
 		return "", fail("read", rel, err)
@@ -369,26 +377,11 @@ func (w *workspace) replace(root *os.Root, rel string, data []byte) (existed boo
 }
 
 func (w *workspace) list(_ context.Context, args json.RawMessage) (string, error) {
-	var a struct {
-		Path string `json:"path"`
-	}
-	if err := json.Unmarshal(args, &a); err != nil {
-		return "", fmt.Errorf("bad arguments: %w", err)
-	}
-	rel, err := w.rel(a.Path, ".")
+	d, rel, closeAll, err := w.openArg("list", args, ".")
 	if err != nil {
 		return "", err
 	}
-	root, err := w.open()
-	if err != nil {
-		return "", err
-	}
-	defer root.Close()
-	d, err := root.Open(rel)
-	if err != nil {
-		return "", fail("list", rel, err)
-	}
-	defer d.Close()
+	defer closeAll()
 	entries, err := d.ReadDir(-1)
 	if err != nil {
 		return "", fmt.Errorf("%q is not a folder; use file_read to read a file", rel)
