@@ -220,13 +220,7 @@ func TestDiscordServe(t *testing.T) {
 			t.Fatalf("DM holds %q, want %q", got, want)
 		}
 		// The conversation is remembered (SQLite) from one turn to the next.
-		r := s.requestFor(t, "Thanks!")
-		if got, want := userTexts(r), []string{"Hi, I'm Alice", "Thanks!"}; !slices.Equal(got, want) {
-			t.Errorf("user messages the model saw = %q, want %q", got, want)
-		}
-		if !slices.Contains(assistantTexts(r), "Hello Alice, nice to meet you.") {
-			t.Errorf("the model did not see its first reply: %q", assistantTexts(r))
-		}
+		s.assertHistory(t, "Thanks!", []string{"Hi, I'm Alice", "Thanks!"}, "Hello Alice, nice to meet you.")
 		s.expect(dm, 2)
 	})
 

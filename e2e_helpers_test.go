@@ -185,3 +185,16 @@ func (s *modelScript) requestsMentioning(text string) int {
 	}
 	return n
 }
+
+// assertHistory checks that the model request answering last saw the
+// conversation so far: these user messages, and the earlier reply.
+func (s *modelScript) assertHistory(t *testing.T, last string, users []string, reply string) {
+	t.Helper()
+	r := s.requestFor(t, last)
+	if got := userTexts(r); !slices.Equal(got, users) {
+		t.Errorf("user messages the model saw = %q, want %q", got, users)
+	}
+	if !slices.Contains(assistantTexts(r), reply) {
+		t.Errorf("the model did not see its earlier reply %q: %q", reply, assistantTexts(r))
+	}
+}

@@ -330,13 +330,7 @@ func TestTelegramServe(t *testing.T) {
 		if got, want := sentTexts(sent), []string{"Hello Alice, nice to meet you.", "Glad to help."}; !slices.Equal(got, want) {
 			t.Fatalf("chat holds %q, want %q", got, want)
 		}
-		r := s.requestFor(t, "Thanks!")
-		if got, want := userTexts(r), []string{"Hi, I'm Alice", "Thanks!"}; !slices.Equal(got, want) {
-			t.Errorf("user messages the model saw = %q, want %q", got, want)
-		}
-		if !slices.Contains(assistantTexts(r), "Hello Alice, nice to meet you.") {
-			t.Errorf("the model did not see its first reply: %q", assistantTexts(r))
-		}
+		s.assertHistory(t, "Thanks!", []string{"Hi, I'm Alice", "Thanks!"}, "Hello Alice, nice to meet you.")
 		s.expect(tgAlice, 2)
 	})
 
