@@ -12,7 +12,7 @@ import (
 
 // openStore opens the database for an admin command, reporting a failure.
 func openStore(ctx context.Context, cfg *config.Config, errw io.Writer) (*store.Store, bool) {
-	st, err := store.Open(ctx, cfg.Store.Path)
+	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source())
 	if err != nil {
 		fmt.Fprintf(errw, "switchboard: %v\n", err)
 		return nil, false

@@ -41,6 +41,11 @@ type app struct {
 	learn  *learner            // memories, profiles, skill reviews after each turn
 }
 
+// storeOptions are more options for the store build opens. Tests use them
+// to serve on a database that cannot take writes, as a full disk or a
+// read-only file leaves it (store.WithMaxPages, store.WithReadOnly).
+var storeOptions []store.Option
+
 // build opens the store and wires model, agent and router.
 func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, error) {
 	loc, err := time.LoadLocation(cfg.Agent.Timezone)
@@ -56,7 +61,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		return nil, err
 	}
 	mon := newMonitor(cfg, model, log)
-	st, err := store.Open(ctx, cfg.Store.Path)
+	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source(), storeOptions...)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +355,7 @@ func check(cfg *config.Config, out io.Writer) int {
 	if len(r.LLM.FallbackModels) > 0 {
 		fmt.Fprintf(out, ", fallbacks %v", r.LLM.FallbackModels)
 	}
-	fmt.Fprintf(out, ")\nstore:    %s\n", r.Store.Path)
+	fmt.Fprintf(out, ")\nstore:    %s %s\n", r.Store.Driver, r.Store.Source())
 	fmt.Fprintf(out, "agent:    %s, max %d steps, %d concurrent turns, zone %s\n", r.Agent.Name, r.Agent.MaxSteps, r.Agent.MaxConcurrentTurns, r.Agent.Timezone)
 	fmt.Fprintf(out, "channels: console (switchboard chat)")
 	if r.Channels.Telegram.Enabled {

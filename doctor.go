@@ -93,6 +93,9 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 }
 
 func doctorStore(ctx context.Context, cfg *config.Config) finding {
+	if cfg.Store.Driver == config.StorePostgres {
+		return doctorPostgres(ctx, cfg)
+	}
 	path := cfg.Store.Path
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		dir := filepath.Dir(path)
@@ -122,6 +125,29 @@ func doctorStore(ctx context.Context, cfg *config.Config) finding {
 		return finding{"FAIL", "store", err.Error(), "the database may be damaged: restore the latest backup (see README, Operations)"}
 	}
 	return finding{level: "ok", what: "store", msg: fmt.Sprintf("%s is writable (%d chats, %d messages)", path, stats.Chats, stats.Messages)}
+}
+
+// doctorPostgres checks that the PostgreSQL database opens (migrating it if
+// needed) and takes writes. Messages name the DSN without its password.
+func doctorPostgres(ctx context.Context, cfg *config.Config) finding {
+	where := cfg.Redacted().Store.DSN
+	cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	st, err := store.OpenPostgres(cctx, cfg.Store.DSN)
+	if err != nil {
+		return finding{"FAIL", "store", err.Error(),
+			"check store.dsn (host, port, database, user and password), that the server runs and is reachable from this machine, and that the user may create tables in the database (or its search_path schema)"}
+	}
+	defer st.Close()
+	if err := st.Ping(cctx); err != nil {
+		return finding{"FAIL", "store", err.Error(),
+			"the database does not accept writes: it may be a read-only standby, or the user lacks INSERT on its tables"}
+	}
+	stats, err := st.Stats(cctx)
+	if err != nil {
+		return finding{"FAIL", "store", err.Error(), "check the user's permissions on the tables of store.dsn's database"}
+	}
+	return finding{level: "ok", what: "store", msg: fmt.Sprintf("%s is writable (%d chats, %d messages)", where, stats.Chats, stats.Messages)}
 }
 
 func doctorModel(ctx context.Context, cfg *config.Config) []finding {

@@ -65,9 +65,27 @@ type LLM struct {
 	TranscriptionModel string        `yaml:"transcription_model"` // voice messages are transcribed with it; empty: off
 }
 
-// Store configures the SQLite database.
+// Store configures the database: a SQLite file (the embedded default) or
+// PostgreSQL, which several replicas can share.
 type Store struct {
-	Path string `yaml:"path"`
+	Driver string `yaml:"driver"` // sqlite or postgres
+	Path   string `yaml:"path"`   // sqlite: the database file
+	DSN    string `yaml:"dsn"`    // postgres: the connection string; its password is a secret
+}
+
+// Store drivers.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// Source is what opens the store with Driver: the file path for sqlite, the
+// DSN for postgres.
+func (s Store) Source() string {
+	if s.Driver == StorePostgres {
+		return s.DSN
+	}
+	return s.Path
 }
 
 // Agent configures the turn loop.
@@ -264,6 +282,9 @@ const (
 	// A long reasoning answer can stream for minutes; shorter limits cut off
 	// good answers, longer ones hide a hung server.
 	defaultRequestTimeout = 180 * time.Second
+	// Embedded, nothing to install or run beside the binary; PostgreSQL is
+	// for several replicas.
+	defaultStoreDriver = StoreSQLite
 	// Relative to the working directory, so a fresh checkout runs as is.
 	defaultStorePath = "switchboard.db"
 	// A neutral name that says what the bot is.
@@ -371,7 +392,7 @@ func Default() *Config {
 			MaxRetries:     defaultMaxRetries,
 			RequestTimeout: defaultRequestTimeout,
 		},
-		Store: Store{Path: defaultStorePath},
+		Store: Store{Driver: defaultStoreDriver, Path: defaultStorePath},
 		Agent: Agent{
 			Name:                defaultAgentName,
 			Timezone:            defaultTimezone,

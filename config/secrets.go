@@ -57,6 +57,7 @@ func (c *Config) Redacted() *Config {
 	for _, p := range r.urlFields() {
 		*p = redactURL(*p)
 	}
+	r.Store.DSN = redactDSN(c.Store.DSN)
 	return &r
 }
 
@@ -75,6 +76,7 @@ func (c *Config) Secrets() []string {
 	for _, p := range c.urlFields() {
 		out = append(out, urlPassword(*p))
 	}
+	out = append(out, dsnPasswords(c.Store.DSN)...)
 	// MCP servers get credentials through env and headers: treat every value
 	// as a secret (a short one would redact ordinary words, so skip those).
 	for _, srv := range c.MCP.Servers {

@@ -120,3 +120,47 @@ func TestRedactedAndSecretsOnNil(t *testing.T) {
 		t.Error("nil Config: want nil results")
 	}
 }
+
+func TestStoreDSNPasswordIsSecret(t *testing.T) {
+	for _, c := range []struct {
+		dsn, redacted string
+		secrets       []string
+	}{
+		{"postgres://sb:pa%23ss@db.internal:5432/sb?sslmode=require",
+			"postgres://sb:***@db.internal:5432/sb?sslmode=require", []string{"pa%23ss", "pa#ss"}},
+		{"postgresql://sb@db/sb?sslmode=disable&password=qpass1",
+			"postgresql://sb@db/sb?sslmode=disable&password=***", []string{"qpass1"}},
+		{"postgres://sb:bad#pw@db:notaport/sb", // does not parse as a URL: masked all the same
+			"postgres://sb:***@db:notaport/sb", []string{"bad#pw"}},
+		{"host=db user=sb password=kv-pass dbname=sb",
+			"host=db user=sb password=*** dbname=sb", []string{"kv-pass"}},
+		{"host=db password = 'it\\'s secret' dbname=sb",
+			"host=db password = *** dbname=sb", []string{"it's secret"}},
+		{"postgres://sb@db/sb", "postgres://sb@db/sb", nil},
+		{"host=db user=passwordless", "host=db user=passwordless", nil},
+	} {
+		cfg := validConfig()
+		cfg.Store.Driver, cfg.Store.DSN = StorePostgres, c.dsn
+		if got := cfg.Redacted().Store.DSN; got != c.redacted {
+			t.Errorf("Redacted().Store.DSN of %q = %q, want %q", c.dsn, got, c.redacted)
+		}
+		got := cfg.Secrets()
+		for _, s := range c.secrets {
+			if !slices.Contains(got, s) {
+				t.Errorf("Secrets() of %q = %q, want it to contain %q", c.dsn, got, s)
+			}
+		}
+		if len(c.secrets) == 0 && len(got) != 0 {
+			t.Errorf("Secrets() of %q = %q, want none", c.dsn, got)
+		}
+		out, err := yaml.Marshal(cfg.Redacted())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range got {
+			if strings.Contains(string(out), s) {
+				t.Errorf("redacted YAML of %q contains %q", c.dsn, s)
+			}
+		}
+	}
+}

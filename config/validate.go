@@ -45,7 +45,7 @@ func (c *Config) Validate() error {
 	}
 
 	// store, agent, skills
-	v.notEmpty("store.path", c.Store.Path, `a file name for the SQLite database, such as "switchboard.db"`)
+	c.validateStore(v)
 	v.notEmpty("agent.name", c.Agent.Name, `the name the bot goes by, such as "Switchboard"`)
 	if tz := c.Agent.Timezone; tz == "" {
 		v.add("agent.timezone", `must not be empty; set an IANA zone such as "Europe/Berlin", or "UTC"`)
@@ -417,4 +417,27 @@ func isLoopback(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+func (c *Config) validateStore(v *checker) {
+	switch st := c.Store; st.Driver {
+	case StoreSQLite:
+		v.notEmpty("store.path", st.Path, `a file name for the SQLite database, such as "switchboard.db"`)
+	case StorePostgres:
+		const example = `such as "postgres://switchboard:${SWITCHBOARD_DB_PASSWORD}@127.0.0.1:5432/switchboard"`
+		switch dsn := strings.TrimSpace(st.DSN); {
+		case dsn == "":
+			v.add("store.dsn", "required when store.driver is postgres; set it to a PostgreSQL connection string, "+example)
+		case strings.Contains(dsn, "://"):
+			// The DSN is not quoted back: it may hold the password.
+			u, err := url.Parse(dsn)
+			if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+				v.add("store.dsn", "is not a postgres:// URL; write it "+example+", or as key=value pairs (host=… user=… dbname=…)")
+			}
+		case !strings.Contains(dsn, "="):
+			v.add("store.dsn", "is neither a postgres:// URL nor key=value pairs; write it "+example)
+		}
+	default:
+		v.oneOf("store.driver", st.Driver, StoreSQLite, StorePostgres)
+	}
 }

@@ -43,6 +43,19 @@ func TestValidate(t *testing.T) {
 		// store, agent, skills
 		{"store.path empty", func(c *Config) { c.Store.Path = "" },
 			[]string{`store.path: must not be empty; set it to a file name for the SQLite database, such as "switchboard.db"`}},
+		{"store.driver unknown", func(c *Config) { c.Store.Driver = "mysql" },
+			[]string{`store.driver: "mysql" is not one of sqlite, postgres`}},
+		{"store.dsn missing", func(c *Config) { c.Store.Driver = "postgres" },
+			[]string{`store.dsn: required when store.driver is postgres; set it to a PostgreSQL connection string, such as "postgres://switchboard:${SWITCHBOARD_DB_PASSWORD}@127.0.0.1:5432/switchboard"`}},
+		{"store.dsn not a postgres URL, password not printed", func(c *Config) {
+			c.Store.Driver, c.Store.DSN = "postgres", "mysql://sb:hunter2@db/sb"
+		}, []string{`store.dsn: is not a postgres:// URL; write it such as "postgres://switchboard:${SWITCHBOARD_DB_PASSWORD}@127.0.0.1:5432/switchboard", or as key=value pairs (host=… user=… dbname=…)`}},
+		{"store.dsn neither form", func(c *Config) { c.Store.Driver, c.Store.DSN = "postgres", "db.internal" },
+			[]string{`store.dsn: is neither a postgres:// URL nor key=value pairs; write it such as "postgres://switchboard:${SWITCHBOARD_DB_PASSWORD}@127.0.0.1:5432/switchboard"`}},
+		{"store.dsn URL", func(c *Config) {
+			c.Store.Driver, c.Store.Path, c.Store.DSN = "postgres", "", "postgresql://sb:pw@db.internal:5432/sb?sslmode=require"
+		}, nil},
+		{"store.dsn key=value", func(c *Config) { c.Store.Driver, c.Store.DSN = "postgres", "host=db.internal user=sb dbname=sb" }, nil},
 		{"agent.name empty", func(c *Config) { c.Agent.Name = "" },
 			[]string{`agent.name: must not be empty; set it to the name the bot goes by, such as "Switchboard"`}},
 		{"timezone empty", func(c *Config) { c.Agent.Timezone = "" },

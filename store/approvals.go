@@ -76,12 +76,12 @@ func (s *Store) CreateApproval(ctx context.Context, a Approval, ttl time.Duratio
 		return 0, fmt.Errorf("store: create approval: %w", err)
 	}
 	now := s.nowMS()
-	res, err := s.db.ExecContext(ctx, sqlInsertApproval, a.TurnID, nullID(a.InboxID), a.Channel, a.ChatKey, a.UserID,
+	id, err := s.db.insertID(ctx, sqlInsertApproval, a.TurnID, nullID(a.InboxID), a.Channel, a.ChatKey, a.UserID,
 		string(calls), a.Origin, now, now+ttl.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("store: create approval: %w", err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 func scanApproval(r rowScanner) (Approval, error) {

@@ -85,7 +85,7 @@ func (s *Store) EnsureChat(ctx context.Context, channel, key, chatType, title st
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Chat{}, fmt.Errorf("store: ensure chat %s/%s: %w", channel, key, err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
 		now := s.nowMS()
 		if _, err := tx.ExecContext(ctx, sqlUpsertChat, channel, key, chatType, title, now, now); err != nil {
 			return err
@@ -123,7 +123,7 @@ func (s *Store) CurrentSession(ctx context.Context, chatID int64) (Session, erro
 	if !errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("store: current session of chat %d: %w", chatID, err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
 		var err error
 		sess, err = currentSessionTx(ctx, tx, chatID, s.nowMS())
 		return err
@@ -135,7 +135,7 @@ func (s *Store) CurrentSession(ctx context.Context, chatID int64) (Session, erro
 }
 
 // currentSessionTx returns the chat's open session, opening one if needed.
-func currentSessionTx(ctx context.Context, tx *sql.Tx, chatID, nowMS int64) (Session, error) {
+func currentSessionTx(ctx context.Context, tx conn, chatID, nowMS int64) (Session, error) {
 	sess, err := scanSession(tx.QueryRowContext(ctx, sqlOpenSession, chatID))
 	if !errors.Is(err, sql.ErrNoRows) {
 		return sess, err
@@ -143,7 +143,7 @@ func currentSessionTx(ctx context.Context, tx *sql.Tx, chatID, nowMS int64) (Ses
 	return openSessionTx(ctx, tx, chatID, nowMS)
 }
 
-func openSessionTx(ctx context.Context, tx *sql.Tx, chatID, nowMS int64) (Session, error) {
+func openSessionTx(ctx context.Context, tx conn, chatID, nowMS int64) (Session, error) {
 	var one int
 	err := tx.QueryRowContext(ctx, sqlChatExists, chatID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -152,11 +152,7 @@ func openSessionTx(ctx context.Context, tx *sql.Tx, chatID, nowMS int64) (Sessio
 	if err != nil {
 		return Session{}, err
 	}
-	res, err := tx.ExecContext(ctx, sqlInsertSess, chatID, nowMS)
-	if err != nil {
-		return Session{}, err
-	}
-	id, err := res.LastInsertId()
+	id, err := tx.insertID(ctx, sqlInsertSess, chatID, nowMS)
 	if err != nil {
 		return Session{}, err
 	}
@@ -167,7 +163,7 @@ func openSessionTx(ctx context.Context, tx *sql.Tx, chatID, nowMS int64) (Sessio
 // old session's messages stay readable through Messages.
 func (s *Store) NewSession(ctx context.Context, chatID int64) (Session, error) {
 	var sess Session
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		now := s.nowMS()
 		if _, err := tx.ExecContext(ctx, sqlEndOpenSess, now, chatID); err != nil {
 			return err

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -31,10 +30,11 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// openAt opens the store at path and closes it when the test ends.
-func openAt(t testing.TB, path string, clk *fakeClock) *Store {
+// openAt opens the store at loc (see backend) and closes it when the test
+// ends.
+func (b backend) openAt(t testing.TB, loc string, clk *fakeClock) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), path, WithClock(clk.Now))
+	s, err := b.open(t.Context(), loc, WithClock(clk.Now))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -42,12 +42,13 @@ func openAt(t testing.TB, path string, clk *fakeClock) *Store {
 	return s
 }
 
-// openTest opens a fresh store in t.TempDir().
-func openTest(t testing.TB) (*Store, *fakeClock, string) {
+// openTest opens a store on a fresh database and returns its location, to
+// open it again (a restart) or from a second process.
+func (b backend) openTest(t testing.TB) (*Store, *fakeClock, string) {
 	t.Helper()
 	clk := newClock()
-	path := filepath.Join(t.TempDir(), "switchboard.db")
-	return openAt(t, path, clk), clk, path
+	loc := b.migrated(t)
+	return b.openAt(t, loc, clk), clk, loc
 }
 
 // fixture is a chat with its current session.

@@ -2,12 +2,8 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/mattn/go-sqlite3"
 )
 
 // Inbox statuses.
@@ -57,22 +53,14 @@ func (s *Store) Intake(ctx context.Context, it InboxItem) (id int64, fresh bool,
 	if payload == nil {
 		payload = []byte{}
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
 		received := s.nowMS()
 		if !it.ReceivedAt.IsZero() {
 			received = it.ReceivedAt.UnixMilli()
 		}
-		res, err := tx.ExecContext(ctx, sqlIntake, it.Channel, it.ChatKey, it.MessageID, it.UserID, payload, status, received)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 1 {
-			fresh = true
-			id, err = res.LastInsertId()
+		var err error
+		id, fresh, err = tx.insert(ctx, sqlIntake, it.Channel, it.ChatKey, it.MessageID, it.UserID, payload, status, received)
+		if err != nil || fresh {
 			return err
 		}
 		return tx.QueryRowContext(ctx, sqlInboxByKey, it.Channel, it.ChatKey, it.MessageID).Scan(&id)
@@ -148,11 +136,4 @@ func (s *Store) Deliveries(ctx context.Context, inboxID int64) (int, error) {
 		return 0, fmt.Errorf("store: deliveries for inbox %d: %w", inboxID, err)
 	}
 	return n, nil
-}
-
-// isForeignKey reports whether err is a FOREIGN KEY constraint failure, i.e.
-// a referenced row does not exist.
-func isForeignKey(err error) bool {
-	var se sqlite3.Error
-	return errors.As(err, &se) && se.ExtendedCode == sqlite3.ErrConstraintForeignKey
 }

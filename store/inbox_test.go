@@ -8,122 +8,128 @@ import (
 )
 
 func TestIntakeIsIdempotent(t *testing.T) {
-	s, clk, path := openTest(t)
-	ctx := t.Context()
-	it := InboxItem{Channel: "telegram", ChatKey: "42", MessageID: "1001", UserID: "u1", Payload: []byte(`{"text":"hi"}`)}
-	id, fresh, err := s.Intake(ctx, it)
-	if err != nil || !fresh || id == 0 {
-		t.Fatalf("first Intake = %d, %v, %v; want a fresh id", id, fresh, err)
-	}
-	clk.Advance(time.Second)
-	dup := it
-	dup.Payload = []byte(`{"text":"changed"}`)
-	id2, fresh, err := s.Intake(ctx, dup)
-	if err != nil || fresh || id2 != id {
-		t.Fatalf("duplicate Intake = %d, %v, %v; want %d, not fresh", id2, fresh, err, id)
-	}
-	// The same message id in another chat is another message.
-	other, fresh, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "43", MessageID: "1001"})
-	if err != nil || !fresh || other == id {
-		t.Fatalf("Intake in another chat = %d, %v, %v; want a new fresh id", other, fresh, err)
-	}
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, clk, path := db.openTest(t)
+		ctx := t.Context()
+		it := InboxItem{Channel: "telegram", ChatKey: "42", MessageID: "1001", UserID: "u1", Payload: []byte(`{"text":"hi"}`)}
+		id, fresh, err := s.Intake(ctx, it)
+		if err != nil || !fresh || id == 0 {
+			t.Fatalf("first Intake = %d, %v, %v; want a fresh id", id, fresh, err)
+		}
+		clk.Advance(time.Second)
+		dup := it
+		dup.Payload = []byte(`{"text":"changed"}`)
+		id2, fresh, err := s.Intake(ctx, dup)
+		if err != nil || fresh || id2 != id {
+			t.Fatalf("duplicate Intake = %d, %v, %v; want %d, not fresh", id2, fresh, err, id)
+		}
+		// The same message id in another chat is another message.
+		other, fresh, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "43", MessageID: "1001"})
+		if err != nil || !fresh || other == id {
+			t.Fatalf("Intake in another chat = %d, %v, %v; want a new fresh id", other, fresh, err)
+		}
 
-	pending, err := s.PendingInbox(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []InboxItem{
-		{ID: id, Channel: "telegram", ChatKey: "42", MessageID: "1001", UserID: "u1", Payload: []byte(`{"text":"hi"}`),
-			Status: InboxPending, ReceivedAt: newClock().Now()},
-		{ID: other, Channel: "telegram", ChatKey: "43", MessageID: "1001", Payload: []byte{},
-			Status: InboxPending, ReceivedAt: newClock().Now().Add(time.Second)},
-	}
-	if !reflect.DeepEqual(pending, want) {
-		t.Errorf("PendingInbox = %+v\nwant %+v", pending, want)
-	}
+		pending, err := s.PendingInbox(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []InboxItem{
+			{ID: id, Channel: "telegram", ChatKey: "42", MessageID: "1001", UserID: "u1", Payload: []byte(`{"text":"hi"}`),
+				Status: InboxPending, ReceivedAt: newClock().Now()},
+			{ID: other, Channel: "telegram", ChatKey: "43", MessageID: "1001", Payload: []byte{},
+				Status: InboxPending, ReceivedAt: newClock().Now().Add(time.Second)},
+		}
+		if !reflect.DeepEqual(pending, want) {
+			t.Errorf("PendingInbox = %+v\nwant %+v", pending, want)
+		}
 
-	if err := s.FinishInbox(ctx, id, InboxDone); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.FinishInbox(ctx, other, InboxSkipped); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.FinishInbox(ctx, other, InboxPending); err == nil {
-		t.Error("FinishInbox back to pending succeeded")
-	}
-	if err := s.FinishInbox(ctx, 999, InboxDone); !errors.Is(err, ErrNotFound) {
-		t.Errorf("FinishInbox(unknown) err = %v, want ErrNotFound", err)
-	}
-	if pending, err := s.PendingInbox(ctx); err != nil || len(pending) != 0 {
-		t.Errorf("PendingInbox after finishing = %+v, %v; want none", pending, err)
-	}
+		if err := s.FinishInbox(ctx, id, InboxDone); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishInbox(ctx, other, InboxSkipped); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishInbox(ctx, other, InboxPending); err == nil {
+			t.Error("FinishInbox back to pending succeeded")
+		}
+		if err := s.FinishInbox(ctx, 999, InboxDone); !errors.Is(err, ErrNotFound) {
+			t.Errorf("FinishInbox(unknown) err = %v, want ErrNotFound", err)
+		}
+		if pending, err := s.PendingInbox(ctx); err != nil || len(pending) != 0 {
+			t.Errorf("PendingInbox after finishing = %+v, %v; want none", pending, err)
+		}
 
-	// A redelivery after a restart is still a duplicate and does not reopen it.
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2 := openAt(t, path, clk)
-	if id3, fresh, err := s2.Intake(ctx, it); err != nil || fresh || id3 != id {
-		t.Errorf("Intake after restart = %d, %v, %v; want %d, not fresh", id3, fresh, err, id)
-	}
-	st, err := s2.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if wantInbox := map[string]int{InboxDone: 1, InboxSkipped: 1}; !reflect.DeepEqual(st.Inbox, wantInbox) {
-		t.Errorf("inbox counts = %v, want %v (one row per message)", st.Inbox, wantInbox)
-	}
+		// A redelivery after a restart is still a duplicate and does not reopen it.
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s2 := db.openAt(t, path, clk)
+		if id3, fresh, err := s2.Intake(ctx, it); err != nil || fresh || id3 != id {
+			t.Errorf("Intake after restart = %d, %v, %v; want %d, not fresh", id3, fresh, err, id)
+		}
+		st, err := s2.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantInbox := map[string]int{InboxDone: 1, InboxSkipped: 1}; !reflect.DeepEqual(st.Inbox, wantInbox) {
+			t.Errorf("inbox counts = %v, want %v (one row per message)", st.Inbox, wantInbox)
+		}
+	})
 }
 
 func TestIntakeValidates(t *testing.T) {
-	s, _, _ := openTest(t)
-	for _, it := range []InboxItem{
-		{ChatKey: "1", MessageID: "1"},
-		{Channel: "t", MessageID: "1"},
-		{Channel: "t", ChatKey: "1"},
-		{Channel: "t", ChatKey: "1", MessageID: "1", Status: "weird"},
-	} {
-		if _, _, err := s.Intake(t.Context(), it); err == nil {
-			t.Errorf("Intake(%+v) succeeded", it)
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		for _, it := range []InboxItem{
+			{ChatKey: "1", MessageID: "1"},
+			{Channel: "t", MessageID: "1"},
+			{Channel: "t", ChatKey: "1"},
+			{Channel: "t", ChatKey: "1", MessageID: "1", Status: "weird"},
+		} {
+			if _, _, err := s.Intake(t.Context(), it); err == nil {
+				t.Errorf("Intake(%+v) succeeded", it)
+			}
 		}
-	}
+	})
 }
 
 func TestDeliveries(t *testing.T) {
-	s, _, _ := openTest(t)
-	ctx := t.Context()
-	f := newFixture(t, s, "1")
-	inbox, _, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "1", MessageID: "9"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	turnID := f.beginTurn(t, s, "hi")
-	if n, err := s.Deliveries(ctx, inbox); err != nil || n != 0 {
-		t.Fatalf("Deliveries before = %d, %v; want 0", n, err)
-	}
-	steps := []struct {
-		turn  int64
-		msgID string
-		want  int
-	}{
-		{turnID, "p1", 1},
-		{turnID, "p1", 1}, // the platform confirmed the same message twice
-		{turnID, "p2", 2},
-		{0, "", 3}, // a platform without message ids: never merged
-		{0, "", 4},
-	}
-	for _, st := range steps {
-		if err := s.RecordDelivery(ctx, inbox, st.turn, st.msgID); err != nil {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		f := newFixture(t, s, "1")
+		inbox, _, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "1", MessageID: "9"})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.Deliveries(ctx, inbox); err != nil || n != st.want {
-			t.Errorf("after RecordDelivery(%q): Deliveries = %d, %v; want %d", st.msgID, n, err, st.want)
+		turnID := f.beginTurn(t, s, "hi")
+		if n, err := s.Deliveries(ctx, inbox); err != nil || n != 0 {
+			t.Fatalf("Deliveries before = %d, %v; want 0", n, err)
 		}
-	}
-	if err := s.RecordDelivery(ctx, 999, 0, "p"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("RecordDelivery(unknown inbox) err = %v, want ErrNotFound", err)
-	}
-	if err := s.RecordDelivery(ctx, inbox, 999, "p9"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("RecordDelivery(unknown turn) err = %v, want ErrNotFound", err)
-	}
+		steps := []struct {
+			turn  int64
+			msgID string
+			want  int
+		}{
+			{turnID, "p1", 1},
+			{turnID, "p1", 1}, // the platform confirmed the same message twice
+			{turnID, "p2", 2},
+			{0, "", 3}, // a platform without message ids: never merged
+			{0, "", 4},
+		}
+		for _, st := range steps {
+			if err := s.RecordDelivery(ctx, inbox, st.turn, st.msgID); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := s.Deliveries(ctx, inbox); err != nil || n != st.want {
+				t.Errorf("after RecordDelivery(%q): Deliveries = %d, %v; want %d", st.msgID, n, err, st.want)
+			}
+		}
+		if err := s.RecordDelivery(ctx, 999, 0, "p"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("RecordDelivery(unknown inbox) err = %v, want ErrNotFound", err)
+		}
+		if err := s.RecordDelivery(ctx, inbox, 999, "p9"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("RecordDelivery(unknown turn) err = %v, want ErrNotFound", err)
+		}
+	})
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 )
 
 // What the bot learns after turns: memories (with a full-text index),
@@ -20,7 +19,8 @@ import (
 // memories_fts is an FTS4 table: go-sqlite3 compiles FTS3/FTS4 in by default,
 // FTS5 only with a build tag. It indexes the active memories only (docid =
 // memories.id); a superseded or forgotten memory leaves it in the same
-// transaction. unicode61 folds case and diacritics in every script.
+// transaction. unicode61 folds case and diacritics in every script. On
+// Postgres the table holds the same documents as lexemes (see fts.go).
 const migration6 = `
 CREATE TABLE memories (
 	id             INTEGER PRIMARY KEY,
@@ -173,7 +173,7 @@ const (
 		WHERE memories_fts MATCH ? AND m.superseded_by IS NULL AND ` + sqlMemOwned
 	// The memory and every older version it superseded, directly or not.
 	sqlMemChain = `WITH RECURSIVE chain (id) AS (
-			SELECT ? UNION SELECT m.id FROM memories m JOIN chain c ON m.superseded_by = c.id)
+			SELECT CAST(? AS BIGINT) UNION SELECT m.id FROM memories m JOIN chain c ON m.superseded_by = c.id)
 		SELECT id FROM chain`
 	sqlMemDelete = `DELETE FROM memories WHERE id = ?`
 )
@@ -219,7 +219,7 @@ func (nm NewMemory) check() error {
 // same owner with the same text is refreshed instead of duplicated.
 func (s *Store) AddMemory(ctx context.Context, nm NewMemory) (MemoryChange, error) {
 	var ch MemoryChange
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		var err error
 		ch, err = addMemoryTx(ctx, tx, nm, s.nowMS())
 		return err
@@ -230,7 +230,7 @@ func (s *Store) AddMemory(ctx context.Context, nm NewMemory) (MemoryChange, erro
 	return ch, nil
 }
 
-func addMemoryTx(ctx context.Context, tx *sql.Tx, nm NewMemory, now int64) (MemoryChange, error) {
+func addMemoryTx(ctx context.Context, tx conn, nm NewMemory, now int64) (MemoryChange, error) {
 	if err := nm.check(); err != nil {
 		return MemoryChange{}, err
 	}
@@ -245,15 +245,11 @@ func addMemoryTx(ctx context.Context, tx *sql.Tx, nm NewMemory, now int64) (Memo
 			return MemoryChange{}, err
 		}
 	case errors.Is(err, sql.ErrNoRows):
-		res, err := tx.ExecContext(ctx, sqlMemIns, nm.Scope, nm.Owner, text, norm, nm.Origin,
-			nullID(nm.ChatID), nullID(nm.SourceTurnID), now, now)
-		if err != nil {
+		if ch.ID, err = tx.insertID(ctx, sqlMemIns, nm.Scope, nm.Owner, text, norm, nm.Origin,
+			nullID(nm.ChatID), nullID(nm.SourceTurnID), now, now); err != nil {
 			return MemoryChange{}, err
 		}
-		if ch.ID, err = res.LastInsertId(); err != nil {
-			return MemoryChange{}, err
-		}
-		if _, err := tx.ExecContext(ctx, sqlFTSInsert, ch.ID, text); err != nil {
+		if err := ftsInsert(ctx, tx, ch.ID, text); err != nil {
 			return MemoryChange{}, err
 		}
 	default:
@@ -285,11 +281,8 @@ func addMemoryTx(ctx context.Context, tx *sql.Tx, nm NewMemory, now int64) (Memo
 // Memories lists the active memories the owners may see, oldest first, up
 // to limit (<= 0: all).
 func (s *Store) Memories(ctx context.Context, o Owners, limit int) ([]Memory, error) {
-	if limit <= 0 {
-		limit = -1
-	}
 	user, chat := o.args()
-	rows, err := s.db.QueryContext(ctx, sqlMemList, user, chat, limit)
+	rows, err := s.db.QueryContext(ctx, sqlMemList, user, chat, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: memories: %w", err)
 	}
@@ -334,30 +327,25 @@ const (
 // letters and digits, optionally ending in * for a prefix match; other terms
 // are ignored. Matching folds case and diacritics.
 func (s *Store) SearchMemories(ctx context.Context, o Owners, terms []string, limit int) ([]Memory, error) {
-	query := ftsQuery(terms)
-	if query == "" {
+	terms = ftsTerms(terms)
+	if len(terms) == 0 {
 		return nil, nil
 	}
 	user, chat := o.args()
-	rows, err := s.db.QueryContext(ctx, sqlMemSearch, query, user, chat)
+	var out []Memory
+	var err error
+	if s.d.postgres {
+		out, err = s.searchPostgres(ctx, user, chat, terms)
+	} else {
+		out, err = s.searchSQLite(ctx, user, chat, strings.Join(terms, " OR "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: search memories: %w", err)
 	}
-	defer rows.Close()
 	now := s.now()
-	var out []Memory
-	for rows.Next() {
-		var info []byte
-		m, err := scanMemory(rows, &info)
-		if err != nil {
-			return nil, fmt.Errorf("store: search memories: %w", err)
-		}
+	for i, m := range out {
 		age := max(now.Sub(m.UpdatedAt), 0)
-		m.Score = matchScore(info) + recencyWeight*math.Exp2(-float64(age)/float64(recencyHalfLife))
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: search memories: %w", err)
+		out[i].Score += recencyWeight * math.Exp2(-float64(age)/float64(recencyHalfLife))
 	}
 	slices.SortStableFunc(out, func(a, b Memory) int {
 		if a.Score != b.Score {
@@ -374,18 +362,25 @@ func (s *Store) SearchMemories(ctx context.Context, o Owners, terms []string, li
 	return out, nil
 }
 
-// ftsQuery ORs the usable terms into an FTS4 MATCH expression.
-func ftsQuery(terms []string) string {
-	var parts []string
-	for _, t := range terms {
-		word := strings.TrimSuffix(t, "*")
-		if word == "" || strings.ContainsFunc(word, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-			continue
-		}
-		parts = append(parts, strings.ToLower(t))
+// searchSQLite runs an FTS4 MATCH query (from ftsQuery) over the memories
+// the owners may see, with Score the terms' weights from matchinfo.
+func (s *Store) searchSQLite(ctx context.Context, user, chat, query string) ([]Memory, error) {
+	rows, err := s.db.QueryContext(ctx, sqlMemSearch, query, user, chat)
+	if err != nil {
+		return nil, err
 	}
-	slices.Sort(parts)
-	return strings.Join(slices.Compact(parts), " OR ")
+	defer rows.Close()
+	var out []Memory
+	for rows.Next() {
+		var info []byte
+		m, err := scanMemory(rows, &info)
+		if err != nil {
+			return nil, err
+		}
+		m.Score = matchScore(info)
+		out = append(out, m)
+	}
+	return out, rows.Err()
 }
 
 // matchScore reads matchinfo(…, 'pcnx'): phrases p, columns c, rows n, then
@@ -418,7 +413,8 @@ func matchScore(info []byte) float64 {
 func (s *Store) DeleteMemory(ctx context.Context, o Owners, id int64) (bool, error) {
 	user, chat := o.args()
 	found := false
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
+		found = false
 		var scope, owner string
 		err := tx.QueryRowContext(ctx, sqlMemActiveOwner, id).Scan(&scope, &owner)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -490,7 +486,7 @@ const (
 			AND m.turn_id < COALESCE((SELECT MIN(id) FROM turns
 				WHERE chat_id = ? AND channel = ? AND user_id = ? AND status = 'running'), 9223372036854775807)`
 	sqlLearnMsgs    = `SELECT ` + sqlMsgColumnsM + ` ` + sqlLearnWhere + ` AND m.id > ? ORDER BY m.id LIMIT ?`
-	sqlLearnBacklog = `SELECT COALESCE(MIN(id), 1) - 1 FROM (SELECT m.id ` + sqlLearnWhere + ` ORDER BY m.id DESC LIMIT ?)`
+	sqlLearnBacklog = `SELECT COALESCE(MIN(id), 1) - 1 FROM (SELECT m.id ` + sqlLearnWhere + ` ORDER BY m.id DESC LIMIT ?) AS backlog`
 	sqlMsgColumnsM  = `m.id, m.session_id, COALESCE(m.turn_id, 0), m.role, m.content, m.tool_calls, m.tool_call_id, m.name,
 		m.images, m.hidden, m.created_at`
 )
@@ -518,7 +514,7 @@ func (s *Store) LearningCursor(ctx context.Context, c Cursor, backlog int) (int6
 	if !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("store: learning cursor %s: %w", c.Job, err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
 		err := tx.QueryRowContext(ctx, sqlCursorGet, c.Job, c.UserKey(), c.ChatID).Scan(&pos)
 		if err == nil || !errors.Is(err, sql.ErrNoRows) {
 			return err // another run created it meanwhile
@@ -566,14 +562,14 @@ func (s *Store) LearningMessages(ctx context.Context, c Cursor, after int64, lim
 // learn runs a job's writes and moves its cursor from from to upTo in one
 // transaction. If the cursor is no longer at from, nothing is written and
 // the error matches ErrCursorMoved.
-func (s *Store) learn(ctx context.Context, c Cursor, from, upTo int64, fn func(tx *sql.Tx, now int64) error) error {
+func (s *Store) learn(ctx context.Context, c Cursor, from, upTo int64, fn func(tx conn, now int64) error) error {
 	if err := c.check(); err != nil {
 		return err
 	}
 	if upTo < from {
 		return fmt.Errorf("cursor would move back from %d to %d", from, upTo)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(tx conn) error {
 		var pos int64
 		err := tx.QueryRowContext(ctx, sqlCursorGet, c.Job, c.UserKey(), c.ChatID).Scan(&pos)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -608,7 +604,7 @@ func (s *Store) AdvanceCursor(ctx context.Context, c Cursor, from, upTo int64) e
 // up to upTo and moves the cursor there, all in one transaction.
 func (s *Store) LearnMemories(ctx context.Context, c Cursor, from, upTo int64, ms []NewMemory) ([]MemoryChange, error) {
 	var out []MemoryChange
-	err := s.learn(ctx, c, from, upTo, func(tx *sql.Tx, now int64) error {
+	err := s.learn(ctx, c, from, upTo, func(tx conn, now int64) error {
 		out = out[:0]
 		for i, nm := range ms {
 			ch, err := addMemoryTx(ctx, tx, nm, now)
@@ -686,7 +682,7 @@ func (s *Store) Profile(ctx context.Context, userKey string) ([]ProfileEntry, er
 	return out, nil
 }
 
-func addProfileTx(ctx context.Context, tx *sql.Tx, e ProfileEntry, now int64) error {
+func addProfileTx(ctx context.Context, tx conn, e ProfileEntry, now int64) error {
 	if !slices.Contains(ProfileDimensions, e.Dimension) {
 		return fmt.Errorf("unknown profile dimension %q", e.Dimension)
 	}
@@ -709,7 +705,7 @@ func addProfileTx(ctx context.Context, tx *sql.Tx, e ProfileEntry, now int64) er
 // SetProfile records a new entry for a dimension (an unchanged value adds
 // nothing).
 func (s *Store) SetProfile(ctx context.Context, e ProfileEntry) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error { return addProfileTx(ctx, tx, e, s.nowMS()) })
+	err := s.inTx(ctx, func(tx conn) error { return addProfileTx(ctx, tx, e, s.nowMS()) })
 	if err != nil {
 		return fmt.Errorf("store: set profile: %w", err)
 	}
@@ -719,7 +715,7 @@ func (s *Store) SetProfile(ctx context.Context, e ProfileEntry) error {
 // LearnProfile records profile entries learned from the messages after from
 // up to upTo and moves the cursor there, in one transaction.
 func (s *Store) LearnProfile(ctx context.Context, c Cursor, from, upTo int64, es []ProfileEntry) error {
-	err := s.learn(ctx, c, from, upTo, func(tx *sql.Tx, now int64) error {
+	err := s.learn(ctx, c, from, upTo, func(tx conn, now int64) error {
 		for _, e := range es {
 			if err := addProfileTx(ctx, tx, e, now); err != nil {
 				return err
@@ -814,7 +810,7 @@ func scanProposal(r rowScanner) (SkillProposal, error) {
 	return p, nil
 }
 
-func applyProposalTx(ctx context.Context, tx *sql.Tx, id int64, skill string, now int64) error {
+func applyProposalTx(ctx context.Context, tx conn, id int64, skill string, now int64) error {
 	if _, err := tx.ExecContext(ctx, sqlPropReplace, now, skill); err != nil {
 		return err
 	}
@@ -827,18 +823,14 @@ func applyProposalTx(ctx context.Context, tx *sql.Tx, id int64, skill string, no
 // becomes its skill's applied overlay at once. It returns the new ids.
 func (s *Store) LearnSkillProposals(ctx context.Context, c Cursor, from, upTo int64, ps []SkillProposal, apply bool) ([]int64, error) {
 	var ids []int64
-	err := s.learn(ctx, c, from, upTo, func(tx *sql.Tx, now int64) error {
+	err := s.learn(ctx, c, from, upTo, func(tx conn, now int64) error {
 		ids = ids[:0]
 		for _, p := range ps {
 			if p.Skill == "" || strings.TrimSpace(p.Instructions) == "" {
 				return errors.New("skill proposal: skill and instructions are required")
 			}
-			res, err := tx.ExecContext(ctx, sqlPropIns, p.Skill, p.BaseHash, p.Instructions, p.Assessment, p.Notes,
+			id, err := tx.insertID(ctx, sqlPropIns, p.Skill, p.BaseHash, p.Instructions, p.Assessment, p.Notes,
 				nullID(p.SourceTurnID), now, now)
-			if err != nil {
-				return err
-			}
-			id, err := res.LastInsertId()
 			if err != nil {
 				return err
 			}
@@ -876,10 +868,7 @@ func (s *Store) queryProposals(ctx context.Context, query string, args ...any) (
 
 // SkillProposals lists up to limit proposals (<= 0: all), newest first.
 func (s *Store) SkillProposals(ctx context.Context, limit int) ([]SkillProposal, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	ps, err := s.queryProposals(ctx, sqlPropList, limit)
+	ps, err := s.queryProposals(ctx, sqlPropList, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: skill proposals: %w", err)
 	}
@@ -912,7 +901,7 @@ func (s *Store) AppliedSkillProposals(ctx context.Context) ([]SkillProposal, err
 // one applied before (if any).
 func (s *Store) ApplySkillProposal(ctx context.Context, id int64) (SkillProposal, error) {
 	var p SkillProposal
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		var err error
 		p, err = scanProposal(tx.QueryRowContext(ctx, sqlPropGet, id))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -939,7 +928,7 @@ func (s *Store) ApplySkillProposal(ctx context.Context, id int64) (SkillProposal
 // error matching ErrNotFound when there was none.
 func (s *Store) RevertSkill(ctx context.Context, skill string) (SkillProposal, error) {
 	var p SkillProposal
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		var err error
 		p, err = scanProposal(tx.QueryRowContext(ctx, sqlPropOfSkill, skill))
 		if errors.Is(err, sql.ErrNoRows) {

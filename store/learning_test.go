@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,130 +33,134 @@ func mustAdd(t *testing.T, s *Store, nm NewMemory) MemoryChange {
 }
 
 func TestMemoriesMergeSupersedeAndSearchByRelevance(t *testing.T) {
-	s, clk, _ := openTest(t)
-	f := newFixture(t, s, "g1")
-	ada, bob := UserKey("telegram", "1"), UserKey("telegram", "2")
-	adaOnly := Owners{User: ada}
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, clk, _ := db.openTest(t)
+		f := newFixture(t, s, "g1")
+		ada, bob := UserKey("telegram", "1"), UserKey("telegram", "2")
+		adaOnly := Owners{User: ada}
 
-	peanuts := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Is allergic to peanuts"})
-	clk.Advance(time.Hour)
-	mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Her daughter Mia plays the violin"})
-	clk.Advance(time.Hour)
-	berlin := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Berlin"})
-	mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: bob, Text: "Loves peanut butter"})
-	mustAdd(t, s, NewMemory{Scope: MemoryChat, Owner: ChatOwner(f.chat.ID), Text: "This group plans a peanut-free picnic"})
+		peanuts := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Is allergic to peanuts"})
+		clk.Advance(time.Hour)
+		mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Her daughter Mia plays the violin"})
+		clk.Advance(time.Hour)
+		berlin := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Berlin"})
+		mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: bob, Text: "Loves peanut butter"})
+		mustAdd(t, s, NewMemory{Scope: MemoryChat, Owner: ChatOwner(f.chat.ID), Text: "This group plans a peanut-free picnic"})
 
-	// The same fact again merges into the first one.
-	again := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "  is allergic to PEANUTS. "})
-	if !again.Merged || again.ID != peanuts.ID {
-		t.Errorf("duplicate: got %+v, want a merge into %d", again, peanuts.ID)
-	}
+		// The same fact again merges into the first one.
+		again := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "  is allergic to PEANUTS. "})
+		if !again.Merged || again.ID != peanuts.ID {
+			t.Errorf("duplicate: got %+v, want a merge into %d", again, peanuts.ID)
+		}
 
-	// Relevance, not recency: the oldest memory matches, the newer ones do not.
-	got, err := s.SearchMemories(t.Context(), adaOnly, []string{"peanu*", "snack"}, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"Is allergic to peanuts"}; !slices.Equal(memTexts(got), want) {
-		t.Errorf("search peanut as ada = %q, want %q (bob's and the group's stay out)", memTexts(got), want)
-	}
-	// More matched terms rank higher; the group's memory needs the chat owner.
-	got, err = s.SearchMemories(t.Context(), Owners{User: ada, Chat: f.chat.ID}, []string{"peanu*", "picnic", "free"}, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"This group plans a peanut-free picnic", "Is allergic to peanuts"}; !slices.Equal(memTexts(got), want) {
-		t.Errorf("ranked search = %q, want %q", memTexts(got), want)
-	}
-	if got[0].Score <= got[1].Score {
-		t.Errorf("scores %v, %v: want the first higher", got[0].Score, got[1].Score)
-	}
-	// Group chats pass no user: private memories never match there.
-	got, _ = s.SearchMemories(t.Context(), Owners{Chat: f.chat.ID}, []string{"allergic", "berlin"}, 10)
-	if len(got) != 0 {
-		t.Errorf("group search found private memories %q", memTexts(got))
-	}
-	// Terms that are not plain words are ignored rather than breaking the query.
-	if got, err := s.SearchMemories(t.Context(), adaOnly, []string{`"`, "OR(", "-x"}, 10); err != nil || len(got) != 0 {
-		t.Errorf("odd terms: %q, %v", memTexts(got), err)
-	}
-	// Diacritics and case fold.
-	mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Grew up in München"})
-	if got, _ := s.SearchMemories(t.Context(), adaOnly, []string{"MUNCHEN"}, 10); len(got) != 1 {
-		t.Errorf("search MUNCHEN = %q, want the München memory", memTexts(got))
-	}
+		// Relevance, not recency: the oldest memory matches, the newer ones do not.
+		got, err := s.SearchMemories(t.Context(), adaOnly, []string{"peanu*", "snack"}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"Is allergic to peanuts"}; !slices.Equal(memTexts(got), want) {
+			t.Errorf("search peanut as ada = %q, want %q (bob's and the group's stay out)", memTexts(got), want)
+		}
+		// More matched terms rank higher; the group's memory needs the chat owner.
+		got, err = s.SearchMemories(t.Context(), Owners{User: ada, Chat: f.chat.ID}, []string{"peanu*", "picnic", "free"}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"This group plans a peanut-free picnic", "Is allergic to peanuts"}; !slices.Equal(memTexts(got), want) {
+			t.Errorf("ranked search = %q, want %q", memTexts(got), want)
+		}
+		if got[0].Score <= got[1].Score {
+			t.Errorf("scores %v, %v: want the first higher", got[0].Score, got[1].Score)
+		}
+		// Group chats pass no user: private memories never match there.
+		got, _ = s.SearchMemories(t.Context(), Owners{Chat: f.chat.ID}, []string{"allergic", "berlin"}, 10)
+		if len(got) != 0 {
+			t.Errorf("group search found private memories %q", memTexts(got))
+		}
+		// Terms that are not plain words are ignored rather than breaking the query.
+		if got, err := s.SearchMemories(t.Context(), adaOnly, []string{`"`, "OR(", "-x"}, 10); err != nil || len(got) != 0 {
+			t.Errorf("odd terms: %q, %v", memTexts(got), err)
+		}
+		// Diacritics and case fold.
+		mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Grew up in München"})
+		if got, _ := s.SearchMemories(t.Context(), adaOnly, []string{"MUNCHEN"}, 10); len(got) != 1 {
+			t.Errorf("search MUNCHEN = %q, want the München memory", memTexts(got))
+		}
 
-	// Supersede: Lisbon replaces Berlin, which leaves the index and the list.
-	lisbon := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Lisbon", Supersedes: berlin.ID})
-	if lisbon.Superseded != berlin.ID {
-		t.Errorf("supersede: %+v, want Superseded %d", lisbon, berlin.ID)
-	}
-	if got, _ := s.SearchMemories(t.Context(), adaOnly, []string{"lives"}, 10); !slices.Equal(memTexts(got), []string{"Lives in Lisbon"}) {
-		t.Errorf("after supersede, search lives = %q", memTexts(got))
-	}
-	old, err := s.Memory(t.Context(), berlin.ID)
-	if err != nil || old.SupersededBy != lisbon.ID {
-		t.Errorf("old memory: %+v, %v; want superseded by %d", old, err, lisbon.ID)
-	}
-	// Someone else's memory is never superseded.
-	bobs := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: bob, Text: "Works nights"})
-	if ch := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Works days", Supersedes: bobs.ID}); ch.Superseded != 0 {
-		t.Errorf("ada superseded bob's memory: %+v", ch)
-	}
-	list, err := s.Memories(t.Context(), adaOnly, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"Is allergic to peanuts", "Her daughter Mia plays the violin", "Grew up in München", "Lives in Lisbon", "Works days"}
-	if !slices.Equal(memTexts(list), want) {
-		t.Errorf("Memories(ada) = %q, want %q", memTexts(list), want)
-	}
+		// Supersede: Lisbon replaces Berlin, which leaves the index and the list.
+		lisbon := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Lisbon", Supersedes: berlin.ID})
+		if lisbon.Superseded != berlin.ID {
+			t.Errorf("supersede: %+v, want Superseded %d", lisbon, berlin.ID)
+		}
+		if got, _ := s.SearchMemories(t.Context(), adaOnly, []string{"lives"}, 10); !slices.Equal(memTexts(got), []string{"Lives in Lisbon"}) {
+			t.Errorf("after supersede, search lives = %q", memTexts(got))
+		}
+		old, err := s.Memory(t.Context(), berlin.ID)
+		if err != nil || old.SupersededBy != lisbon.ID {
+			t.Errorf("old memory: %+v, %v; want superseded by %d", old, err, lisbon.ID)
+		}
+		// Someone else's memory is never superseded.
+		bobs := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: bob, Text: "Works nights"})
+		if ch := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Works days", Supersedes: bobs.ID}); ch.Superseded != 0 {
+			t.Errorf("ada superseded bob's memory: %+v", ch)
+		}
+		list, err := s.Memories(t.Context(), adaOnly, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"Is allergic to peanuts", "Her daughter Mia plays the violin", "Grew up in München", "Lives in Lisbon", "Works days"}
+		if !slices.Equal(memTexts(list), want) {
+			t.Errorf("Memories(ada) = %q, want %q", memTexts(list), want)
+		}
 
-	if _, err := s.AddMemory(t.Context(), NewMemory{Scope: "world", Owner: ada, Text: "x", Origin: OriginTool}); err == nil {
-		t.Error("a bad scope was accepted")
-	}
-	if _, err := s.AddMemory(t.Context(), NewMemory{Scope: MemoryUser, Owner: ada, Text: " . ", Origin: OriginTool}); err == nil {
-		t.Error("an empty text was accepted")
-	}
+		if _, err := s.AddMemory(t.Context(), NewMemory{Scope: "world", Owner: ada, Text: "x", Origin: OriginTool}); err == nil {
+			t.Error("a bad scope was accepted")
+		}
+		if _, err := s.AddMemory(t.Context(), NewMemory{Scope: MemoryUser, Owner: ada, Text: " . ", Origin: OriginTool}); err == nil {
+			t.Error("an empty text was accepted")
+		}
+	})
 }
 
 func TestDeleteMemoryOwnedOnlyWithItsHistory(t *testing.T) {
-	s, _, _ := openTest(t)
-	f := newFixture(t, s, "g1")
-	ada, bob := UserKey("telegram", "1"), UserKey("telegram", "2")
-	v1 := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Berlin"})
-	v2 := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Paris", Supersedes: v1.ID})
-	v3 := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Lisbon", Supersedes: v2.ID})
-	group := mustAdd(t, s, NewMemory{Scope: MemoryChat, Owner: ChatOwner(f.chat.ID), Text: "Meets on Fridays"})
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		f := newFixture(t, s, "g1")
+		ada, bob := UserKey("telegram", "1"), UserKey("telegram", "2")
+		v1 := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Berlin"})
+		v2 := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Paris", Supersedes: v1.ID})
+		v3 := mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: "Lives in Lisbon", Supersedes: v2.ID})
+		group := mustAdd(t, s, NewMemory{Scope: MemoryChat, Owner: ChatOwner(f.chat.ID), Text: "Meets on Fridays"})
 
-	for _, tc := range []struct {
-		name   string
-		owners Owners
-		id     int64
-	}{
-		{"another user", Owners{User: bob}, v3.ID},
-		{"a superseded version", Owners{User: ada}, v1.ID},
-		{"a private memory from the group", Owners{Chat: f.chat.ID}, v3.ID},
-		{"a group memory from a DM", Owners{User: ada}, group.ID},
-	} {
-		if ok, err := s.DeleteMemory(t.Context(), tc.owners, tc.id); ok || err != nil {
-			t.Errorf("%s: DeleteMemory = %v, %v; want false, nil", tc.name, ok, err)
+		for _, tc := range []struct {
+			name   string
+			owners Owners
+			id     int64
+		}{
+			{"another user", Owners{User: bob}, v3.ID},
+			{"a superseded version", Owners{User: ada}, v1.ID},
+			{"a private memory from the group", Owners{Chat: f.chat.ID}, v3.ID},
+			{"a group memory from a DM", Owners{User: ada}, group.ID},
+		} {
+			if ok, err := s.DeleteMemory(t.Context(), tc.owners, tc.id); ok || err != nil {
+				t.Errorf("%s: DeleteMemory = %v, %v; want false, nil", tc.name, ok, err)
+			}
 		}
-	}
-	if ok, err := s.DeleteMemory(t.Context(), Owners{User: ada}, v3.ID); !ok || err != nil {
-		t.Fatalf("DeleteMemory(own) = %v, %v", ok, err)
-	}
-	for _, id := range []int64{v1.ID, v2.ID, v3.ID} {
-		if _, err := s.Memory(t.Context(), id); !errors.Is(err, ErrNotFound) {
-			t.Errorf("memory %d after forget: %v, want ErrNotFound (the history goes too)", id, err)
+		if ok, err := s.DeleteMemory(t.Context(), Owners{User: ada}, v3.ID); !ok || err != nil {
+			t.Fatalf("DeleteMemory(own) = %v, %v", ok, err)
 		}
-	}
-	if got, _ := s.SearchMemories(t.Context(), Owners{User: ada}, []string{"lives", "berlin", "paris", "lisbon"}, 0); len(got) != 0 {
-		t.Errorf("forgotten memories still found: %q", memTexts(got))
-	}
-	if ok, err := s.DeleteMemory(t.Context(), Owners{Chat: f.chat.ID}, group.ID); !ok || err != nil {
-		t.Errorf("DeleteMemory(group) = %v, %v", ok, err)
-	}
+		for _, id := range []int64{v1.ID, v2.ID, v3.ID} {
+			if _, err := s.Memory(t.Context(), id); !errors.Is(err, ErrNotFound) {
+				t.Errorf("memory %d after forget: %v, want ErrNotFound (the history goes too)", id, err)
+			}
+		}
+		if got, _ := s.SearchMemories(t.Context(), Owners{User: ada}, []string{"lives", "berlin", "paris", "lisbon"}, 0); len(got) != 0 {
+			t.Errorf("forgotten memories still found: %q", memTexts(got))
+		}
+		if ok, err := s.DeleteMemory(t.Context(), Owners{Chat: f.chat.ID}, group.ID); !ok || err != nil {
+			t.Errorf("DeleteMemory(group) = %v, %v", ok, err)
+		}
+	})
 }
 
 // turnFor begins a turn of user in the fixture's chat with text and, if
@@ -195,224 +200,283 @@ func contents(ms []Message) []string {
 }
 
 func TestLearningMessagesAndCursor(t *testing.T) {
-	s, _, _ := openTest(t)
-	f := newFixture(t, s, "g1")
-	c := Cursor{Job: "memory", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		f := newFixture(t, s, "g1")
+		c := Cursor{Job: "memory", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
 
-	turnFor(t, s, f, "u1", "user", "one", "", true)
-	turnFor(t, s, f, "u2", "user", "not mine", "", true)
-	turnFor(t, s, f, "u1", "job", "a scheduled prompt", "", true)
-	turnFor(t, s, f, "u1", "user", "two", "answer two", true) // + a tool step
-	turnFor(t, s, f, "u1", "user", "three", "", false)        // still running
-	turnFor(t, s, f, "u1", "user", "four", "", true)
+		turnFor(t, s, f, "u1", "user", "one", "", true)
+		turnFor(t, s, f, "u2", "user", "not mine", "", true)
+		turnFor(t, s, f, "u1", "job", "a scheduled prompt", "", true)
+		turnFor(t, s, f, "u1", "user", "two", "answer two", true) // + a tool step
+		turnFor(t, s, f, "u1", "user", "three", "", false)        // still running
+		turnFor(t, s, f, "u1", "user", "four", "", true)
 
-	// A new cursor starts before the last backlog messages.
-	pos, err := s.LearningCursor(t.Context(), c, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := s.LearningMessages(t.Context(), c, pos, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Own finished user turns only; no tool results, no hidden nudges,
-	// nothing from the running turn or after it.
-	if got, want := contents(msgs), []string{"assistant:checking", "assistant:answer two"}; !slices.Equal(got, want) {
-		t.Errorf("messages after the backlog start = %q, want %q", got, want)
-	}
-	all, _ := s.LearningMessages(t.Context(), c, 0, 10)
-	if got, want := contents(all), []string{"user:one", "user:two", "assistant:checking", "assistant:answer two"}; !slices.Equal(got, want) {
-		t.Errorf("all messages = %q, want %q", got, want)
-	}
-	// The position is stored: asking again returns it, whatever the backlog.
-	if again, _ := s.LearningCursor(t.Context(), c, 100); again != pos {
-		t.Errorf("cursor = %d on second read, want %d", again, pos)
-	}
+		// A new cursor starts before the last backlog messages.
+		pos, err := s.LearningCursor(t.Context(), c, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := s.LearningMessages(t.Context(), c, pos, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Own finished user turns only; no tool results, no hidden nudges,
+		// nothing from the running turn or after it.
+		if got, want := contents(msgs), []string{"assistant:checking", "assistant:answer two"}; !slices.Equal(got, want) {
+			t.Errorf("messages after the backlog start = %q, want %q", got, want)
+		}
+		all, _ := s.LearningMessages(t.Context(), c, 0, 10)
+		if got, want := contents(all), []string{"user:one", "user:two", "assistant:checking", "assistant:answer two"}; !slices.Equal(got, want) {
+			t.Errorf("all messages = %q, want %q", got, want)
+		}
+		// The position is stored: asking again returns it, whatever the backlog.
+		if again, _ := s.LearningCursor(t.Context(), c, 100); again != pos {
+			t.Errorf("cursor = %d on second read, want %d", again, pos)
+		}
 
-	// Moving the cursor is compare-and-set.
-	last := msgs[len(msgs)-1].ID
-	if err := s.AdvanceCursor(t.Context(), c, pos+1, last); !errors.Is(err, ErrCursorMoved) {
-		t.Errorf("advance from a stale position: %v, want ErrCursorMoved", err)
-	}
-	if err := s.AdvanceCursor(t.Context(), c, pos, last); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := s.LearningCursor(t.Context(), c, 0); got != last {
-		t.Errorf("cursor = %d, want %d", got, last)
-	}
-	if err := s.AdvanceCursor(t.Context(), Cursor{Job: "memory"}, 0, 1); err == nil {
-		t.Error("a cursor without user and chat was accepted")
-	}
+		// Moving the cursor is compare-and-set.
+		last := msgs[len(msgs)-1].ID
+		if err := s.AdvanceCursor(t.Context(), c, pos+1, last); !errors.Is(err, ErrCursorMoved) {
+			t.Errorf("advance from a stale position: %v, want ErrCursorMoved", err)
+		}
+		if err := s.AdvanceCursor(t.Context(), c, pos, last); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.LearningCursor(t.Context(), c, 0); got != last {
+			t.Errorf("cursor = %d, want %d", got, last)
+		}
+		if err := s.AdvanceCursor(t.Context(), Cursor{Job: "memory"}, 0, 1); err == nil {
+			t.Error("a cursor without user and chat was accepted")
+		}
+	})
 }
 
 func TestLearnMemoriesIsAllOrNothing(t *testing.T) {
-	s, _, path := openTest(t)
-	f := newFixture(t, s, "d1")
-	turn := turnFor(t, s, f, "u1", "user", "I'm allergic to peanuts", "noted", true)
-	c := Cursor{Job: "memory", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
-	pos, _ := s.LearningCursor(t.Context(), c, 50)
-	msgs, _ := s.LearningMessages(t.Context(), c, pos, 50)
-	upTo := msgs[len(msgs)-1].ID
-	owner := c.UserKey()
-	good := NewMemory{Scope: MemoryUser, Owner: owner, Text: "Is allergic to peanuts", Origin: OriginExtracted,
-		ChatID: f.chat.ID, SourceTurnID: turn}
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, path := db.openTest(t)
+		f := newFixture(t, s, "d1")
+		turn := turnFor(t, s, f, "u1", "user", "I'm allergic to peanuts", "noted", true)
+		c := Cursor{Job: "memory", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
+		pos, _ := s.LearningCursor(t.Context(), c, 50)
+		msgs, _ := s.LearningMessages(t.Context(), c, pos, 50)
+		upTo := msgs[len(msgs)-1].ID
+		owner := c.UserKey()
+		good := NewMemory{Scope: MemoryUser, Owner: owner, Text: "Is allergic to peanuts", Origin: OriginExtracted,
+			ChatID: f.chat.ID, SourceTurnID: turn}
 
-	// One bad fact: nothing is stored and the cursor stays.
-	if _, err := s.LearnMemories(t.Context(), c, pos, upTo, []NewMemory{good, {Scope: MemoryUser, Owner: owner, Origin: OriginExtracted}}); err == nil {
-		t.Fatal("a batch with an empty fact was accepted")
-	}
-	if got, _ := s.Memories(t.Context(), Owners{User: owner}, 0); len(got) != 0 {
-		t.Errorf("memories after a failed batch: %q", memTexts(got))
-	}
-	if got, _ := s.LearningCursor(t.Context(), c, 0); got != pos {
-		t.Errorf("cursor moved to %d after a failed batch", got)
-	}
+		// One bad fact: nothing is stored and the cursor stays.
+		if _, err := s.LearnMemories(t.Context(), c, pos, upTo, []NewMemory{good, {Scope: MemoryUser, Owner: owner, Origin: OriginExtracted}}); err == nil {
+			t.Fatal("a batch with an empty fact was accepted")
+		}
+		if got, _ := s.Memories(t.Context(), Owners{User: owner}, 0); len(got) != 0 {
+			t.Errorf("memories after a failed batch: %q", memTexts(got))
+		}
+		if got, _ := s.LearningCursor(t.Context(), c, 0); got != pos {
+			t.Errorf("cursor moved to %d after a failed batch", got)
+		}
 
-	ch, err := s.LearnMemories(t.Context(), c, pos, upTo, []NewMemory{good})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The same batch again (a second run that read the same cursor) is refused.
-	if _, err := s.LearnMemories(t.Context(), c, pos, upTo, []NewMemory{good}); !errors.Is(err, ErrCursorMoved) {
-		t.Errorf("replayed batch: %v, want ErrCursorMoved", err)
-	}
-	// After a restart, the state is there.
-	s.Close()
-	s = openAt(t, path, newClock())
-	got, _ := s.Memories(t.Context(), Owners{User: owner}, 0)
-	if len(got) != 1 || got[0].ID != ch[0].ID || got[0].SourceTurnID != turn || got[0].ChatID != f.chat.ID || got[0].Origin != OriginExtracted {
-		t.Errorf("memories after restart = %+v", got)
-	}
-	if cur, _ := s.LearningCursor(t.Context(), c, 0); cur != upTo {
-		t.Errorf("cursor after restart = %d, want %d", cur, upTo)
-	}
+		ch, err := s.LearnMemories(t.Context(), c, pos, upTo, []NewMemory{good})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same batch again (a second run that read the same cursor) is refused.
+		if _, err := s.LearnMemories(t.Context(), c, pos, upTo, []NewMemory{good}); !errors.Is(err, ErrCursorMoved) {
+			t.Errorf("replayed batch: %v, want ErrCursorMoved", err)
+		}
+		// After a restart, the state is there.
+		s.Close()
+		s = db.openAt(t, path, newClock())
+		got, _ := s.Memories(t.Context(), Owners{User: owner}, 0)
+		if len(got) != 1 || got[0].ID != ch[0].ID || got[0].SourceTurnID != turn || got[0].ChatID != f.chat.ID || got[0].Origin != OriginExtracted {
+			t.Errorf("memories after restart = %+v", got)
+		}
+		if cur, _ := s.LearningCursor(t.Context(), c, 0); cur != upTo {
+			t.Errorf("cursor after restart = %d, want %d", cur, upTo)
+		}
+	})
 }
 
 func TestProfileNewestEntryWins(t *testing.T) {
-	s, clk, _ := openTest(t)
-	f := newFixture(t, s, "d1")
-	turnFor(t, s, f, "u1", "user", "hi", "", true)
-	ada := UserKey("telegram", "u1")
-	set := func(dim, v string) {
-		t.Helper()
-		if err := s.SetProfile(t.Context(), ProfileEntry{UserKey: ada, Dimension: dim, Value: v}); err != nil {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, clk, _ := db.openTest(t)
+		f := newFixture(t, s, "d1")
+		turnFor(t, s, f, "u1", "user", "hi", "", true)
+		ada := UserKey("telegram", "u1")
+		set := func(dim, v string) {
+			t.Helper()
+			if err := s.SetProfile(t.Context(), ProfileEntry{UserKey: ada, Dimension: dim, Value: v}); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Minute)
+		}
+		set(ProfileTimezone, "Europe/Berlin")
+		set(ProfileName, "Ada")
+		set(ProfileTimezone, "Europe/Lisbon")
+		set(ProfileName, "Ada") // unchanged: no new entry
+		if err := s.SetProfile(t.Context(), ProfileEntry{UserKey: ada, Dimension: "shoe size", Value: "38"}); err == nil {
+			t.Error("an unknown dimension was accepted")
+		}
+
+		c := Cursor{Job: "profile", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
+		pos, _ := s.LearningCursor(t.Context(), c, 10)
+		if err := s.LearnProfile(t.Context(), c, pos, pos+2, []ProfileEntry{{UserKey: ada, Dimension: ProfileStyle, Value: "brief"}}); err != nil {
 			t.Fatal(err)
 		}
-		clk.Advance(time.Minute)
-	}
-	set(ProfileTimezone, "Europe/Berlin")
-	set(ProfileName, "Ada")
-	set(ProfileTimezone, "Europe/Lisbon")
-	set(ProfileName, "Ada") // unchanged: no new entry
-	if err := s.SetProfile(t.Context(), ProfileEntry{UserKey: ada, Dimension: "shoe size", Value: "38"}); err == nil {
-		t.Error("an unknown dimension was accepted")
-	}
+		if err := s.LearnProfile(t.Context(), c, pos, pos+2, nil); !errors.Is(err, ErrCursorMoved) {
+			t.Errorf("stale LearnProfile: %v", err)
+		}
 
-	c := Cursor{Job: "profile", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
-	pos, _ := s.LearningCursor(t.Context(), c, 10)
-	if err := s.LearnProfile(t.Context(), c, pos, pos+2, []ProfileEntry{{UserKey: ada, Dimension: ProfileStyle, Value: "brief"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.LearnProfile(t.Context(), c, pos, pos+2, nil); !errors.Is(err, ErrCursorMoved) {
-		t.Errorf("stale LearnProfile: %v", err)
-	}
-
-	p, err := s.Profile(t.Context(), ada)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range p {
-		got = append(got, e.Dimension+"="+e.Value)
-	}
-	if want := []string{"name=Ada", "timezone=Europe/Lisbon", "style=brief"}; !slices.Equal(got, want) {
-		t.Errorf("profile = %q, want %q", got, want)
-	}
-	if p[0].CreatedAt != newClock().Now().Add(time.Minute) {
-		t.Errorf("name dated %v: the unchanged second entry must not replace the first", p[0].CreatedAt)
-	}
-	if other, _ := s.Profile(t.Context(), UserKey("telegram", "u2")); len(other) != 0 {
-		t.Errorf("another user's profile = %+v", other)
-	}
-	if n, err := s.ForgetProfile(t.Context(), ada, ProfileTimezone); n != 2 || err != nil {
-		t.Errorf("ForgetProfile(timezone) = %d, %v; want both entries", n, err)
-	}
-	if n, _ := s.ForgetProfile(t.Context(), ada, ""); n != 2 {
-		t.Errorf("ForgetProfile(all) = %d, want 2", n)
-	}
+		p, err := s.Profile(t.Context(), ada)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range p {
+			got = append(got, e.Dimension+"="+e.Value)
+		}
+		if want := []string{"name=Ada", "timezone=Europe/Lisbon", "style=brief"}; !slices.Equal(got, want) {
+			t.Errorf("profile = %q, want %q", got, want)
+		}
+		if p[0].CreatedAt != newClock().Now().Add(time.Minute) {
+			t.Errorf("name dated %v: the unchanged second entry must not replace the first", p[0].CreatedAt)
+		}
+		if other, _ := s.Profile(t.Context(), UserKey("telegram", "u2")); len(other) != 0 {
+			t.Errorf("another user's profile = %+v", other)
+		}
+		if n, err := s.ForgetProfile(t.Context(), ada, ProfileTimezone); n != 2 || err != nil {
+			t.Errorf("ForgetProfile(timezone) = %d, %v; want both entries", n, err)
+		}
+		if n, _ := s.ForgetProfile(t.Context(), ada, ""); n != 2 {
+			t.Errorf("ForgetProfile(all) = %d, want 2", n)
+		}
+	})
 }
 
 func TestSkillProposalsApplyReplaceRevert(t *testing.T) {
-	s, _, _ := openTest(t)
-	f := newFixture(t, s, "d1")
-	turn := turnFor(t, s, f, "u1", "user", "weather?", "sunny", true)
-	c := Cursor{Job: "skills", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
-	pos, _ := s.LearningCursor(t.Context(), c, 10)
-	ids, err := s.LearnSkillProposals(t.Context(), c, pos, pos+1, []SkillProposal{
-		{Skill: "weather", BaseHash: "h1", Instructions: "Say the city first.", Assessment: "mixed", Notes: "forgot the city", SourceTurnID: turn},
-	}, false)
-	if err != nil || len(ids) != 1 {
-		t.Fatalf("LearnSkillProposals = %v, %v", ids, err)
-	}
-	if applied, _ := s.AppliedSkillProposals(t.Context()); len(applied) != 0 {
-		t.Errorf("propose mode applied %+v", applied)
-	}
-	// Apply mode: the new proposal is applied in the same transaction.
-	ids2, err := s.LearnSkillProposals(t.Context(), c, pos+1, pos+2, []SkillProposal{
-		{Skill: "weather", BaseHash: "h1", Instructions: "Use Celsius."},
-	}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := s.ApplySkillProposal(t.Context(), ids[0]); err != nil || p.Status != ProposalApplied {
-		t.Fatalf("ApplySkillProposal = %+v, %v", p, err)
-	}
-	if p, _ := s.SkillProposal(t.Context(), ids2[0]); p.Status != ProposalReplaced {
-		t.Errorf("the previously applied proposal is %q, want replaced", p.Status)
-	}
-	applied, _ := s.AppliedSkillProposals(t.Context())
-	if len(applied) != 1 || applied[0].ID != ids[0] || applied[0].Notes != "forgot the city" || applied[0].SourceTurnID != turn {
-		t.Errorf("applied = %+v", applied)
-	}
-	if _, err := s.ApplySkillProposal(t.Context(), 999); !errors.Is(err, ErrNotFound) {
-		t.Errorf("apply unknown: %v", err)
-	}
-	if p, err := s.RevertSkill(t.Context(), "weather"); err != nil || p.ID != ids[0] || p.Status != ProposalReverted {
-		t.Errorf("RevertSkill = %+v, %v", p, err)
-	}
-	if applied, _ := s.AppliedSkillProposals(t.Context()); len(applied) != 0 {
-		t.Errorf("after revert: %+v", applied)
-	}
-	if _, err := s.RevertSkill(t.Context(), "weather"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("second revert: %v, want ErrNotFound", err)
-	}
-	all, _ := s.SkillProposals(t.Context(), 0)
-	if len(all) != 2 || all[0].ID != ids2[0] {
-		t.Errorf("SkillProposals = %+v, want both, newest first", all)
-	}
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		f := newFixture(t, s, "d1")
+		turn := turnFor(t, s, f, "u1", "user", "weather?", "sunny", true)
+		c := Cursor{Job: "skills", Channel: "telegram", UserID: "u1", ChatID: f.chat.ID}
+		pos, _ := s.LearningCursor(t.Context(), c, 10)
+		ids, err := s.LearnSkillProposals(t.Context(), c, pos, pos+1, []SkillProposal{
+			{Skill: "weather", BaseHash: "h1", Instructions: "Say the city first.", Assessment: "mixed", Notes: "forgot the city", SourceTurnID: turn},
+		}, false)
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("LearnSkillProposals = %v, %v", ids, err)
+		}
+		if applied, _ := s.AppliedSkillProposals(t.Context()); len(applied) != 0 {
+			t.Errorf("propose mode applied %+v", applied)
+		}
+		// Apply mode: the new proposal is applied in the same transaction.
+		ids2, err := s.LearnSkillProposals(t.Context(), c, pos+1, pos+2, []SkillProposal{
+			{Skill: "weather", BaseHash: "h1", Instructions: "Use Celsius."},
+		}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := s.ApplySkillProposal(t.Context(), ids[0]); err != nil || p.Status != ProposalApplied {
+			t.Fatalf("ApplySkillProposal = %+v, %v", p, err)
+		}
+		if p, _ := s.SkillProposal(t.Context(), ids2[0]); p.Status != ProposalReplaced {
+			t.Errorf("the previously applied proposal is %q, want replaced", p.Status)
+		}
+		applied, _ := s.AppliedSkillProposals(t.Context())
+		if len(applied) != 1 || applied[0].ID != ids[0] || applied[0].Notes != "forgot the city" || applied[0].SourceTurnID != turn {
+			t.Errorf("applied = %+v", applied)
+		}
+		if _, err := s.ApplySkillProposal(t.Context(), 999); !errors.Is(err, ErrNotFound) {
+			t.Errorf("apply unknown: %v", err)
+		}
+		if p, err := s.RevertSkill(t.Context(), "weather"); err != nil || p.ID != ids[0] || p.Status != ProposalReverted {
+			t.Errorf("RevertSkill = %+v, %v", p, err)
+		}
+		if applied, _ := s.AppliedSkillProposals(t.Context()); len(applied) != 0 {
+			t.Errorf("after revert: %+v", applied)
+		}
+		if _, err := s.RevertSkill(t.Context(), "weather"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("second revert: %v, want ErrNotFound", err)
+		}
+		all, _ := s.SkillProposals(t.Context(), 0)
+		if len(all) != 2 || all[0].ID != ids2[0] {
+			t.Errorf("SkillProposals = %+v, want both, newest first", all)
+		}
+	})
 }
 
 // BenchmarkSearchMemories recalls for one user among 20 users with 500
 // memories each (10,000 rows in the index), as a turn's prompt does.
 func BenchmarkSearchMemories(b *testing.B) {
-	s, _, _ := openTest(b)
-	words := []string{"peanuts", "violin", "Berlin", "cycling", "coffee", "daughter", "garden", "chess", "jazz", "python",
-		"allergic", "marathon", "Lisbon", "vegetarian", "piano", "hiking", "sister", "teacher", "cats", "sailing"}
-	for u := range 20 {
-		owner := UserKey("telegram", strconv.Itoa(u))
-		for i := range 500 {
-			text := fmt.Sprintf("Fact %d: likes %s and %s, mentions %s", i, words[i%20], words[(i*7+u)%20], words[(i*3)%20])
-			if _, err := s.AddMemory(b.Context(), NewMemory{Scope: MemoryUser, Owner: owner, Text: text, Origin: OriginTool}); err != nil {
-				b.Fatal(err)
+	forEachBackendB(b, func(b *testing.B, db backend) {
+		s, _, _ := db.openTest(b)
+		words := []string{"peanuts", "violin", "Berlin", "cycling", "coffee", "daughter", "garden", "chess", "jazz", "python",
+			"allergic", "marathon", "Lisbon", "vegetarian", "piano", "hiking", "sister", "teacher", "cats", "sailing"}
+		for u := range 20 {
+			owner := UserKey("telegram", strconv.Itoa(u))
+			for i := range 500 {
+				text := fmt.Sprintf("Fact %d: likes %s and %s, mentions %s", i, words[i%20], words[(i*7+u)%20], words[(i*3)%20])
+				if _, err := s.AddMemory(b.Context(), NewMemory{Scope: MemoryUser, Owner: owner, Text: text, Origin: OriginTool}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
+		owners := Owners{User: UserKey("telegram", "7")}
+		terms := []string{"sugge*", "snack*", "peanu*", "butter*"}
+		for b.Loop() {
+			got, err := s.SearchMemories(b.Context(), owners, terms, 20)
+			if err != nil || len(got) == 0 {
+				b.Fatal(len(got), err)
+			}
+		}
+	})
+}
+
+// TestSearchAgreesAcrossBackends: Postgres makes its lexemes in Go the way
+// SQLite's unicode61 tokenizer makes tokens, and scores them with the same
+// formula, so both backends recall the same memories with the same scores.
+func TestSearchAgreesAcrossBackends(t *testing.T) {
+	texts := []string{"Grew up in München", "Café au lait every morning", "Runs 10km on Sundays",
+		"Uses e-mail, not Slack", "Straße names confuse her", "ÉCOLE normale, then Berlin",
+		"日本語を勉強している", "naïve coöperation", "Loves Berlin in the summer", "Mail me at sundown"}
+	queries := [][]string{{"munchen"}, {"MÜNCHEN"}, {"cafe*"}, {"10km"}, {"mail"}, {"e"}, {"strasse"}, {"ecole", "berlin"},
+		{"日本語を勉強している"}, {"naive", "cooperation"}, {"sun*", "morn*"}, {"berlin"}, {"b*"}}
+	want := map[string]string{ // a few results, to hold each backend to
+		"munchen":           "Grew up in München",
+		"MÜNCHEN":           "Grew up in München",
+		"cafe*":             "Café au lait every morning",
+		"strasse":           "",
+		"naive cooperation": "naïve coöperation",
 	}
-	owners := Owners{User: UserKey("telegram", "7")}
-	terms := []string{"sugge*", "snack*", "peanu*", "butter*"}
-	for b.Loop() {
-		got, err := s.SearchMemories(b.Context(), owners, terms, 20)
-		if err != nil || len(got) == 0 {
-			b.Fatal(len(got), err)
+	results := map[string][]string{}
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ada := UserKey("telegram", "1")
+		for _, text := range texts {
+			mustAdd(t, s, NewMemory{Scope: MemoryUser, Owner: ada, Text: text})
+		}
+		var got []string
+		for _, q := range queries {
+			ms, err := s.SearchMemories(t.Context(), Owners{User: ada}, q, 0)
+			if err != nil {
+				t.Fatalf("search %q: %v", q, err)
+			}
+			var line []string
+			for _, m := range ms {
+				line = append(line, fmt.Sprintf("%s=%.9f", m.Text, m.Score))
+			}
+			got = append(got, fmt.Sprintf("%q → %s", q, strings.Join(line, "; ")))
+			if w, ok := want[strings.Join(q, " ")]; ok && (w == "") != (len(ms) == 0) || ok && w != "" && ms[0].Text != w {
+				t.Errorf("search %q = %q, want %q first", q, memTexts(ms), w)
+			}
+		}
+		results[db.name] = got
+	})
+	if sq, pg := results[DriverSQLite], results[DriverPostgres]; sq != nil && pg != nil {
+		for i := range sq {
+			if sq[i] != pg[i] {
+				t.Errorf("backends differ:\n sqlite   %s\n postgres %s", sq[i], pg[i])
+			}
 		}
 	}
 }

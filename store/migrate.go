@@ -8,6 +8,11 @@ import (
 
 // migration is one schema change. Versions start at 1 and increase by one;
 // a migration, once released, is never edited: add a new one instead.
+//
+// The SQL is SQLite's; on Postgres it runs after dialect.ddl, so one list of
+// migrations serves both backends and a new migration must stay within what
+// ddl rewrites (INTEGER, BLOB, "id INTEGER PRIMARY KEY", WITHOUT ROWID, an
+// FTS4 table) and what both accept as is.
 type migration struct {
 	version int
 	name    string
@@ -142,15 +147,54 @@ const (
 	applied_at INTEGER NOT NULL
 )`
 	sqlMaxSchemaVersion = `SELECT COALESCE(MAX(version), 0) FROM schema_version`
-	sqlInsertVersion    = `INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`
+	// Postgres only.
+	sqlSchemaVersionExists = `SELECT to_regclass('schema_version') IS NOT NULL`
+	sqlInsertVersion       = `INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`
 )
 
+// migrator is what *sql.DB and *sql.Conn have in common.
+type migrator interface {
+	querier
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // migrate applies the migrations newer than the database's schema version.
-// Each runs in its own IMMEDIATE transaction that re-reads the version first,
-// so two processes opening the same file at once apply each migration once.
-func migrate(ctx context.Context, db *sql.DB, ms []migration, nowMS int64) error {
-	if _, err := db.ExecContext(ctx, sqlCreateSchemaVersion); err != nil {
+// Each runs in its own transaction that re-reads the version first. On
+// SQLite the transaction is IMMEDIATE, so two processes opening the same
+// file at once apply each migration once. On Postgres, where DDL takes no
+// lock on tables that do not exist yet, the whole run holds an advisory
+// lock per schema (migrateLock) instead.
+func migrate(ctx context.Context, db *sql.DB, d *dialect, ms []migration, nowMS int64) error {
+	if !d.postgres {
+		return migrateOn(ctx, db, d, ms, nowMS)
+	}
+	c, err := db.Conn(ctx)
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	defer c.Close()
+	unlock, err := migrateLock(ctx, c)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer unlock()
+	return migrateOn(ctx, c, d, ms, nowMS)
+}
+
+func migrateOn(ctx context.Context, db migrator, d *dialect, ms []migration, nowMS int64) error {
+	// Postgres refuses CREATE TABLE IF NOT EXISTS in a read-only session
+	// even when the table exists; such a database is up to date or not
+	// usable, and Ping reports it.
+	exists := false
+	if d.postgres {
+		if err := db.QueryRowContext(ctx, sqlSchemaVersionExists).Scan(&exists); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	if !exists {
+		if _, err := db.ExecContext(ctx, d.ddl(sqlCreateSchemaVersion)); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
 	}
 	var have int
 	if err := db.QueryRowContext(ctx, sqlMaxSchemaVersion).Scan(&have); err != nil {
@@ -166,14 +210,14 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration, nowMS int64) error
 		if m.version <= have {
 			continue
 		}
-		if err := applyMigration(ctx, db, m, nowMS); err != nil {
+		if err := applyMigration(ctx, db, d, m, nowMS); err != nil {
 			return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
 		}
 	}
 	return nil
 }
 
-func applyMigration(ctx context.Context, db *sql.DB, m migration, nowMS int64) error {
+func applyMigration(ctx context.Context, db migrator, d *dialect, m migration, nowMS int64) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -186,10 +230,10 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, nowMS int64) e
 	if have >= m.version {
 		return nil // another process got here first
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	if _, err := tx.ExecContext(ctx, d.ddl(m.sql)); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, sqlInsertVersion, m.version, m.name, nowMS); err != nil {
+	if _, err := tx.ExecContext(ctx, d.rebind(sqlInsertVersion), m.version, m.name, nowMS); err != nil {
 		return err
 	}
 	return tx.Commit()

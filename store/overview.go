@@ -41,16 +41,13 @@ const (
 	sqlLearnedUsers = `SELECT key FROM (
 			SELECT user_key AS key, MAX(created_at) AS at FROM profile_entries GROUP BY user_key
 			UNION ALL
-			SELECT owner AS key, MAX(updated_at) AS at FROM memories WHERE scope = 'user' AND superseded_by IS NULL GROUP BY owner)
+			SELECT owner AS key, MAX(updated_at) AS at FROM memories WHERE scope = 'user' AND superseded_by IS NULL GROUP BY owner) AS learned
 		GROUP BY key ORDER BY MAX(at) DESC LIMIT ?`
 )
 
 // RecentTurns returns up to limit turns across all chats, newest first.
 func (s *Store) RecentTurns(ctx context.Context, limit int) ([]Turn, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	ts, err := s.queryTurns(ctx, sqlRecentTurns, limit)
+	ts, err := s.queryTurns(ctx, sqlRecentTurns, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: recent turns: %w", err)
 	}
@@ -81,10 +78,7 @@ func (s *Store) TurnMessages(ctx context.Context, turnID int64) ([]Message, erro
 
 // Chats returns up to limit chats, the most recently active first.
 func (s *Store) Chats(ctx context.Context, limit int) ([]ChatSummary, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := s.db.QueryContext(ctx, sqlChatList, limit)
+	rows, err := s.db.QueryContext(ctx, sqlChatList, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: chats: %w", err)
 	}
@@ -137,10 +131,7 @@ func (s *Store) UsageSeries(ctx context.Context, since time.Time, bucket time.Du
 // LearnedUsers returns up to limit user keys (see UserKey) with a profile
 // entry or a memory of their own, the most recently learned about first.
 func (s *Store) LearnedUsers(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	rows, err := s.db.QueryContext(ctx, sqlLearnedUsers, limit)
+	rows, err := s.db.QueryContext(ctx, sqlLearnedUsers, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: learned users: %w", err)
 	}

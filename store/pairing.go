@@ -56,7 +56,8 @@ var ErrPairingExpired = errors.New("store: pairing code expired")
 // PairingCode returns the user's unexpired pending code, or stores newCode
 // valid for ttl. fresh is true when newCode was stored.
 func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (code string, fresh bool, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
+		fresh = false
 		now := s.nowMS()
 		var exp int64
 		switch err := tx.QueryRowContext(ctx, sqlPendingPairing, channel, userID, now).Scan(&code, &exp); {
@@ -78,7 +79,7 @@ func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newC
 // ApprovePairing admits the user who holds code. It returns the pairing.
 func (s *Store) ApprovePairing(ctx context.Context, code string) (Pairing, error) {
 	var p Pairing
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		var created, expires int64
 		var approved sql.NullInt64
 		if err := tx.QueryRowContext(ctx, sqlGetPairing, code).Scan(&p.Code, &p.Channel, &p.UserID, &p.Username,

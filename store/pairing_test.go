@@ -2,14 +2,17 @@ package store
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 )
 
 func TestPairing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) { testPairing(t, db) })
+}
+
+func testPairing(t *testing.T, db backend) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	st, err := Open(t.Context(), filepath.Join(t.TempDir(), "p.db"), WithClock(func() time.Time { return now }))
+	st, err := db.open(t.Context(), db.fresh(t), WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,11 +49,11 @@ func (s *Store) CreatePlan(ctx context.Context, p Plan) (int64, error) {
 		return 0, fmt.Errorf("store: create plan: %w", err)
 	}
 	now := s.nowMS()
-	res, err := s.db.ExecContext(ctx, sqlInsertPlan, p.Channel, p.ChatKey, p.UserID, p.Task, string(steps), p.Origin, now, now)
+	id, err := s.db.insertID(ctx, sqlInsertPlan, p.Channel, p.ChatKey, p.UserID, p.Task, string(steps), p.Origin, now, now)
 	if err != nil {
 		return 0, fmt.Errorf("store: create plan: %w", err)
 	}
-	return res.LastInsertId()
+	return id, nil
 }
 
 func scanPlan(r rowScanner) (Plan, error) {

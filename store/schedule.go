@@ -170,7 +170,7 @@ const (
 		WHERE id = ?`
 	sqlEndSchedule = `UPDATE schedules SET state = ?, next_run_at = NULL, last_error = CASE WHEN ? <> '' THEN ? ELSE last_error END,
 		updated_at = ? WHERE id = ?`
-	sqlAdvanceSchedule = `UPDATE schedules SET next_run_at = ?, state = CASE WHEN ? IS NULL THEN 'done' ELSE 'active' END, updated_at = ?
+	sqlAdvanceSchedule = `UPDATE schedules SET next_run_at = ?, state = CASE WHEN CAST(? AS BIGINT) IS NULL THEN 'done' ELSE 'active' END, updated_at = ?
 		WHERE id = ? AND state = 'active' AND next_run_at = ?`
 	sqlScheduleFailed = `UPDATE schedules SET failures = failures + 1, last_error = ?, updated_at = ? WHERE id = ?
 		RETURNING failures, state`
@@ -248,24 +248,21 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 	if err := checkSchedule(sc); err != nil {
 		return Schedule{}, fmt.Errorf("store: create schedule %q: %w", sc.Name, err)
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	var out Schedule
+	err := s.inTx(ctx, func(tx conn) error {
 		var err error
-		sc, err = insertSchedule(ctx, tx, sc, s.nowMS())
+		out, err = insertSchedule(ctx, tx, sc, s.nowMS())
 		return err
 	})
 	if err != nil {
 		return Schedule{}, fmt.Errorf("store: create schedule %q: %w", sc.Name, err)
 	}
-	return sc, nil
+	return out, nil
 }
 
-func insertSchedule(ctx context.Context, tx *sql.Tx, sc Schedule, now int64) (Schedule, error) {
-	res, err := tx.ExecContext(ctx, sqlInsertSchedule, sc.Name, sc.Origin, sc.ConfigHash, sc.Spec, sc.Timezone, sc.Kind,
+func insertSchedule(ctx context.Context, tx conn, sc Schedule, now int64) (Schedule, error) {
+	id, err := tx.insertID(ctx, sqlInsertSchedule, sc.Name, sc.Origin, sc.ConfigHash, sc.Spec, sc.Timezone, sc.Kind,
 		sc.Body, sc.MaxSteps, sc.Channel, sc.ChatKey, sc.ChatType, sc.OwnerID, stateFor(sc.NextRunAt), nullTime(sc.NextRunAt), now, now)
-	if err != nil {
-		return Schedule{}, err
-	}
-	id, err := res.LastInsertId()
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -282,7 +279,8 @@ func (s *Store) SyncConfigSchedule(ctx context.Context, sc Schedule) (out Schedu
 	if err := checkSchedule(sc); err != nil {
 		return Schedule{}, false, fmt.Errorf("store: sync schedule %q: %w", sc.Name, err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
+		changed = false
 		now := s.nowMS()
 		cur, err := scanSchedule(tx.QueryRowContext(ctx, sqlConfigSchedule, sc.Name))
 		switch {
@@ -315,7 +313,8 @@ func (s *Store) SyncConfigSchedule(ctx context.Context, sc Schedule) (out Schedu
 // returns them.
 func (s *Store) RetireConfigSchedules(ctx context.Context, keep []string) ([]Schedule, error) {
 	var retired []Schedule
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
+		retired = nil
 		rows, err := tx.QueryContext(ctx, sqlConfigSchedules)
 		if err != nil {
 			return err
@@ -400,7 +399,7 @@ func (s *Store) Schedules(ctx context.Context, f ScheduleFilter) ([]Schedule, er
 // match is ErrNotFound; one already finished is ErrScheduleInactive.
 func (s *Store) CancelSchedule(ctx context.Context, id int64, f ScheduleFilter) (Schedule, error) {
 	var sc Schedule
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		var err error
 		sc, err = scanSchedule(tx.QueryRowContext(ctx, sqlScheduleByID, id))
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && !f.matches(sc)) {
@@ -466,7 +465,8 @@ func (s *Store) NextScheduleRun(ctx context.Context) (next time.Time, ok bool, e
 // ErrScheduleChanged and records nothing.
 func (s *Store) AdvanceSchedule(ctx context.Context, id int64, expect, next time.Time, runs []NewScheduleRun) ([]int64, error) {
 	ids := make([]int64, 0, len(runs))
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
+		ids = ids[:0]
 		now := s.nowMS()
 		n := nullTime(&next)
 		res, err := tx.ExecContext(ctx, sqlAdvanceSchedule, n, n, now, id, expect.UnixMilli())
@@ -483,11 +483,7 @@ func (s *Store) AdvanceSchedule(ctx context.Context, id int64, expect, next time
 			if r.Outcome != RunRunning {
 				finished = sql.NullInt64{Int64: now, Valid: true}
 			}
-			res, err := tx.ExecContext(ctx, sqlInsertRun, id, r.ScheduledFor.UnixMilli(), now, finished, r.Outcome, r.Missed, r.Error)
-			if err != nil {
-				return err
-			}
-			rid, err := res.LastInsertId()
+			rid, err := tx.insertID(ctx, sqlInsertRun, id, r.ScheduledFor.UnixMilli(), now, finished, r.Outcome, r.Missed, r.Error)
 			if err != nil {
 				return err
 			}
@@ -511,7 +507,8 @@ func (s *Store) FinishScheduleRun(ctx context.Context, runID int64, end Schedule
 	default:
 		return Schedule{}, false, fmt.Errorf("store: finish schedule run %d: invalid outcome %q", runID, end.Outcome)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
+		disabled = false
 		now := s.nowMS()
 		var jobID int64
 		err := tx.QueryRowContext(ctx, sqlFinishRun, end.Outcome, end.Error, nullID(end.TurnID), now, runID).Scan(&jobID)
@@ -562,10 +559,7 @@ func (s *Store) RunningScheduleRuns(ctx context.Context) ([]ScheduleRun, error) 
 // ScheduleRuns returns up to limit runs of the job, newest first; limit <= 0
 // means all.
 func (s *Store) ScheduleRuns(ctx context.Context, scheduleID int64, limit int) ([]ScheduleRun, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	runs, err := s.queryRuns(ctx, sqlRunsOf, scheduleID, limit)
+	runs, err := s.queryRuns(ctx, sqlRunsOf, scheduleID, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: runs of schedule %d: %w", scheduleID, err)
 	}

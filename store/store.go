@@ -1,11 +1,15 @@
-// Package store keeps Switchboard's durable state in one SQLite file: chats,
-// sessions, turns and their messages, the inbox of inbound platform messages,
-// confirmed deliveries, compaction summaries and small key/value state.
+// Package store keeps Switchboard's durable state in one SQLite file (the
+// embedded default) or in a PostgreSQL database: chats, sessions, turns and
+// their messages, the inbox of inbound platform messages, confirmed
+// deliveries, compaction summaries and small key/value state.
 //
 // Every write that has to be all-or-nothing (a turn's first messages, one
-// agent step) is a single IMMEDIATE transaction, so a crash leaves the store
-// exactly as it was after the previous step. Timestamps are stored as UTC unix
-// milliseconds and read back as UTC times.
+// agent step) is a single transaction, so a crash leaves the store exactly as
+// it was after the previous step. On SQLite it is IMMEDIATE: one writer at a
+// time. On Postgres it is SERIALIZABLE and run again when a concurrent
+// transaction wins (see inTx), so several processes sharing one database get
+// the same all-or-nothing, one-after-the-other outcome. Timestamps are stored
+// as UTC unix milliseconds and read back as UTC times.
 package store
 
 import (
@@ -13,9 +17,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3" // registers the "sqlite3" driver (cgo)
@@ -42,14 +49,45 @@ const dsnOptions = "_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synch
 // maxIdleConns keeps a few connections warm: opening one costs a schema parse.
 const maxIdleConns = 4
 
-// Store is the SQLite-backed store. It is safe for concurrent use.
+// Store is the SQLite- or Postgres-backed store. It is safe for concurrent
+// use, also by several processes sharing one database.
 type Store struct {
-	db  *sql.DB
+	raw *sql.DB
+	db  conn // raw, with each query rewritten for the dialect
+	d   *dialect
 	now func() time.Time
+
+	maxPages int  // WithMaxPages; 0: no cap
+	readOnly bool // WithReadOnly
+	// writeMu queues this process's SQLite transactions in Go. Left to
+	// SQLite's busy handler, which polls with sleeps, some of a thousand
+	// concurrent writers waited past busyTimeout and failed with "database
+	// is locked" (TestLoadThousandChats); other processes still wait in it.
+	writeMu sync.Mutex
+	// writeErr holds the last write that failed because the database could
+	// not take writes (see Unavailable), until a write succeeds; Ping
+	// reports it.
+	writeErr atomic.Pointer[error]
 }
 
 // Option configures a Store at Open.
 type Option func(*Store)
+
+// newStore is a Store of the dialect with opts applied, before its pool is
+// opened (setDB).
+func newStore(d *dialect, opts []Option) *Store {
+	s := &Store{d: d, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// setDB makes raw the store's connection pool.
+func (s *Store) setDB(raw *sql.DB) {
+	s.raw = raw
+	s.db = conn{q: raw, d: s.d}
+}
 
 // WithClock sets the clock used for every timestamp the store writes
 // (default time.Now). Tests pass a fake clock.
@@ -64,9 +102,28 @@ var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 // dsn is the driver's data source name for the database file at path.
 func dsn(path string) string { return "file:" + uriEscaper.Replace(path) + "?" + dsnOptions }
 
-// Open opens (creating it and its parent directories if needed) the database
-// file at path and applies any pending migrations. path must be a file path:
-// WAL does not work on ":memory:".
+// Driver names, as in the store.driver setting.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// OpenDriver opens the store with the named driver ("" means sqlite):
+// source is the database file's path for sqlite and the connection string
+// (DSN) for postgres.
+func OpenDriver(ctx context.Context, driver, source string, opts ...Option) (*Store, error) {
+	switch driver {
+	case "", DriverSQLite:
+		return Open(ctx, source, opts...)
+	case DriverPostgres:
+		return OpenPostgres(ctx, source, opts...)
+	}
+	return nil, fmt.Errorf("store: unknown driver %q (want %s or %s)", driver, DriverSQLite, DriverPostgres)
+}
+
+// Open opens (creating it and its parent directories if needed) the SQLite
+// database file at path and applies any pending migrations. path must be a
+// file path: WAL does not work on ":memory:".
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("store: open: empty path")
@@ -74,20 +131,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	db, err := sql.Open("sqlite3", dsn(path))
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
+	s := newStore(sqliteDialect, opts)
+	db := s.openDB(path)
 	db.SetMaxIdleConns(maxIdleConns)
 	if err := connect(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db, now: time.Now}
-	for _, o := range opts {
-		o(s)
-	}
-	if err := migrate(ctx, db, migrations, s.nowMS()); err != nil {
+	s.setDB(db)
+	if err := migrate(ctx, db, sqliteDialect, migrations, s.nowMS()); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -132,35 +184,80 @@ var testHookConnectRetry func()
 
 // Close closes the database.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
+	if err := s.raw.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
 }
 
-// DB returns the underlying database, for packages that own their own tables.
-func (s *Store) DB() *sql.DB { return s.db }
+// DB returns the underlying database, for packages that own their own
+// tables. Its SQL dialect is Driver's.
+func (s *Store) DB() *sql.DB { return s.raw }
 
-// Ping checks that the database accepts writes: it takes the write lock
-// (BEGIN IMMEDIATE) and rolls back. Use it for readiness checks.
-func (s *Store) Ping(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: ping: %w", err)
+// Driver names the backend: DriverSQLite or DriverPostgres.
+func (s *Store) Driver() string { return s.d.name }
+
+// Bounds of inTx's retries on Postgres: like a writer waiting for SQLite's
+// lock, a transaction gives up after losing to concurrent ones for
+// busyTimeout.
+const (
+	retryFirstWait = time.Millisecond
+	retryMaxWait   = 50 * time.Millisecond
+)
+
+// inTx runs fn in one transaction and commits it if fn returns nil.
+//
+// On SQLite the transaction is IMMEDIATE (_txlock): it holds the write lock
+// from BEGIN, so transactions run one after the other.
+//
+// On Postgres it is SERIALIZABLE: the outcome is that of some one-at-a-time
+// order, which is what IMMEDIATE transactions give on SQLite, so every
+// read-check-write in fn (a turn still running, a job still due when it was
+// read, a cursor still where it was, an open session still missing) holds at
+// commit even with other processes writing the same rows. A transaction
+// that loses to a concurrent one fails with a serialization failure (40001,
+// or 40P01 for a deadlock) and none of it is stored; it is then run again
+// from the start after a short jittered backoff, for up to busyTimeout. fn
+// must therefore set everything it reports afresh on each run.
+func (s *Store) inTx(ctx context.Context, fn func(tx conn) error) (err error) {
+	defer func() { s.noteWrite(err) }()
+	if !s.d.postgres {
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
+		return s.txOnce(ctx, nil, fn)
 	}
-	if err := tx.Rollback(); err != nil {
-		return fmt.Errorf("store: ping: %w", err)
+	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	deadline := time.Now().Add(busyTimeout)
+	wait := retryFirstWait
+	for {
+		err := s.txOnce(ctx, serializable, fn)
+		if err == nil || !isSerialization(err) || time.Now().After(deadline) {
+			return err
+		}
+		if testHookTxRetry != nil {
+			testHookTxRetry()
+		}
+		t := time.NewTimer(wait/2 + rand.N(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, retryMaxWait)
 	}
-	return nil
 }
 
-// inTx runs fn in one IMMEDIATE transaction and commits it if fn returns nil.
-func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+// testHookTxRetry, if set, runs before each retry in inTx.
+var testHookTxRetry func()
+
+// txOnce runs fn in one transaction and commits it if fn returns nil.
+func (s *Store) txOnce(ctx context.Context, opts *sql.TxOptions, fn func(tx conn) error) error {
+	tx, err := s.raw.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(conn{q: tx, d: s.d}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -225,7 +322,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-func countByStatus(ctx context.Context, db *sql.DB, query string, to map[string]int) error {
+func countByStatus(ctx context.Context, db conn, query string, to map[string]int) error {
 	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return err
@@ -283,7 +380,7 @@ const (
 // upToMessageID is folded into text. Earlier summaries stay (the newest wins).
 // The message must belong to the session.
 func (s *Store) SaveSummary(ctx context.Context, sessionID, upToMessageID int64, text string) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		var got int64
 		err := tx.QueryRowContext(ctx, sqlMessageInSession, upToMessageID).Scan(&got)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -103,7 +103,7 @@ func (s *Store) BeginTurn(ctx context.Context, t TurnStart, first []llm.Message)
 	if t.Kind == "" {
 		return 0, nil, errors.New("store: begin turn: kind is required")
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx conn) error {
 		now := s.nowMS()
 		sessionID := t.SessionID
 		if sessionID == 0 {
@@ -125,11 +125,8 @@ func (s *Store) BeginTurn(ctx context.Context, t TurnStart, first []llm.Message)
 				return fmt.Errorf("session %d belongs to chat %d", sessionID, chatID)
 			}
 		}
-		res, err := tx.ExecContext(ctx, sqlInsertTurn, t.ChatID, sessionID, nullID(t.InboxID), t.UserID, t.Channel, t.Kind, now)
-		if err != nil {
-			return err
-		}
-		if turnID, err = res.LastInsertId(); err != nil {
+		var err error
+		if turnID, err = tx.insertID(ctx, sqlInsertTurn, t.ChatID, sessionID, nullID(t.InboxID), t.UserID, t.Channel, t.Kind, now); err != nil {
 			return err
 		}
 		msgIDs = make([]int64, 0, len(first))
@@ -155,7 +152,7 @@ func (s *Store) BeginTurn(ctx context.Context, t TurnStart, first []llm.Message)
 // finished (e.g. it was marked failed after a crash).
 func (s *Store) CommitStep(ctx context.Context, turnID int64, step int, msgs []StepMessage, usage llm.Usage) ([]int64, error) {
 	var ids []int64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		// The turn row first: it checks the turn is running and yields the
 		// session; a failing message below rolls this update back too.
 		var sessionID int64
@@ -193,7 +190,7 @@ func (s *Store) FinishTurn(ctx context.Context, turnID int64, e TurnEnd) error {
 	default:
 		return fmt.Errorf("store: finish turn %d: invalid status %q", turnID, e.Status)
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx conn) error {
 		now := s.nowMS()
 		res, err := tx.ExecContext(ctx, sqlFinishTurn, e.Status, e.StopReason, e.Error, e.Model, e.Steps, e.Steps, now, now, turnID)
 		if err != nil {
@@ -212,7 +209,7 @@ func (s *Store) FinishTurn(ctx context.Context, turnID int64, e TurnEnd) error {
 
 // notRunning explains why a turn could not be updated as running: it does
 // not exist (ErrNotFound) or has finished (ErrTurnNotRunning).
-func notRunning(ctx context.Context, tx *sql.Tx, turnID int64) error {
+func notRunning(ctx context.Context, tx conn, turnID int64) error {
 	var status string
 	err := tx.QueryRowContext(ctx, sqlTurnStatus, turnID).Scan(&status)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -231,7 +228,7 @@ type imageMeta struct {
 	Size int    `json:"size,omitempty"`
 }
 
-func insertMessage(ctx context.Context, tx *sql.Tx, sessionID, turnID int64, m llm.Message, hidden bool, nowMS int64) (int64, error) {
+func insertMessage(ctx context.Context, tx conn, sessionID, turnID int64, m llm.Message, hidden bool, nowMS int64) (int64, error) {
 	var calls, images sql.NullString
 	if len(m.ToolCalls) > 0 {
 		b, err := json.Marshal(m.ToolCalls)
@@ -251,12 +248,8 @@ func insertMessage(ctx context.Context, tx *sql.Tx, sessionID, turnID int64, m l
 		}
 		images = sql.NullString{String: string(b), Valid: true}
 	}
-	res, err := tx.ExecContext(ctx, sqlInsertMsg, sessionID, nullID(turnID), string(m.Role), m.Content, calls,
-		m.ToolCallID, m.Name, images, hidden, nowMS)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
+	return tx.insertID(ctx, sqlInsertMsg, sessionID, nullID(turnID), string(m.Role), m.Content, calls,
+		m.ToolCallID, m.Name, images, boolInt(hidden), nowMS)
 }
 
 func scanMessage(r rowScanner) (Message, error) {
@@ -335,7 +328,7 @@ func (s *Store) queryTurns(ctx context.Context, query string, args ...any) ([]Tu
 }
 
 // queryOne runs a query for at most one row; ok is false when there is none.
-func queryOne[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) (v T, ok bool, err error) {
+func queryOne[T any](ctx context.Context, db conn, scan func(rowScanner) (T, error), query string, args ...any) (v T, ok bool, err error) {
 	v, err = scan(db.QueryRowContext(ctx, query, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, false, nil
@@ -344,7 +337,7 @@ func queryOne[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, 
 }
 
 // queryAll runs a query and scans every row with scan.
-func queryAll[T any](ctx context.Context, db *sql.DB, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db conn, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -376,10 +369,7 @@ func (s *Store) Turn(ctx context.Context, id int64) (Turn, error) {
 // Turns returns up to limit of the chat's turns, newest first; limit <= 0
 // means all.
 func (s *Store) Turns(ctx context.Context, chatID int64, limit int) ([]Turn, error) {
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
-	}
-	ts, err := s.queryTurns(ctx, sqlTurnsOfChat, chatID, limit)
+	ts, err := s.queryTurns(ctx, sqlTurnsOfChat, chatID, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: turns of chat %d: %w", chatID, err)
 	}
