@@ -281,6 +281,11 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	}
 	if reason == StopCancelled && t.InboxID != 0 && errors.Is(context.Cause(ctx), ErrCheckpoint) {
 		log.Info("turn checkpointed; it resumes after a restart")
+	} else if reason == StopStoreError && t.InboxID != 0 {
+		// Left running with its committed steps, like a checkpoint: its
+		// message stays pending, and the turn resumes once the store takes
+		// writes again. Finished as failed, it could never be answered.
+		log.Warn("turn left open: the store did not take its step", "err", err)
 	} else if ferr := a.cfg.Store.FinishTurn(context.WithoutCancel(ctx), st.turnID, end); ferr != nil {
 		log.Error("finish turn", "err", ferr)
 		err = errors.Join(err, ferr)

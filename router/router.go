@@ -194,6 +194,7 @@ type Router struct {
 	mu      sync.Mutex
 	queues  map[string]*chatQueue
 	refused map[string]bool
+	told    map[string]bool // chats told that the store takes no writes, until one of their messages succeeds
 	closing bool
 	idle    *sync.Cond
 	running int
@@ -208,6 +209,7 @@ type chatQueue struct {
 	busy    bool
 	cancel  context.CancelFunc // cancels the running turn
 	current *item
+	retry   time.Duration // the next wait before a message the store failed is tried again
 }
 
 type item struct {
@@ -251,6 +253,7 @@ func New(cfg Config) (*Router, error) {
 		sem:      make(chan struct{}, cfg.MaxConcurrentTurns),
 		queues:   map[string]*chatQueue{},
 		refused:  map[string]bool{},
+		told:     map[string]bool{},
 	}
 	r.idle = sync.NewCond(&r.mu)
 	for _, ch := range cfg.Channels {
@@ -356,6 +359,11 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	id, fresh, err := r.cfg.Store.Intake(ctx, store.InboxItem{Channel: in.Channel, ChatKey: in.ChatID,
 		MessageID: in.MessageID, UserID: in.UserID, Payload: payload})
 	if err != nil {
+		// Not stored, so not confirmed to the platform: a channel that
+		// delivers again (Telegram) gets it answered once the store is back.
+		if why, ok := store.Unavailable(err); ok {
+			r.tellUnavailable(ctx, in, why)
+		}
 		return fmt.Errorf("router: store message: %w", err)
 	}
 	if !fresh {
@@ -499,6 +507,7 @@ func (r *Router) work(key string, q *chatQueue) {
 
 		select {
 		case r.sem <- struct{}{}:
+			var storeErr error
 			if it.job != nil {
 				r.runJob(ctx, it.job)
 			} else if it.resolve != nil {
@@ -506,9 +515,10 @@ func (r *Router) work(key string, q *chatQueue) {
 			} else if it.plan != nil {
 				r.movePlan(ctx, it.in, *it.plan)
 			} else {
-				r.process(ctx, it)
+				storeErr = r.process(ctx, it)
 			}
 			<-r.sem
+			r.afterProcess(ctx, key, q, it, storeErr)
 		case <-ctx.Done():
 		}
 		abandonJobs([]item{it}, r.dropReason()) // a no-op unless a job ended without running

@@ -149,7 +149,9 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 }
 
 // process handles one queued message: a queued command, or an agent turn.
-func (r *Router) process(ctx context.Context, it item) {
+// It returns the store's error when the store failed the message, which
+// then stays pending (see afterProcess).
+func (r *Router) process(ctx context.Context, it item) error {
 	in := it.in
 	log := r.log.With("channel", in.Channel, "chat", in.ChatID, "inbox_id", it.inboxID)
 	finish := func(status string) {
@@ -159,8 +161,7 @@ func (r *Router) process(ctx context.Context, it item) {
 	}
 	chat, err := r.cfg.Store.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
 	if err != nil {
-		log.Error("store chat", "err", err)
-		return // stays pending; retried after a restart
+		return fmt.Errorf("router: store chat: %w", err)
 	}
 	// After a restart: a message already answered is done (a command's
 	// confirmation counts too); a turn already begun is resumed rather than
@@ -171,18 +172,18 @@ func (r *Router) process(ctx context.Context, it item) {
 				Status: "completed", Steps: t.Steps, Error: "interrupted after the reply was delivered"})
 		}
 		finish("done")
-		return
+		return nil
 	}
 	if name, args, ok := command(in.Text); ok && name == "plan" {
 		r.startPlan(ctx, in, args)
 		finish("done")
-		return
+		return nil
 	}
 	prep := r.prepare(ctx, in)
 	if prep.Plan {
 		r.startPlan(ctx, in, in.Text)
 		finish("done")
-		return
+		return nil
 	}
 	if name, _, ok := command(in.Text); ok && name == "new" {
 		reply := "Started a new conversation. The previous one stays stored."
@@ -194,20 +195,19 @@ func (r *Router) process(ctx context.Context, it item) {
 			_ = r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), it.inboxID, 0, id)
 		}
 		finish("done")
-		return
+		return nil
 	}
 	var resume int64
 	if t, ok, err := r.cfg.Store.TurnForInbox(ctx, it.inboxID); err == nil && ok {
 		if t.Status != "running" {
 			finish("done")
-			return
+			return nil
 		}
 		resume = t.ID
 	}
 	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
 	if err != nil {
-		log.Error("session", "err", err)
-		return
+		return fmt.Errorf("router: session: %w", err)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.TurnTimeout)
@@ -224,13 +224,13 @@ func (r *Router) process(ctx context.Context, it item) {
 	}
 	switch {
 	case res.StopReason == agent.StopStoreError:
-		log.Error("turn could not be recorded; the message stays pending", "err", res.Err)
-		return
+		return res.Err
 	case res.StopReason == agent.StopCancelled && r.base.Err() != nil:
 		// Shutdown: the message stays pending and the turn resumes later.
-		return
+		return nil
 	}
 	finish("done")
+	return nil
 }
 
 // transcribe fills in the text of voice messages, or says why it could not.

@@ -44,6 +44,10 @@ type Reply struct {
 	// MidStreamError streams the text, then a `data: {"error":...}` chunk, and
 	// ends without [DONE]. A non-streaming request gets a 500 instead.
 	MidStreamError bool
+	// CutStream streams the text, then drops the connection without a
+	// finish reason or [DONE], as a crashing server or a proxy that gives up
+	// does. A non-streaming request has its connection dropped at once.
+	CutStream bool
 
 	Delay time.Duration   // wait before answering (the request's cancellation ends the wait)
 	Block <-chan struct{} // wait until closed (or the request is cancelled) before answering
@@ -329,6 +333,8 @@ func (f *FakeLLM) handleChat(w http.ResponseWriter, r *http.Request) {
 			status, http.StatusText(status), status, http.StatusText(status))
 	case reply.Status != 0:
 		writeError(w, reply.Status, reply.ErrorCode, reply.ErrorMessage)
+	case reply.CutStream && !rec.Stream:
+		panic(http.ErrAbortHandler)
 	case reply.MidStreamError && !rec.Stream:
 		writeError(w, http.StatusInternalServerError, reply.ErrorCode, orDefault(reply.ErrorMessage, "upstream overloaded"))
 	case rec.Stream:
@@ -666,6 +672,9 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 		if !chunk(wireDelta{Content: frag}, nil) {
 			return
 		}
+	}
+	if reply.CutStream {
+		panic(http.ErrAbortHandler) // the client sees the body end without its last chunk
 	}
 	if reply.MidStreamError {
 		b, _ := json.Marshal(map[string]any{"error": errorBody(http.StatusInternalServerError, reply.ErrorCode,
