@@ -313,7 +313,7 @@ func imageAttachment(u string) channels.Attachment {
 		return att
 	}
 	b, err := base64.StdEncoding.DecodeString(data)
-	if err != nil {
+	if err != nil || len(b) == 0 {
 		att.Note = "(an image whose data could not be decoded)"
 		return att
 	}

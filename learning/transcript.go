@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"switchboard/llm"
 	"switchboard/store"
+	"switchboard/tools"
 )
 
 // Line is one message of a transcript shown to an analysis call.
@@ -28,13 +30,21 @@ func (l Line) FromUser() bool { return l.Role == llm.RoleUser }
 // maxLineChars clips one message in a transcript; facts fit in far less.
 const maxLineChars = 1500
 
+// outsideTools bring outside text into a turn: web pages, search results,
+// workspace files (the loop labels their results untrusted).
+var outsideTools = []string{tools.WebFetchTool, tools.WebSearchTool, tools.FileReadTool}
+
 // Transcript turns stored messages into lines for an analysis call. User
 // lines carry only what the user wrote or said: the quoted message they
 // replied to and the content of attached files are cut out. Assistant lines
 // carry the reply text (including what it sent with send_message) as
-// context and the names of the tools it called. Tool results never appear.
+// context and the names of the tools it called. Tool results never appear,
+// and neither does what the assistant wrote after one of outsideTools in
+// the same turn: a reply that repeats a page would carry the page's
+// instructions into what is learned.
 func Transcript(msgs []store.Message) []Line {
 	var out []Line
+	outside := map[int64]string{} // turn → the first outside tool it called
 	for _, m := range msgs {
 		l := Line{Role: m.Role, TurnID: m.TurnID}
 		switch m.Role {
@@ -57,6 +67,14 @@ func Transcript(msgs []store.Message) []Line {
 				}
 			}
 			l.Text = strings.TrimSpace(strings.Join(parts, "\n"))
+			if tool := outside[m.TurnID]; tool != "" && l.Text != "" {
+				l.Text = "(not shown: written after reading outside content with " + tool + ")"
+			}
+			for _, c := range m.ToolCalls {
+				if outside[m.TurnID] == "" && slices.Contains(outsideTools, c.Name) {
+					outside[m.TurnID] = c.Name
+				}
+			}
 		default:
 			continue
 		}

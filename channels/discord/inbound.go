@@ -48,15 +48,11 @@ func chatType(guildID string) channels.ChatType {
 }
 
 // messageText returns the content with user mentions resolved to @name and
-// the bot's own mention removed, and whether the bot was mentioned.
+// the bot's own mention removed, and whether the bot was mentioned. The
+// bot's mention is found in what the author wrote, before other users'
+// names are put in: a name can never address the bot.
 func messageText(m *discordgo.Message, botID string) (text string, mentioned bool) {
 	text = m.Content
-	for _, u := range m.Mentions {
-		if u == nil || u.ID == botID {
-			continue
-		}
-		text = strings.NewReplacer("<@"+u.ID+">", "@"+u.Username, "<@!"+u.ID+">", "@"+u.Username).Replace(text)
-	}
 	if botID != "" {
 		re := regexp.MustCompile(`[ \t]*<@!?` + regexp.QuoteMeta(botID) + `>`)
 		if re.MatchString(text) {
@@ -68,6 +64,12 @@ func messageText(m *discordgo.Message, botID string) (text string, mentioned boo
 				mentioned = true
 			}
 		}
+	}
+	for _, u := range m.Mentions {
+		if u == nil || u.ID == botID {
+			continue
+		}
+		text = strings.NewReplacer("<@"+u.ID+">", "@"+u.Username, "<@!"+u.ID+">", "@"+u.Username).Replace(text)
 	}
 	return strings.TrimSpace(text), mentioned
 }
@@ -269,7 +271,9 @@ func interactionInbound(i *discordgo.Interaction, botID string) (channels.Inboun
 	if i.Member != nil && i.Member.User != nil {
 		u, nick = i.Member.User, i.Member.Nick
 	}
-	if u == nil || in.ChatID == "" {
+	// Admission goes by the user's id, and the router de-duplicates by
+	// the interaction's: without them there is nothing to deliver.
+	if u == nil || u.ID == "" || in.ChatID == "" || i.ID == "" {
 		return channels.Inbound{}, false
 	}
 	in.UserID, in.UserName, in.DisplayName = u.ID, u.Username, u.Username
