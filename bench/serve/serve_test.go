@@ -5,27 +5,21 @@
 //	go test ./bench/serve -run '^$' -bench . -benchtime 5x
 //
 // It builds the binary first (go build), as it is deployed. Targets: ready
-// in under 150 ms, idle RSS at most 20 MB.
+// in under 150 ms, idle RSS at most 20 MB. The whole benchmark suite, with
+// these two among its rows, is `go run ./bench/suite`.
 package serve
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"switchboard/bench/internal/gateway"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
 	"switchboard/internal/tgfake"
@@ -33,35 +27,11 @@ import (
 
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
 
-// buildBinary builds switchboard into dir and returns its path.
-func buildBinary(b *testing.B, dir string) string {
-	b.Helper()
-	bin := filepath.Join(dir, "switchboard")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, "switchboard")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// rssKB reads a field of /proc/PID/status, in kB.
-func rssKB(pid int, field string) (int, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
-}
-
 func BenchmarkServe(b *testing.B) {
-	bin := buildBinary(b, b.TempDir())
+	bin, err := gateway.Build(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
 	tg := tgfake.New(b, tgToken)
 	dc := discordfake.New(b)
 	model := testkit.NewFakeLLM(b)
@@ -119,60 +89,14 @@ channels:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "--config", cfg)
-	cmd.Dir = dir
-	stderr, err := cmd.StderrPipe()
+	identifies := dc.Identifies()
+	p, err := gateway.Start(ctx, bin, dir, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	identifies := dc.Identifies()
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-
-	// The address is in the log; the rest of the log is kept for errors.
-	addr := make(chan string, 1)
-	logTail := &lockedLog{}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http listening" {
-				addr <- line.Addr
-			}
-			logTail.add(sc.Text())
-		}
-	}()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-ctx.Done():
-		b.Fatalf("serve did not listen")
-	}
-	// Readiness is what is measured, so it is polled.
-	client := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := client.Get(base + "/readyz")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				ready = time.Since(start)
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			b.Fatalf("serve never got ready:\n%s", logTail.String())
-		case <-tick.C:
-		}
-	}
-	readyRSS, err = rssKB(cmd.Process.Pid, "VmRSS")
+	defer p.Kill()
+	ready = p.Ready
+	readyRSS, err = p.StatusKB("VmRSS")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -184,20 +108,20 @@ channels:
 	if err := tg.WaitCalls(ctx, "getUpdates", tg.Calls("getUpdates")+3); err != nil {
 		b.Fatal(err)
 	}
-	idleRSS, err = rssKB(cmd.Process.Pid, "VmRSS")
+	idleRSS, err = p.StatusKB("VmRSS")
 	if err != nil {
 		b.Fatal(err)
 	}
-	peakRSS, err = rssKB(cmd.Process.Pid, "VmHWM")
+	peakRSS, err = p.StatusKB("VmHWM")
 	if err != nil {
 		b.Fatal(err)
 	}
 	if os.Getenv("BENCH_VERBOSE") != "" { // where the memory is: anonymous, or pages of the binary
 		for _, f := range []string{"RssAnon", "RssFile", "RssShmem"} {
-			kb, _ := rssKB(cmd.Process.Pid, f)
+			kb, _ := p.StatusKB(f)
 			b.Logf("%s: %d kB", f, kb)
 		}
-		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", cmd.Process.Pid)); err == nil {
+		if smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.Pid())); err == nil {
 			var head string
 			for _, line := range strings.Split(string(smaps), "\n") {
 				if f := strings.Fields(line); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
@@ -211,31 +135,8 @@ channels:
 			}
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Stop(); err != nil {
 		b.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		b.Fatalf("serve exited with %v:\n%s", err, logTail.String())
-	}
 	return ready, readyRSS, idleRSS, peakRSS
-}
-
-// lockedLog keeps the first 64 KiB of serve's log for error messages.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) add(line string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 1<<16 {
-		l.b.WriteString(line + "\n")
-	}
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -206,6 +206,14 @@ type failure struct {
 
 // New starts a fake on 127.0.0.1 and stops it when the test ends.
 func New(t testing.TB) *Fake {
+	f := Start()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Start starts a fake like New for programs outside tests (benchmarks,
+// demos); call Close when done.
+func Start() *Fake {
 	f := &Fake{
 		Token:             "fake-bot-token.XYZ-secret-0123456789",
 		Bot:               User{ID: "111111111111111111", Username: "switchboard", Bot: true},
@@ -237,9 +245,11 @@ func New(t testing.TB) *Fake {
 	f.mux.HandleFunc("GET /gw/", f.handleWebsocket)
 	f.srv = httptest.NewServer(f.mux)
 	f.URL = f.srv.URL
-	t.Cleanup(f.close)
 	return f
 }
+
+// Close stops the fake and drops its gateway connections.
+func (f *Fake) Close() { f.close() }
 
 // APIBase is the REST base, URL + "/api/v9".
 func (f *Fake) APIBase() string { return f.URL + "/api/v9" }

@@ -26,6 +26,7 @@ import (
 	"io"
 	"maps"
 	"mime"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -125,6 +126,7 @@ type failure struct {
 	description string
 	retryAfter  int
 	rawBody     string // if set, answer this non-JSON body with status code
+	reset       bool   // reset the connection without an answer
 }
 
 type pending struct {
@@ -149,8 +151,9 @@ type Fake struct {
 	BotID       int64
 	BotUsername string
 
-	srv  *httptest.Server
-	done chan struct{}
+	srv       *httptest.Server
+	done      chan struct{}
+	closeOnce sync.Once
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced on every state change
@@ -184,6 +187,14 @@ type Fake struct {
 // the bot's user id) and stops it when the test ends.
 func New(t testing.TB, token string) *Fake {
 	t.Helper()
+	f := Start(token)
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Start starts a fake like New for programs outside tests (benchmarks,
+// demos); call Close when done.
+func Start(token string) *Fake {
 	id, _ := strconv.ParseInt(strings.SplitN(token, ":", 2)[0], 10, 64)
 	if id == 0 {
 		id = 1
@@ -210,11 +221,15 @@ func New(t testing.TB, token string) *Fake {
 	}
 	f.srv = httptest.NewServer(f)
 	f.URL = f.srv.URL
-	t.Cleanup(func() {
+	return f
+}
+
+// Close stops the fake, ending long polls first. It is safe to call twice.
+func (f *Fake) Close() {
+	f.closeOnce.Do(func() {
 		close(f.done) // release long polls before Close waits for them
 		f.srv.Close()
 	})
-	return f
 }
 
 // notifyLocked wakes everybody waiting for a change. f.mu must be held.
@@ -554,6 +569,13 @@ func (f *Fake) FailNextRaw(method string, status int, body string) {
 	f.addFailure(method, failure{code: status, rawBody: body})
 }
 
+// ResetNext makes the next call of method end in a connection reset (TCP
+// RST) after its request was read, without an answer and without effect:
+// the client sees "connection reset by peer".
+func (f *Fake) ResetNext(method string) {
+	f.addFailure(method, failure{reset: true})
+}
+
 func (f *Fake) addFailure(method string, fl failure) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -802,6 +824,9 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case disabled:
 		writeErr(w, &apiError{code: http.StatusNotFound, description: "Not Found"})
 		return
+	case fl != nil && fl.reset:
+		resetConn(w)
+		return
 	case fl != nil && fl.rawBody != "":
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(fl.code)
@@ -829,6 +854,22 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeOK(w, result)
+}
+
+// resetConn closes the request's connection with a TCP RST (SO_LINGER 0).
+func resetConn(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
 }
 
 type upload struct {

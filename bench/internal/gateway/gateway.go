@@ -1,0 +1,222 @@
+// Package gateway runs the real switchboard binary as a process for the
+// benchmarks: it builds it as it is deployed, starts `serve` with a config
+// file, measures the time to a passing /readyz, and reads the process's
+// memory from /proc.
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Build builds the switchboard binary (go build -trimpath, as it is
+// deployed) into dir and returns its path. It must run inside the module.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "switchboard")
+	goTool := "go"
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		goTool = p // the toolchain that built us, not whatever PATH finds
+	}
+	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, "switchboard")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// Process is a running `switchboard serve`.
+type Process struct {
+	Base  string        // http://host:port of its HTTP server
+	Ready time.Duration // from exec to the first /readyz 200
+
+	cmd  *exec.Cmd
+	log  *tailLog
+	done chan struct{} // closed when the log reader ends
+}
+
+// Start runs `bin serve --config config` in dir and returns once /readyz
+// answers 200. The configuration must set `http.listen` (127.0.0.1:0 is
+// fine: the address is read from the log) and `log.format: json`. The whole
+// log is written to serve.log in dir. ctx bounds the wait for readiness; the
+// process itself lives until Stop or Kill.
+func Start(ctx context.Context, bin, dir, config string) (*Process, error) {
+	cmd := exec.Command(bin, "serve", "--config", config)
+	cmd.Dir = dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "serve.log"))
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{cmd: cmd, log: &tailLog{}, done: make(chan struct{})}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	// The address is in the log; the rest of the log is kept for errors.
+	addr := make(chan string, 1)
+	go func() {
+		defer close(p.done)
+		defer logFile.Close()
+		w := bufio.NewWriter(logFile)
+		defer w.Flush()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		found := false
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if !found && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "http listening" {
+				found = true
+				addr <- line.Addr
+			}
+			p.log.add(sc.Text())
+			w.Write(sc.Bytes())
+			w.WriteByte('\n')
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	fail := func(err error) (*Process, error) {
+		p.Kill()
+		return nil, fmt.Errorf("%w\nlog:\n%s", err, p.Log())
+	}
+	select {
+	case a := <-addr:
+		p.Base = "http://" + a
+	case <-p.done:
+		return fail(errors.New("serve exited before listening"))
+	case <-ctx.Done():
+		return fail(errors.New("serve did not listen"))
+	}
+	// Readiness is what is measured, so it is polled, every millisecond.
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := client.Get(p.Base + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				p.Ready = time.Since(start)
+				return p, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fail(errors.New("serve never got ready"))
+		case <-p.done:
+			return fail(errors.New("serve exited before it was ready"))
+		case <-tick.C:
+		}
+	}
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// StatusKB reads a field of /proc/PID/status given in kB, such as VmRSS
+// (resident now) or VmHWM (peak resident).
+func (p *Process) StatusKB(field string) (int, error) {
+	return StatusKB(p.Pid(), field)
+}
+
+// StatusKB reads a kB field of /proc/PID/status.
+func StatusKB(pid int, field string) (int, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (p *Process) Stop() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	<-p.done
+	if err := p.cmd.Wait(); err != nil {
+		return fmt.Errorf("serve exited with %w\nlog:\n%s", err, p.Log())
+	}
+	return nil
+}
+
+// Kill ends the process at once (cleanup after a failure).
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	_ = p.cmd.Wait()
+}
+
+// Log returns the first 64 KiB of the process's log.
+func (p *Process) Log() string { return p.log.String() }
+
+// tailLog keeps the first 64 KiB of serve's log for error messages.
+type tailLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *tailLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() < 1<<16 {
+		l.b.WriteString(line + "\n")
+	}
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// CPUTime is the CPU time the process used so far (user + system), from
+// /proc/PID/stat.
+func (p *Process) CPUTime() (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may
+	// contain spaces: state is field 3, utime 14 and stime 15.
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", p.Pid())
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", p.Pid(), err)
+	}
+	const ticks = 100 // USER_HZ, 100 on every Linux architecture Go supports
+	return time.Duration(utime+stime) * time.Second / ticks, nil
+}

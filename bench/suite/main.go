@@ -1,0 +1,188 @@
+// Command suite is the reproducible benchmark of Switchboard as a process:
+// it builds the real binary (go build -trimpath), runs `serve` against local
+// fakes of the Telegram Bot API, Discord and an OpenAI-compatible model
+// with a configurable latency, and prints a Markdown table with the targets:
+//
+//	go run ./bench/suite
+//
+// Rows: process start to ready; idle RSS; per-message gateway overhead
+// p50/p99; wall time and throughput of N chats at once with a fixed model
+// latency; peak RSS under that load; prompt tokens at the last turn of a
+// long conversation against the naive full-history request. The README's
+// "Benchmarks" section explains each row. Progress goes to stderr, the
+// table to stdout. It needs Linux (/proc) and the Go toolchain.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchboard/bench/internal/gateway"
+)
+
+// Targets of issue 10 and bench/serve.
+const (
+	targetReady     = 150 * time.Millisecond // bench/serve
+	targetIdleMB    = 20.0                   // bench/serve
+	targetP99       = 10 * time.Millisecond
+	targetBurstWall = 2500 * time.Millisecond // for targetBurstChats at once
+	targetBurstChat = 1000
+	targetPeakMB    = 150.0
+	targetTokens    = 0.40
+)
+
+type options struct {
+	starts   int
+	warm     int
+	messages int
+	chats    []int
+	latency  time.Duration
+	turns    int
+	window   int
+	keep     bool
+	verbose  bool
+}
+
+func main() {
+	var o options
+	var chats string
+	flag.IntVar(&o.starts, "starts", 5, "process starts measured for row 1")
+	flag.IntVar(&o.warm, "warm", 20, "messages sent before row 3's measured ones")
+	flag.IntVar(&o.messages, "messages", 300, "messages measured for row 3")
+	flag.StringVar(&chats, "chats", "1,100,1000", "comma-separated numbers of chats sending at once (rows 4, 5)")
+	flag.DurationVar(&o.latency, "latency", time.Second, "model latency for rows 4 and 5")
+	flag.IntVar(&o.turns, "turns", 100, "turns of the conversation of row 6")
+	flag.IntVar(&o.window, "context-window", 8192, "llm.context_window of every run")
+	flag.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, database, serve.log)")
+	flag.BoolVar(&o.verbose, "v", false, "print the timeline of each burst to stderr")
+	flag.Parse()
+	for _, f := range strings.Split(chats, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "suite: -chats: %q is not a positive number\n", f)
+			os.Exit(2)
+		}
+		o.chats = append(o.chats, n)
+	}
+	if o.starts < 1 || o.messages < 1 || o.turns < 1 {
+		fmt.Fprintln(os.Stderr, "suite: -starts, -messages and -turns must be at least 1")
+		os.Exit(2)
+	}
+	if err := run(o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options, out, progress io.Writer) error {
+	root, err := os.MkdirTemp("", "switchboard-bench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintf(progress, "runs kept in %s\n", root)
+	} else {
+		defer os.RemoveAll(root)
+	}
+	fmt.Fprintln(progress, "building switchboard (go build -trimpath)…")
+	bin, err := gateway.Build(root)
+	if err != nil {
+		return err
+	}
+	s := settings{ContextWindow: o.window, MaxConcurrentTurns: 1000, Users: 1}
+	for _, n := range o.chats {
+		s.Users = max(s.Users, n)
+	}
+	s.MaxConcurrentTurns = max(s.MaxConcurrentTurns, s.Users)
+	rep := report{opts: o, settings: s, date: time.Now(), machine: machine(), load: loadAverage()}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	fmt.Fprintf(progress, "rows 1-2: %d starts, then idle…\n", o.starts)
+	st, r, err := measureStartup(ctx, bin, root, s, o.starts)
+	if err != nil {
+		return fmt.Errorf("start-up: %w", err)
+	}
+	rep.startup = st
+	fmt.Fprintf(progress, "row 3: %d messages one after another…\n", o.warm+o.messages)
+	rep.overhead, err = measureOverhead(ctx, r, o.warm, o.messages)
+	if err != nil {
+		r.kill()
+		return fmt.Errorf("overhead: %w", err)
+	}
+	if err := r.stop(); err != nil {
+		return err
+	}
+	for _, n := range o.chats {
+		fmt.Fprintf(progress, "rows 4-5: %d chats at once, model latency %s…\n", n, o.latency)
+		b, err := measureBurst(ctx, bin, root, s, n, o.latency)
+		if err != nil {
+			return fmt.Errorf("burst: %w", err)
+		}
+		rep.bursts = append(rep.bursts, b)
+		if o.verbose {
+			fmt.Fprintf(progress, "  gateway CPU %s; pushed in %s; model requests arrived (k-th: time) %s; replies %s\n",
+				ms(b.cpu), ms(b.pushed), timeline(b.modelAt), timeline(b.replies))
+		}
+	}
+	fmt.Fprintf(progress, "row 6: a conversation of %d turns…\n", o.turns)
+	rep.tokens, err = measureTokens(ctx, bin, root, s, o.turns)
+	if err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	rep.load += " (start), " + loadAverage() + " (end)"
+	rep.write(out)
+	return nil
+}
+
+// machine describes where the suite ran: `uname -m`, the CPU model and the
+// number of cores, the Go version.
+func machine() string {
+	arch := runtime.GOARCH
+	if b, err := exec.Command("uname", "-m").Output(); err == nil {
+		arch = strings.TrimSpace(string(b))
+	}
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.Join(strings.Fields(v), " ")
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %s, %d cores, %s", arch, cpu, runtime.NumCPU(), runtime.Version())
+}
+
+// timeline shows when the first, 10 %, 50 %, 90 % and last of ts happened.
+func timeline(ts []time.Duration) string {
+	if len(ts) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, p := range []float64{0, 10, 50, 90, 100} {
+		k := max(int(p/100*float64(len(ts))), 1)
+		parts = append(parts, fmt.Sprintf("%d: %s", k, ms(ts[k-1])))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// loadAverage is the first three fields of /proc/loadavg: other work on the
+// machine skews every row.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}

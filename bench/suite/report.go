@@ -1,0 +1,195 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report is everything measured, printed as a Markdown table.
+type report struct {
+	opts     options
+	settings settings
+	date     time.Time
+	machine  string
+
+	startup  startupResult
+	load     string // /proc/loadavg when the suite started
+	overhead overheadResult
+	bursts   []burstResult
+	tokens   tokenResult
+}
+
+// row is one line of the table; target "" means there is none.
+type row struct {
+	n, what, result, target string
+	ok                      bool
+}
+
+func (r row) mark() string {
+	switch {
+	case r.target == "":
+		return ""
+	case r.ok:
+		return "✓"
+	default:
+		return "✗"
+	}
+}
+
+func (rep report) rows() []row {
+	var rows []row
+	ready := slices.Clone(rep.startup.ready)
+	slices.Sort(ready)
+	med := percentile(ready, 50)
+	rows = append(rows, row{"1", fmt.Sprintf("start to ready (`/readyz` 200), fresh database; median of %d (min–max)", len(ready)),
+		fmt.Sprintf("%s (%s–%s)", ms(med), ms(ready[0]), ms(ready[len(ready)-1])), "< " + ms(targetReady), med < targetReady})
+	idle := mb(rep.startup.idleKB)
+	rows = append(rows, row{"2", "idle RSS (VmRSS; in brackets RssAnon, the part that is not pages of the binary and libraries)",
+		fmt.Sprintf("%.1f MB (%.1f MB)", idle, mb(rep.startup.anonKB)), fmt.Sprintf("≤ %.0f MB", targetIdleMB), idle <= targetIdleMB})
+
+	lat := slices.Clone(rep.overhead.times)
+	slices.Sort(lat)
+	p99 := percentile(lat, 99)
+	rows = append(rows, row{"3", fmt.Sprintf("gateway overhead per message, p50 / p99 / max (%d messages one after another, model answers at once)", len(lat)),
+		fmt.Sprintf("%s / %s / %s", ms(percentile(lat, 50)), ms(p99), ms(lat[len(lat)-1])), "p99 < " + ms(targetP99), p99 < targetP99})
+
+	var peak *burstResult
+	for i, b := range rep.bursts {
+		replies := slices.Clone(b.replies)
+		slices.Sort(replies)
+		r := row{"4", fmt.Sprintf("%d chat(s) at once, model latency %s: wall time, throughput (reply time p50)", b.chats, secs(rep.opts.latency)),
+			fmt.Sprintf("%s, %.0f msg/s (%s)", secs(b.wall), float64(b.chats)/b.wall.Seconds(), secs(percentile(replies, 50))), "", false}
+		if b.chats == targetBurstChat && rep.opts.latency == time.Second {
+			r.target, r.ok = "≤ "+secs(targetBurstWall), b.wall <= targetBurstWall
+		}
+		rows = append(rows, r)
+		if peak == nil || b.chats > peak.chats {
+			peak = &rep.bursts[i]
+		}
+	}
+	if peak != nil {
+		var others []string
+		for _, b := range rep.bursts {
+			if b.chats != peak.chats {
+				others = append(others, fmt.Sprintf("%d: %.1f MB", b.chats, mb(b.peakKB)))
+			}
+		}
+		what := fmt.Sprintf("peak RSS (VmHWM) with %d chats at once", peak.chats)
+		if len(others) > 0 {
+			what += " (" + strings.Join(others, ", ") + ")"
+		}
+		r := row{"5", what, fmt.Sprintf("%.1f MB", mb(peak.peakKB)), "", false}
+		if peak.chats == targetBurstChat {
+			r.target, r.ok = fmt.Sprintf("≤ %.0f MB", targetPeakMB), mb(peak.peakKB) <= targetPeakMB
+		}
+		rows = append(rows, r)
+	}
+
+	t := rep.tokens
+	if n := len(t.actual); n > 0 {
+		ratio := float64(t.actual[n-1]) / float64(t.naive[n-1])
+		rows = append(rows, row{"6", fmt.Sprintf("prompt tokens of the request at turn %d vs the naive full-history request", n),
+			fmt.Sprintf("%d vs %d (%.0f %%)", t.actual[n-1], t.naive[n-1], 100*ratio), fmt.Sprintf("≤ %.0f %%", 100*targetTokens), ratio <= targetTokens})
+	}
+	return rows
+}
+
+func (rep report) write(w io.Writer) {
+	fmt.Fprintf(w, "Switchboard benchmark suite, %s; %s; load average %s\n\n", rep.date.Format("2006-01-02"), rep.machine, rep.load)
+	fmt.Fprintln(w, "| # | measurement | result | target | |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range rep.rows() {
+		target := r.target
+		if target == "" {
+			target = "—"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.n, r.what, r.result, target, r.mark())
+	}
+	fmt.Fprintln(w)
+	for _, n := range rep.notes() {
+		fmt.Fprintln(w, "- "+n)
+	}
+}
+
+func (rep report) notes() []string {
+	s, t := rep.settings, rep.tokens
+	notes := []string{
+		fmt.Sprintf("Config of every run (as an operator sets it): `llm.context_window: %d`, `agent.max_concurrent_turns: %d` "+
+			"(default 4: 1000 chats with a 1 s model would take 250 s), `learning.enabled: false`, Telegram (`poll_timeout: 1s`, "+
+			"`allow_users` listing user ids 1–%d, one private chat each) and Discord enabled, `log.format: json` at level info, a fresh database per process.",
+			s.ContextWindow, s.MaxConcurrentTurns, s.Users),
+		"Times are taken at the fakes: from the update's arrival at the fake Telegram to the arrival of the reply's `sendMessage` there; " +
+			"they include the long poll, the inbox write, the model request over loopback HTTP (streamed), the transcript writes and the send. " +
+			"The fakes run in the suite's process on the same cores. MB = 10⁶ bytes.",
+	}
+	if n := len(rep.overhead.times); n > 0 {
+		third := max(n/3, 1)
+		first, last := slices.Clone(rep.overhead.times[:third]), slices.Clone(rep.overhead.times[n-third:])
+		slices.Sort(first)
+		slices.Sort(last)
+		notes = append(notes, fmt.Sprintf("Row 3: the gateway used %s of CPU per message. The chat's history grows with every message "+
+			"(%d warm-up messages came first): p50 / p99 of the first %d measured messages %s / %s, of the last %d %s / %s.",
+			ms(rep.overhead.cpu/time.Duration(n)), rep.opts.warm, third, ms(percentile(first, 50)), ms(percentile(first, 99)),
+			third, ms(percentile(last, 50)), ms(percentile(last, 99))))
+	}
+	for _, b := range rep.bursts {
+		last := time.Duration(0)
+		if len(b.modelAt) > 0 {
+			last = b.modelAt[len(b.modelAt)-1]
+		}
+		note := fmt.Sprintf("Row 4, %d chat(s): the last model request arrived %s after the first message, the last reply %s",
+			b.chats, secs(last), secs(b.wall))
+		if b.chats >= 100 { // /proc counts CPU time in 10 ms ticks
+			note += fmt.Sprintf("; the gateway used %s of CPU (%s per message), the fakes %s", secs(b.cpu), ms(b.cpu/time.Duration(b.chats)), secs(b.fakesCPU))
+		}
+		notes = append(notes, note+".")
+	}
+	if n := len(t.actual); n > 0 {
+		lo, hi := n-20, n
+		lo = max(lo, 0)
+		maxRatio, sum, naiveSum := 0.0, 0, 0
+		for i := lo; i < hi; i++ {
+			maxRatio = max(maxRatio, float64(t.actual[i])/float64(t.naive[i]))
+		}
+		for i := range n {
+			sum += t.actual[i]
+			naiveSum += t.naive[i]
+		}
+		fold := "no compaction happened"
+		if t.firstFold > 0 {
+			fold = fmt.Sprintf("the first request with a summary was turn %d", t.firstFold)
+		}
+		notes = append(notes, fmt.Sprintf("Row 6: one chat, %d turns, each a ~240-byte user message and a ~800-byte answer; "+
+			"compaction's summary requests are answered with 300 words (the most its prompt allows); %s; %d summary requests. "+
+			"Tokens are agent.EstimateTokens (about 4 bytes a token plus framing, tool schemas included) of the request the fake model received; "+
+			"the naive request is the system prompt of turn 1 plus every earlier message, rebuilt from the recorded requests and checked equal "+
+			"to the real ones for the %d turns before compaction. Highest ratio in the last %d turns: %.0f %%. Over all %d turns: %d prompt tokens "+
+			"plus %d in summary requests, against %d naive (%.0f %%).",
+			n, fold, t.summaries, t.checked, hi-lo, 100*maxRatio, n, sum, t.summaryTok, naiveSum, 100*float64(sum+t.summaryTok)/float64(naiveSum)))
+	}
+	return notes
+}
+
+// percentile is the nearest-rank p-th percentile of sorted.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
+
+func secs(d time.Duration) string {
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// mb converts kB (KiB, as /proc reports) to MB.
+func mb(kb int) float64 { return float64(kb) * 1024 / 1e6 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+)
+
+// The suite itself runs with `go run ./bench/suite`; these tests cover the
+// arithmetic and the fake model's script, which decide the table's marks.
+
+func TestPercentile(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var hundred []time.Duration
+	for i := 1; i <= 100; i++ {
+		hundred = append(hundred, ms(i))
+	}
+	tests := []struct {
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{nil, 50, 0},
+		{[]time.Duration{ms(7)}, 99, ms(7)},
+		{hundred, 50, ms(50)},
+		{hundred, 99, ms(99)},
+		{hundred, 100, ms(100)},
+		{hundred[:10], 99, ms(10)}, // nearest rank: ceil(9.9) = 10th
+		{hundred[:3], 50, ms(2)},
+	}
+	for _, tt := range tests {
+		if got := percentile(tt.sorted, tt.p); got != tt.want {
+			t.Errorf("percentile(%d values, %v) = %v, want %v", len(tt.sorted), tt.p, got, tt.want)
+		}
+	}
+}
+
+func TestModelScript(t *testing.T) {
+	for _, n := range []int{1, 42, 100} {
+		got, ok := turnNumber(userText(n))
+		if !ok || got != n {
+			t.Errorf("turnNumber(userText(%d)) = %d, %v", n, got, ok)
+		}
+	}
+	if _, ok := turnNumber("You said: (turn 3) x"); ok {
+		t.Error("turnNumber accepted a message that does not start with the marker")
+	}
+	if userText(5) != userText(5) || assistantText(5) == assistantText(6) {
+		t.Error("the texts must be the same for the same turn and differ between turns")
+	}
+	if n := len(strings.Fields(summaryText)); n != 301 {
+		t.Errorf("the summary has %d words, want 300 after its label", n)
+	}
+
+	reply := answer(0).Func
+	sys := llm.Message{Role: llm.RoleSystem, Content: "You are Switchboard."}
+	tests := []struct {
+		name string
+		rec  testkit.Recorded
+		want string
+	}{
+		{"turn", testkit.Recorded{Messages: []llm.Message{sys, {Role: llm.RoleUser, Content: userText(7)}}}, assistantText(7)},
+		{"echo", testkit.Recorded{Messages: []llm.Message{sys, {Role: llm.RoleUser, Content: "hello from chat 3"}}}, "You said: hello from chat 3"},
+		{"summary", testkit.Recorded{Messages: []llm.Message{
+			{Role: llm.RoleSystem, Content: summaryPrefix + " Write a concise summary"},
+			{Role: llm.RoleUser, Content: "[user] " + userText(1)},
+		}}, summaryText},
+	}
+	for _, tt := range tests {
+		if got := reply(tt.rec).Text; got != tt.want {
+			t.Errorf("%s: reply %.40q, want %.40q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMarks(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	rep := report{
+		opts:     options{latency: time.Second},
+		startup:  startupResult{ready: []time.Duration{ms(90), ms(200), ms(100)}, idleKB: 19000, anonKB: 5000},
+		overhead: overheadResult{times: []time.Duration{ms(3), ms(4), ms(12)}, cpu: ms(3)},
+		bursts: []burstResult{
+			{chats: 1, wall: ms(1010), replies: []time.Duration{ms(1010)}, modelAt: []time.Duration{ms(5)}, peakKB: 30000},
+			{chats: 1000, wall: ms(2400), replies: []time.Duration{ms(2400)}, modelAt: []time.Duration{ms(1200)}, peakKB: 160000},
+		},
+		tokens: tokenResult{actual: []int{100, 300}, naive: []int{100, 1000}},
+	}
+	want := map[string]string{
+		"1": "✓", // median 100 ms < 150 ms
+		"2": "✓", // 19000 kB = 19.5 MB
+		"3": "✗", // p99 of three is the largest, 12 ms
+		"4": "✓", // 1000 chats in 2.4 s; 1 chat has no target
+		"5": "✗", // 160000 kB = 163.8 MB
+		"6": "✓", // 30 %
+	}
+	for _, r := range rep.rows() {
+		if r.n == "4" && strings.HasPrefix(r.what, "1 chat") {
+			if r.mark() != "" {
+				t.Errorf("row 4 with one chat has mark %q, want none", r.mark())
+			}
+			continue
+		}
+		if got := r.mark(); got != want[r.n] {
+			t.Errorf("row %s (%s = %s): mark %q, want %q", r.n, r.what, r.result, got, want[r.n])
+		}
+	}
+	var out bytes.Buffer
+	rep.write(&out)
+	if !strings.Contains(out.String(), "| 6 | prompt tokens of the request at turn 2 vs the naive full-history request | 300 vs 1000 (30 %) |") {
+		t.Errorf("table lacks row 6 as expected:\n%s", out.String())
+	}
+}
