@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -67,6 +69,11 @@ func (t *Tool) Compile() error {
 	if len(t.Parameters) == 0 {
 		return nil
 	}
+	key := string(t.Parameters)
+	if r, ok := resolvedSchemas.Load(key); ok {
+		t.schema = r.(*jsonschema.Resolved)
+		return nil
+	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(t.Parameters, &s); err != nil {
 		return fmt.Errorf("tool %q: parameters: %w", t.Name, err)
@@ -75,9 +82,26 @@ func (t *Tool) Compile() error {
 	if err != nil {
 		return fmt.Errorf("tool %q: parameters: %w", t.Name, err)
 	}
+	if resolvedCount.Add(1) > maxResolvedSchemas { // schemas changed a lot (reloads): start over
+		resolvedSchemas.Clear()
+		resolvedCount.Store(1)
+	}
+	resolvedSchemas.Store(key, r)
 	t.schema = r
 	return nil
 }
+
+// Tool sets are rebuilt every step from the same few schemas, so resolved
+// schemas are kept by their text: resolving one costs more than the rest of
+// building the tool. A resolved schema is read-only once built.
+var (
+	resolvedSchemas sync.Map // schema JSON → *jsonschema.Resolved
+	resolvedCount   atomic.Int64
+)
+
+// maxResolvedSchemas bounds the cache; a skill reload or an MCP server that
+// changes its tools adds entries.
+const maxResolvedSchemas = 4096
 
 // validate checks arguments against the schema. It returns a message for the
 // model, or "" when the arguments are acceptable.

@@ -302,6 +302,14 @@ func (c *Config) Warnings() []string {
 	if tg := c.Channels.Telegram; tg.Enabled && len(tg.AllowUsers) == 0 {
 		note("channels.telegram.allow_users", "channels.telegram.enabled", "is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames")
 	}
+	if tg := c.Channels.Telegram; tg.Enabled {
+		for i, u := range tg.AllowUsers {
+			if strings.HasPrefix(u, "@") {
+				key := fmt.Sprintf("channels.telegram.allow_users[%d]", i)
+				note(key, key, fmt.Sprintf("is the username %s: it admits whoever holds that name, also someone who takes it after a rename; the numeric user id stays with the person (the bot logs it when it refuses someone)", u))
+			}
+		}
+	}
 	if dc := c.Channels.Discord; dc.Enabled && len(dc.AllowUsers) == 0 {
 		note("channels.discord.allow_users", "channels.discord.enabled", "is empty, so the bot admits nobody on Discord; add user ids")
 	}

@@ -273,8 +273,12 @@ func TestWarnings(t *testing.T) {
 			[]string{"channels.telegram.allow_users is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames"}},
 		{"telegram admits someone", func(c *Config) {
 			c.Channels.Telegram.Enabled = true
-			c.Channels.Telegram.AllowUsers = []string{"@bob"}
+			c.Channels.Telegram.AllowUsers = []string{"42"}
 		}, nil},
+		{"telegram admits a username", func(c *Config) {
+			c.Channels.Telegram.Enabled = true
+			c.Channels.Telegram.AllowUsers = []string{"42", "@bob"}
+		}, []string{"channels.telegram.allow_users[1] is the username @bob: it admits whoever holds that name, also someone who takes it after a rename; the numeric user id stays with the person (the bot logs it when it refuses someone)"}},
 		{"discord admits nobody", func(c *Config) {
 			c.Channels.Discord.Enabled = true
 			c.Channels.Discord.AllowGuilds = []string{"1"}

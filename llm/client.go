@@ -20,6 +20,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"switchboard/internal/transport"
 )
 
 // Config configures a Client. Zero values take the documented defaults.
@@ -42,7 +44,7 @@ type Config struct {
 	// RequestTimeout bounds one attempt, stream included. Default 180s: long
 	// answers from slow models stream for minutes.
 	RequestTimeout time.Duration
-	HTTPClient     *http.Client // default: a client on http.DefaultTransport without an overall timeout
+	HTTPClient     *http.Client // default: a client without an overall timeout that keeps connections to the model for reuse
 	Logger         *slog.Logger // default: discard
 	// Sleep waits between retries; tests inject one. Default: a timer that
 	// returns ctx.Err() when ctx ends first.
@@ -129,7 +131,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	httpClient := cfg.HTTPClient
 	if httpClient == nil {
-		httpClient = &http.Client{}
+		httpClient = &http.Client{Transport: transport.Reusing()}
 	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")

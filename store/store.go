@@ -46,8 +46,13 @@ var ErrTurnNotRunning = errors.New("store: turn is not running")
 //     cut may lose the last commits but never corrupts the file.
 const dsnOptions = "_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate"
 
-// maxIdleConns keeps a few connections warm: opening one costs a schema parse.
-const maxIdleConns = 4
+// maxIdleConns keeps connections warm through a burst of turns: opening one
+// costs a schema parse, and with only a few kept, a busy gateway spent a
+// sixth of its CPU reopening them. connMaxIdleTime closes them once quiet.
+const (
+	maxIdleConns    = 16
+	connMaxIdleTime = 2 * time.Minute
+)
 
 // Store is the SQLite- or Postgres-backed store. It is safe for concurrent
 // use, also by several processes sharing one database.
@@ -134,6 +139,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := newStore(sqliteDialect, opts)
 	db := s.openDB(path)
 	db.SetMaxIdleConns(maxIdleConns)
+	db.SetConnMaxIdleTime(connMaxIdleTime)
 	if err := connect(ctx, db); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

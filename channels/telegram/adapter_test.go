@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1155,4 +1156,93 @@ func TestUnusablePressesAreAnsweredNotDelivered(t *testing.T) {
 	if n := strings.Count(e.logs.String(), "skipping a button press"); n != 2 {
 		t.Errorf("skipped presses logged %d times, want 2", n)
 	}
+}
+
+// TestBatchDeliversChatsAtOnceInOrder: the updates of one poll are handed
+// over chat by chat at the same time (a chat whose delivery waits does not
+// hold up another chat), each chat's in order, and a failed delivery makes
+// the next poll start at that update.
+func TestBatchDeliversChatsAtOnceInOrder(t *testing.T) {
+	t.Run("a waiting chat does not hold up another", func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.fake.PushText(1, 1, "ada", "a1")
+		e.fake.PushText(2, 2, "bob", "b1")
+		e.fake.PushText(1, 1, "ada", "a2")
+		bobIn := make(chan struct{})
+		var (
+			mu  sync.Mutex
+			got []string
+		)
+		s := newSink()
+		s.fail = func(in channels.Inbound) error {
+			switch in.Text {
+			case "a1": // delivered only once bob's message, later in the batch, is
+				select {
+				case <-bobIn:
+				case <-waitCtx(t).Done():
+					return errors.New("b1 was not delivered while a1 waited")
+				}
+			case "b1":
+				close(bobIn)
+			}
+			mu.Lock()
+			got = append(got, in.Text)
+			mu.Unlock()
+			return nil
+		}
+		e.run(t, s)
+		for range 3 {
+			s.next(t)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"b1", "a1", "a2"}; !slices.Equal(got, want) {
+			t.Errorf("delivered %q, want %q (ada's in order, after bob's)", got, want)
+		}
+	})
+	t.Run("a failure restarts the next poll at the failed update", func(t *testing.T) {
+		e := newEnv(t, nil)
+		a1, _ := e.fake.PushText(1, 1, "ada", "a1")
+		e.fake.PushText(2, 2, "bob", "b1")
+		last, _ := e.fake.PushText(1, 1, "ada", "a2")
+		var (
+			mu       sync.Mutex
+			got      []string
+			failOnce = true
+		)
+		s := newSink()
+		s.fail = func(in channels.Inbound) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if in.Text == "a1" && failOnce {
+				failOnce = false
+				return errors.New("database is locked")
+			}
+			got = append(got, in.Text)
+			return nil
+		}
+		e.run(t, s)
+		for range 4 { // b1 twice: delivered, then again with the retried poll
+			s.next(t)
+		}
+		if err := e.fake.WaitOffset(waitCtx(t), last+1); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var ada []string
+		for _, g := range got {
+			if strings.HasPrefix(g, "a") {
+				ada = append(ada, g)
+			}
+		}
+		if !slices.Equal(ada, []string{"a1", "a2"}) || len(got) != 4 {
+			t.Errorf("delivered %q, want a1 then a2 once each and b1 twice", got)
+		}
+		for _, o := range e.fake.Offsets() {
+			if o > a1 && o <= last {
+				t.Errorf("offset %d confirmed updates past the failed a1 (%d)", o, a1)
+			}
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
@@ -110,29 +111,19 @@ func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
 		pollErrs.reset()
 		a.pollFailing.Store(false)
 		confirmed = offset // this poll confirmed everything below offset
-		failed, before := false, offset
-		for _, raw := range raws {
-			id, ok := updateID(raw)
-			if !ok {
-				a.log.Error("telegram: skipping an update without a readable update_id", "bytes", len(raw))
-				continue
+		before := offset
+		next, failedID, err := a.deliverBatch(ctx, sink, raws, offset)
+		offset = next // the deferred confirm tells Telegram, even at shutdown
+		if ctx.Err() != nil {
+			return nil
+		}
+		failed := err != nil
+		if failed {
+			wait := deliverErrs.step()
+			a.log.Error("telegram: delivery failed; the update will be delivered again", "update_id", failedID, "wait", wait, "error", err)
+			if a.sleep(ctx, wait) != nil {
+				return nil
 			}
-			if id < offset {
-				continue // already delivered (a server that ignores offset)
-			}
-			if err := a.handle(ctx, sink, raw); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				wait := deliverErrs.step()
-				a.log.Error("telegram: delivery failed; the update will be delivered again", "update_id", id, "wait", wait, "error", err)
-				failed = true
-				if a.sleep(ctx, wait) != nil {
-					return nil
-				}
-				break // poll again from this update
-			}
-			offset = id + 1
 		}
 		if !failed {
 			deliverErrs.reset()
@@ -146,6 +137,94 @@ func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
 		}
 	}
 	return nil
+}
+
+// deliverBatch hands one poll's updates to sink: the updates of one chat in
+// order, different chats at the same time, so that one chat's slow store
+// write does not hold up the others. It returns the offset to poll from
+// next: past every update when all were delivered, else the lowest update
+// that failed (and, on an error, its id). Updates after a failure that were
+// delivered anyway come again with that poll and are dropped as duplicates
+// by the sink's idempotent intake.
+func (a *Adapter) deliverBatch(ctx context.Context, sink channels.Sink, raws []json.RawMessage, offset int) (next, failedID int, err error) {
+	type update struct {
+		id  int
+		raw json.RawMessage
+	}
+	var order []string
+	groups := map[string][]update{}
+	next = offset
+	for _, raw := range raws {
+		id, ok := updateID(raw)
+		if !ok {
+			a.log.Error("telegram: skipping an update without a readable update_id", "bytes", len(raw))
+			continue
+		}
+		if id < offset {
+			continue // already delivered (a server that ignores offset)
+		}
+		key := updateChat(raw)
+		if _, seen := groups[key]; !seen {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], update{id, raw})
+		next = max(next, id+1)
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	failedID = -1
+	for _, key := range order {
+		wg.Go(func() {
+			for _, u := range groups[key] {
+				if herr := a.handle(ctx, sink, u.raw); herr != nil {
+					mu.Lock()
+					defer mu.Unlock()
+					if failedID < 0 || u.id < failedID {
+						failedID = u.id
+					}
+					errs = append(errs, herr)
+					return // this chat's later updates wait for the retry, in order
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failedID >= 0 {
+		return failedID, failedID, errors.Join(errs...)
+	}
+	return next, 0, nil
+}
+
+// updateChat is the chat an update belongs to, for ordering deliveries;
+// updates it cannot place share the key "".
+func updateChat(raw json.RawMessage) string {
+	type withChat struct {
+		Chat struct {
+			ID json.Number `json:"id"`
+		} `json:"chat"`
+	}
+	var u struct {
+		Message       *withChat `json:"message"`
+		EditedMessage *withChat `json:"edited_message"`
+		Callback      *struct {
+			Message *withChat `json:"message"`
+		} `json:"callback_query"`
+	}
+	if json.Unmarshal(raw, &u) != nil {
+		return ""
+	}
+	switch {
+	case u.Message != nil:
+		return u.Message.Chat.ID.String()
+	case u.EditedMessage != nil:
+		return u.EditedMessage.Chat.ID.String()
+	case u.Callback != nil && u.Callback.Message != nil:
+		return u.Callback.Message.Chat.ID.String()
+	}
+	return ""
 }
 
 func (a *Adapter) getUpdates(ctx context.Context, offset int) ([]json.RawMessage, error) {

@@ -31,6 +31,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"switchboard/channels"
+	"switchboard/internal/transport"
 )
 
 const (
@@ -165,7 +166,7 @@ func (a *Adapter) BotUsername() string { return a.self.UserName }
 func httpClient(c *http.Client, poll time.Duration) *http.Client {
 	want := poll + httpTimeoutSlack
 	if c == nil {
-		return &http.Client{Timeout: want}
+		return &http.Client{Timeout: want, Transport: transport.Reusing()}
 	}
 	if c.Timeout < want { // also 0: no timeout at all
 		cc := *c
