@@ -255,6 +255,13 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	if t.Resolve != nil {
 		reason, done, err = a.resolve(ctx, st)
 	}
+	if !done && st.t.ResumeTurnID != 0 && len(st.cur) > 0 {
+		// Resumed after its final answer was stored: deliver that answer
+		// rather than ask the model again.
+		if e := st.cur[len(st.cur)-1]; e.Role == llm.RoleAssistant && !e.hidden && len(e.ToolCalls) == 0 && strings.TrimSpace(e.Content) != "" {
+			st.final, reason, done = e.Content, StopEndTurn, true
+		}
+	}
 	if !done {
 		reason, err = a.loop(ctx, st, maxSteps, log)
 	}

@@ -535,3 +535,32 @@ func TestExactlyOneDoneEvent(t *testing.T) {
 		})
 	}
 }
+
+// A turn interrupted after its final answer was stored (a crash before the
+// answer reached the user) is resumed by delivering that stored answer, not
+// by asking the model again: a second answer would differ from the one in
+// the history, and could be sent twice.
+func TestResumeAfterStoredAnswerDeliversIt(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	user := llm.Message{Role: llm.RoleUser, Content: "what is the answer?"}
+	turnID, _, err := h.store.BeginTurn(ctx, store.TurnStart{ChatID: h.chatID, SessionID: h.session,
+		UserID: "u1", Channel: "test", Kind: "user"}, []llm.Message{user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const answer = "The stored answer."
+	if _, err := h.store.CommitStep(ctx, turnID, 1, []store.StepMessage{{Message: llm.Message{Role: llm.RoleAssistant, Content: answer}}}, llm.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.SetDefault(&testkit.Reply{Text: "A different, new answer."})
+	res := h.run(user.Content, func(tr *agent.Turn) { tr.ResumeTurnID = turnID })
+	if res.StopReason != agent.StopEndTurn || res.Err != nil {
+		t.Fatalf("result = %+v; want end_turn", res)
+	}
+	if n := h.fake.Calls(); n != 0 {
+		t.Errorf("the model was asked %d times, want 0: the answer was stored", n)
+	}
+	equal(t, "sent", h.chat.Sent(), []string{answer})
+	equal(t, "transcript", h.transcript(), []string{"user: what is the answer?", "assistant: " + answer})
+}

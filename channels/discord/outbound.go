@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -160,7 +161,7 @@ type lastPart struct {
 func (a *Adapter) sendParts(ctx context.Context, chatID, replyTo string, parts []string, last lastPart) (string, error) {
 	var lastID string
 	for i, p := range parts {
-		body := messageCreate{Content: p, Nonce: newNonce(), EnforceNonce: true, AllowedMentions: allowedMentions}
+		body := messageCreate{Content: p, Nonce: partNonce(ctx, chatID, p, i), EnforceNonce: true, AllowedMentions: allowedMentions}
 		if i == 0 && replyTo != "" {
 			no := false
 			body.Reference = &discordgo.MessageReference{MessageID: replyTo, ChannelID: chatID, FailIfNotExists: &no}
@@ -338,6 +339,19 @@ func retryWait(err error, backoff time.Duration) (wait time.Duration, rateLimite
 	// Transport errors, and discordgo's untyped error for a 502 once its
 	// own retries (off here) are spent.
 	return backoff, false, true
+}
+
+// partNonce is the nonce of part i of a message to chatID: derived from
+// the inbound message it answers (when ctx says which) and the part's text,
+// so that the same answer sent again after a restart carries the same
+// nonce and Discord returns the message it already has; random otherwise.
+func partNonce(ctx context.Context, chatID, text string, i int) string {
+	in, ok := channels.InboundOf(ctx)
+	if !ok || in.MessageID == "" {
+		return newNonce()
+	}
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d\x00%s", chatID, in.MessageID, i, text)))
+	return hex.EncodeToString(h[:12])
 }
 
 // newNonce is a random message nonce (Discord allows 25 characters).
