@@ -164,6 +164,23 @@ func (s *svcServe) stop() int {
 	}
 }
 
+// waitReady polls /readyz until it answers 200 or svcWait passes, and
+// returns the last answer. Channels report connected as their Run starts,
+// a moment after Telegram's first poll, which startSvc waits for.
+func (s *svcServe) waitReady() (int, string) {
+	s.t.Helper()
+	deadline := time.Now().Add(svcWait)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		code, body := s.get("/readyz")
+		if code == http.StatusOK || time.Now().After(deadline) {
+			return code, body
+		}
+		<-tick.C
+	}
+}
+
 func (s *svcServe) get(path string) (int, string) {
 	s.t.Helper()
 	req, _ := http.NewRequestWithContext(s.t.Context(), "GET", s.url+path, nil)
@@ -217,7 +234,7 @@ func TestServeAsAService(t *testing.T) {
 		t.Fatalf("healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	code, body := s.get("/readyz")
+	code, body := s.waitReady()
 	var rd struct {
 		Ready    bool
 		Channels map[string]struct{ OK bool }

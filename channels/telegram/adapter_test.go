@@ -494,7 +494,7 @@ func TestWebhook(t *testing.T) {
 		return nil
 	}
 	e.run(t, s)
-	if err := e.fake.WaitCalls(waitCtx(t), "setWebhook", 1); err != nil {
+	if err := e.fake.WaitWebhook(waitCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if u, secret := e.fake.Webhook(); u != hook || secret != "s3cret-Token_1" {

@@ -672,6 +672,12 @@ func (f *Fake) Pending() int {
 	return len(f.updates)
 }
 
+// WaitWebhook waits until a webhook is set. (WaitCalls counts a call when it
+// arrives, before its handler has stored the webhook.)
+func (f *Fake) WaitWebhook(ctx context.Context) error {
+	return f.wait(ctx, "a webhook", func() bool { return f.webhookURL != "" })
+}
+
 // Webhook returns the webhook URL and secret token currently set.
 func (f *Fake) Webhook() (url, secret string) {
 	f.mu.Lock()
