@@ -276,7 +276,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	sup.onRestart = a.mon.metrics.ChannelRestarted
 	a.mon.metrics.JobSource("learning", a.learningOutcomes)
 	a.mon.metrics.Channels(sup.up)
-	specs := channelSpecs(cfg, log)
+	specs := channelSpecs(cfg, log, a.store)
 	srv, err := a.startHTTP(sup)
 	if err != nil {
 		log.Error("start the HTTP server", "err", err)

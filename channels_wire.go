@@ -12,11 +12,17 @@ import (
 	"switchboard/router"
 )
 
+// inboxReader is what a channel's catch-up reads from the store.
+type inboxReader interface {
+	LatestInbound(ctx context.Context, channel string) (map[string]string, error)
+}
+
 // channelSpecs describes the chat adapters enabled in the configuration.
 // Access rules come from each channel's allowlists (empty admits nobody).
 // Nothing is contacted here: the supervisor builds and runs each channel,
-// and retries one that fails while the others serve.
-func channelSpecs(cfg *config.Config, log *slog.Logger) []channelSpec {
+// and retries one that fails while the others serve. Discord catches up
+// from inbox on each new gateway session.
+func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader) []channelSpec {
 	var out []channelSpec
 	if tg := cfg.Channels.Telegram; tg.Enabled {
 		o := telegram.Options{Token: tg.Token, APIEndpoint: tg.APIEndpoint, PollTimeout: tg.PollTimeout,
@@ -34,7 +40,10 @@ func channelSpecs(cfg *config.Config, log *slog.Logger) []channelSpec {
 			}})
 	}
 	if dc := cfg.Channels.Discord; dc.Enabled {
-		o := discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL, Logger: log}
+		o := discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL, Logger: log,
+			LastSeen: func(ctx context.Context) (map[string]string, error) {
+				return inbox.LatestInbound(ctx, "discord")
+			}}
 		out = append(out, channelSpec{name: "discord", access: channelAccess(cfg, "discord"),
 			build: func(context.Context) (channels.Channel, error) {
 				a, err := discord.New(o)

@@ -48,6 +48,7 @@ type discordServe struct {
 	dc    *discordfake.Fake
 	model *testkit.FakeLLM
 	guild string
+	cfg   string // the configuration file, for restart
 
 	mu    sync.Mutex
 	final map[string]int // channel id → messages the bot must have sent there in the end
@@ -85,11 +86,25 @@ channels:
     allow_users: [%q, %q, %q, %q]
 `, s.model.URL, e2eAPIKey, db, s.dc.Token, s.dc.APIBase(), s.dc.GatewayURL(), aliceID, bobID, carolID, daveID))
 
+	s.cfg = cfg
 	// Up once the gateway session is identified.
 	s.serveRun = startServe(t, cfg, func(ctx context.Context) error {
 		return s.dc.WaitFor(ctx, func() bool { return s.dc.Identifies() >= 1 })
 	})
 	return s
+}
+
+// restart stops serve and starts it again on the same configuration and
+// database; it is up once its new gateway session is identified.
+func (s *discordServe) restart(t *testing.T) {
+	t.Helper()
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exited with %d; stderr:\n%s", code, s.stderr.String())
+	}
+	n := s.dc.Identifies()
+	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error {
+		return s.dc.WaitFor(ctx, func() bool { return s.dc.Identifies() > n })
+	})
 }
 
 // dmChannel is a new direct-message channel with the bot.
@@ -509,4 +524,66 @@ func TestDiscordServe(t *testing.T) {
 			t.Errorf("the %s appears in serve's log", name)
 		}
 	}
+}
+
+// Messages posted while serve was down are answered after the restart, in
+// order and once, through the same rules as live ones: a stranger is
+// refused and a server message without a mention is not for the bot.
+func TestDiscordServeCatchUp(t *testing.T) {
+	s := startDiscordServe(t)
+	dm, ch := s.dmChannel(), s.textChannel()
+	s.answer("before the restart", testkit.Reply{Text: "Before."})
+	s.answer("hi channel", testkit.Reply{Text: "Hi channel."})
+	s.post(dm, "", aliceID, "alice", "before the restart")
+	s.post(ch, s.guild, aliceID, "alice", s.mention("hi channel"))
+	s.waitSent(t, dm, 1)
+	s.waitSent(t, ch, 1)
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exited with %d", code)
+	}
+
+	down := func(channelID, guild, userID, userName, content string) discordfake.Message {
+		m := s.dc.MessageCreate(channelID, guild, userID, userName, content)
+		s.dc.Post(m)
+		return m
+	}
+	s.answer("missed one", testkit.Reply{Text: "Answer one."})
+	s.answer("missed two", testkit.Reply{Text: "Answer two."})
+	s.answer("missed in the channel", testkit.Reply{Text: "Answer three."})
+	d1 := down(dm, "", aliceID, "alice", "missed one")
+	d2 := down(dm, "", aliceID, "alice", "missed two")
+	down(ch, s.guild, aliceID, "alice", "chatter while it sleeps")
+	down(ch, s.guild, malloryID, "mallory", s.mention("let me in while you sleep"))
+	c1 := down(ch, s.guild, aliceID, "alice", s.mention("missed in the channel"))
+	calls := s.model.Calls()
+	s.restart(t)
+
+	sent := s.waitSent(t, dm, 3)
+	if got := contents(sent); !slices.Equal(got, []string{"Before.", "Answer one.", "Answer two."}) {
+		t.Errorf("DM holds %q, want the earlier reply and the two missed answers in order", got)
+	}
+	if repliesTo(sent, d1.ID)+repliesTo(sent, d2.ID) > 2 {
+		t.Errorf("DM holds %q: a missed message was answered twice", contents(sent))
+	}
+	if err := s.dc.WaitFor(s.ctx(t), func() bool { return repliesTo(s.dc.SentTo(ch), c1.ID) == 1 }); err != nil {
+		t.Fatalf("the missed mention was not answered: %q\nstderr:\n%s", contents(s.dc.SentTo(ch)), s.stderr.String())
+	}
+	if got := s.model.Calls() - calls; got != 3 {
+		t.Errorf("model calls after the restart = %d, want 3 (the missed messages of alice addressed to the bot)", got)
+	}
+	for _, text := range []string{"chatter while it sleeps", "let me in while you sleep"} {
+		if n := s.requestsMentioning(text); n != 0 {
+			t.Errorf("%q reached the model in %d request(s)", text, n)
+		}
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exited with %d", code)
+	}
+	if got := contents(s.dc.SentTo(dm)); len(got) != 3 {
+		t.Errorf("after the stop the DM holds %q, want 3 messages (nothing sent twice)", got)
+	}
+	if !strings.Contains(s.stderr.String(), "caught up on messages") {
+		t.Errorf("the log does not say what the catch-up did:\n%s", s.stderr.String())
+	}
+	s.checkAllAsked(t)
 }

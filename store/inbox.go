@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -136,4 +138,39 @@ func (s *Store) Deliveries(ctx context.Context, inboxID int64) (int, error) {
 		return 0, fmt.Errorf("store: deliveries for inbox %d: %w", inboxID, err)
 	}
 	return n, nil
+}
+
+// sqlLatestInbound is the newest message id per chat of a channel, among
+// ids that are numbers (Discord's snowflakes; button presses "ia:…" are
+// not). Ids are compared as numbers, not text: "99" < "100". At most 19
+// digits fit a BIGINT, and a snowflake has 19 until the 2090s.
+const sqlLatestInbound = `SELECT chat_key, MAX(CASE
+		WHEN length(message_id) BETWEEN 1 AND 19 AND ltrim(message_id, '0123456789') = ''
+		THEN CAST(message_id AS BIGINT) END)
+	FROM inbox WHERE channel = ? GROUP BY chat_key`
+
+// LatestInbound returns, per chat of channel, the newest numeric message
+// id taken in (whatever its status): where a catch-up after a restart
+// starts. Chats with no numeric id are left out.
+func (s *Store) LatestInbound(ctx context.Context, channel string) (map[string]string, error) {
+	rows, err := s.db.QueryContext(ctx, sqlLatestInbound, channel)
+	if err != nil {
+		return nil, fmt.Errorf("store: latest inbound of %s: %w", channel, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var chat string
+		var id sql.NullInt64
+		if err := rows.Scan(&chat, &id); err != nil {
+			return nil, fmt.Errorf("store: latest inbound of %s: %w", channel, err)
+		}
+		if id.Valid {
+			out[chat] = strconv.FormatInt(id.Int64, 10)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: latest inbound of %s: %w", channel, err)
+	}
+	return out, nil
 }

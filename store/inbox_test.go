@@ -133,3 +133,35 @@ func TestDeliveries(t *testing.T) {
 		}
 	})
 }
+
+func TestLatestInbound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		for _, it := range []InboxItem{
+			{Channel: "discord", ChatKey: "c1", MessageID: "99"},
+			{Channel: "discord", ChatKey: "c1", MessageID: "1300000000000000007", Status: InboxDone},
+			{Channel: "discord", ChatKey: "c1", MessageID: "200000000000000000"}, // larger as text, smaller as a number
+			{Channel: "discord", ChatKey: "c1", MessageID: "ia:1400000000000000000"},
+			{Channel: "discord", ChatKey: "c2", MessageID: "5", Status: InboxSkipped},
+			{Channel: "discord", ChatKey: "c3", MessageID: "ia:7"},                    // no numeric id
+			{Channel: "discord", ChatKey: "c4", MessageID: "99999999999999999999999"}, // too long for a snowflake
+			{Channel: "telegram", ChatKey: "c1", MessageID: "1500000000000000000"},
+		} {
+			if _, _, err := s.Intake(ctx, it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.LatestInbound(ctx, "discord")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"c1": "1300000000000000007", "c2": "5"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("LatestInbound(discord) = %v, want %v", got, want)
+		}
+		if got, err := s.LatestInbound(ctx, "console"); err != nil || len(got) != 0 {
+			t.Errorf("LatestInbound(console) = %v, %v; want none", got, err)
+		}
+	})
+}

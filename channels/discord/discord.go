@@ -7,6 +7,8 @@
 // dropped connection it resumes the session and Discord replays the events
 // missed meanwhile, so they are delivered late but not lost; every message
 // keeps its Discord id as MessageID, so the router's dedup absorbs a replay.
+// A new session (a restart, or an invalid session) gets no replay; the
+// adapter catches up over REST instead (see startCatchUp).
 package discord
 
 import (
@@ -60,6 +62,15 @@ type Options struct {
 	// MaxDownloadBytes caps image downloads (default 8 MiB); larger images
 	// are described, not downloaded.
 	MaxDownloadBytes int64
+	// LastSeen returns, per chat (channel id), the id of the newest message
+	// already taken in. With it, each new gateway session first catches up
+	// on the messages posted after those (see startCatchUp); without it,
+	// messages sent while the bot was disconnected are not recovered.
+	LastSeen func(ctx context.Context) (map[string]string, error)
+	// CatchUpLimit caps the messages recovered per chat (default 500).
+	CatchUpLimit int
+	// CatchUpMaxAge: older messages are not recovered (default 24 h).
+	CatchUpMaxAge time.Duration
 }
 
 // Adapter is the Discord channel. Create it with New.
@@ -71,6 +82,9 @@ type Adapter struct {
 	maxDownload int64
 	redact      redactor
 	libSink     *libSink
+	lastSeen    func(ctx context.Context) (map[string]string, error)
+	catchUpMax  int
+	catchUpAge  time.Duration
 
 	active   atomic.Bool // a Run is in progress (one at a time)
 	running  atomic.Bool // the gateway should be connected
@@ -115,6 +129,12 @@ func New(o Options) (*Adapter, error) {
 	if o.MaxDownloadBytes <= 0 {
 		o.MaxDownloadBytes = defaultMaxDownload
 	}
+	if o.CatchUpLimit <= 0 {
+		o.CatchUpLimit = defaultCatchUpLimit
+	}
+	if o.CatchUpMaxAge <= 0 {
+		o.CatchUpMaxAge = defaultCatchUpMaxAge
+	}
 
 	client := &http.Client{Timeout: 30 * time.Second}
 	if o.HTTPClient != nil {
@@ -150,6 +170,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		s: s, http: client, log: log, sleep: o.Sleep, maxDownload: o.MaxDownloadBytes,
 		redact: rd, libSink: &libSink{log: log, redact: rd}, titles: map[string]string{},
+		lastSeen: o.LastSeen, catchUpMax: o.CatchUpLimit, catchUpAge: o.CatchUpMaxAge,
 	}
 	// A reconnect still in flight when Run stops may reopen the gateway
 	// after Close; close it again.
@@ -177,7 +198,7 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 	defer registerLibLog(a.libSink)()
 
 	remove := []func(){
-		a.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(ctx, r) }),
+		a.s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { a.onReady(ctx, sink, r) }),
 		a.s.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { a.onMessage(ctx, sink, m.Message) }),
 		a.s.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { a.onInteraction(ctx, sink, i.Interaction) }),
 		a.s.AddHandler(func(_ *discordgo.Session, _ *discordgo.Resumed) { a.log.Info("discord: gateway session resumed") }),
@@ -224,8 +245,9 @@ func (a *Adapter) self() (id, name string) {
 
 // onReady runs on each READY (first connect, or a new session after an
 // invalid one). It runs inside discordgo's Open, so it only records and
-// starts work.
-func (a *Adapter) onReady(ctx context.Context, r *discordgo.Ready) {
+// starts work: the catch-up on messages the session missed, and the
+// registration of slash commands.
+func (a *Adapter) onReady(ctx context.Context, sink channels.Sink, r *discordgo.Ready) {
 	if r.User == nil {
 		a.log.Error("discord: READY without a user")
 		return
@@ -234,6 +256,7 @@ func (a *Adapter) onReady(ctx context.Context, r *discordgo.Ready) {
 	a.botID, a.botName = r.User.ID, r.User.Username
 	a.mu.Unlock()
 	a.log.Info("discord: connected", "bot", r.User.Username, "bot_id", r.User.ID)
+	a.startCatchUp(ctx, sink, r.User.ID)
 	appID := r.User.ID
 	if r.Application != nil && r.Application.ID != "" {
 		appID = r.Application.ID
@@ -271,8 +294,7 @@ func (a *Adapter) registerCommands(ctx context.Context, appID string) error {
 // onMessage runs on discordgo's reader goroutine: it filters and enqueues.
 func (a *Adapter) onMessage(ctx context.Context, sink channels.Sink, m *discordgo.Message) {
 	botID, _ := a.self()
-	if why := ignoreMessage(m, botID); why != "" {
-		a.log.Debug("discord: ignore message", "why", why, "chat", m.ChannelID, "message", m.ID)
+	if !a.accept(m, botID) {
 		return
 	}
 	if ctx.Err() != nil {
@@ -280,6 +302,15 @@ func (a *Adapter) onMessage(ctx context.Context, sink channels.Sink, m *discordg
 		return
 	}
 	a.queues.push(m.ChannelID, func() { a.handleMessage(ctx, sink, m, botID) })
+}
+
+// accept reports whether a message is for the bot, and logs why not.
+func (a *Adapter) accept(m *discordgo.Message, botID string) bool {
+	if why := ignoreMessage(m, botID); why != "" {
+		a.log.Debug("discord: ignore message", "why", why, "chat", m.ChannelID, "message", m.ID)
+		return false
+	}
+	return true
 }
 
 func (a *Adapter) handleMessage(ctx context.Context, sink channels.Sink, m *discordgo.Message, botID string) {

@@ -7,7 +7,9 @@
 //
 //   - REST: GET /gateway, GET /users/@me, POST/PATCH channel messages (JSON
 //     and multipart with files, the 2000-character limit, nonce with
-//     enforce_nonce), typing, reactions, GET /channels/{id}, bulk overwrite of
+//     enforce_nonce), a channel's history (GET messages with after, before
+//     and limit, newest first; every MESSAGE_CREATE dispatched, queued or
+//     dropped, every message the bot sent, and Post), typing, reactions, GET /channels/{id}, bulk overwrite of
 //     application commands and interaction callbacks. Any route can be made to
 //     fail once (429 with retry_after, 5xx), also after the change was applied.
 //   - Buttons: message components are checked as Discord checks them (action
@@ -52,6 +54,7 @@ const (
 	RouteMe                  = "GET /api/v9/users/@me"
 	RouteChannel             = "GET /api/v9/channels/{channel}"
 	RouteCreateMessage       = "POST /api/v9/channels/{channel}/messages"
+	RouteMessages            = "GET /api/v9/channels/{channel}/messages"
 	RouteEditMessage         = "PATCH /api/v9/channels/{channel}/messages/{message}"
 	RouteTyping              = "POST /api/v9/channels/{channel}/typing"
 	RouteReaction            = "PUT /api/v9/channels/{channel}/messages/{message}/reactions/{emoji}/{user}"
@@ -107,6 +110,7 @@ type Fake struct {
 	channels map[string]channelInfo
 	users    map[string]User
 	files    map[string]File
+	history  map[string][]Message // channel id → its messages, oldest first
 
 	// gateway
 	conns      map[*gwConn]struct{} // every open websocket
@@ -227,6 +231,7 @@ func Start() *Fake {
 		channels:          map[string]channelInfo{},
 		users:             map[string]User{},
 		files:             map[string]File{},
+		history:           map[string][]Message{},
 		issued:            map[string]*issued{},
 		conns:             map[*gwConn]struct{}{},
 	}
@@ -236,6 +241,7 @@ func Start() *Fake {
 	f.route(RouteMe, true, f.handleMe)
 	f.route(RouteChannel, true, f.handleChannel)
 	f.route(RouteCreateMessage, true, f.handleCreateMessage)
+	f.route(RouteMessages, true, f.handleMessages)
 	f.route(RouteEditMessage, true, f.handleEditMessage)
 	f.route(RouteTyping, true, f.handleTyping)
 	f.route(RouteReaction, true, f.handleReaction)
@@ -569,6 +575,7 @@ func (f *Fake) handleCreateMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	f.sent = append(f.sent, s)
 	msg := f.botMessageLocked(s)
+	f.recordLocked(msg)
 	f.notify()
 	f.mu.Unlock()
 
@@ -777,4 +784,73 @@ func snowflakeTime(id string) string {
 		return time.Now().UTC().Format(time.RFC3339Nano)
 	}
 	return time.UnixMilli(n>>22 + 1420070400000).UTC().Format(time.RFC3339Nano)
+}
+
+// Post puts m in its channel's history without dispatching it: a message
+// posted while the bot had no gateway session, which only REST shows.
+func (f *Fake) Post(m Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recordLocked(m)
+	f.notify()
+}
+
+// recordLocked adds m to its channel's history once, in id order; f.mu
+// must be held.
+func (f *Fake) recordLocked(m Message) {
+	h := f.history[m.ChannelID]
+	i, found := slices.BinarySearchFunc(h, m.ID, func(x Message, id string) int { return compareIDs(x.ID, id) })
+	if !found {
+		f.history[m.ChannelID] = slices.Insert(h, i, m)
+	}
+}
+
+// handleMessages serves a channel's history as Discord does: at most limit
+// (1 to 100, default 50) messages, newest first; with after, the oldest
+// ones after it, else the newest (before before, if given). Like Discord's
+// REST message objects, they carry no guild_id and no member.
+func (f *Fake) handleMessages(w http.ResponseWriter, r *http.Request) {
+	channelID := r.PathValue("channel")
+	q := r.URL.Query()
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeJSON(w, http.StatusBadRequest, json.RawMessage(ErrorBody(50035, "Invalid Form Body: limit")))
+			return
+		}
+		limit = n
+	}
+	after, before := q.Get("after"), q.Get("before")
+	f.mu.Lock()
+	_, known := f.channels[channelID]
+	h := slices.Clone(f.history[channelID])
+	f.mu.Unlock()
+	if !known && len(h) == 0 {
+		writeJSON(w, http.StatusNotFound, json.RawMessage(ErrorBody(10003, "Unknown Channel")))
+		return
+	}
+	h = slices.DeleteFunc(h, func(m Message) bool {
+		return (after != "" && compareIDs(m.ID, after) <= 0) || (before != "" && compareIDs(m.ID, before) >= 0)
+	})
+	if len(h) > limit {
+		if after != "" && before == "" {
+			h = h[:limit]
+		} else {
+			h = h[len(h)-limit:]
+		}
+	}
+	slices.Reverse(h)
+	for i := range h {
+		h[i].GuildID, h[i].Member = "", nil
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// compareIDs orders snowflakes as numbers.
+func compareIDs(x, y string) int {
+	if len(x) != len(y) {
+		return len(x) - len(y)
+	}
+	return strings.Compare(x, y)
 }

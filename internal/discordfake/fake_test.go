@@ -8,6 +8,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -359,5 +360,63 @@ func TestButtonsAndClick(t *testing.T) {
 	}
 	if r := f.InteractionResponses(); len(r) != 1 || r[0] != (InteractionResponse{InteractionID: ic.ID, Token: ic.Token, Type: 6}) {
 		t.Errorf("responses = %+v, want one deferred update for %s", r, ic.ID)
+	}
+}
+
+func TestChannelHistory(t *testing.T) {
+	f := New(t)
+	f.AddChannel("c1", ChannelTypeGuildText, "g1", "")
+	var ids []string
+	for i := range 5 {
+		m := f.MessageCreate("c1", "g1", "u1", "alice", "m"+strconv.Itoa(i))
+		if i%2 == 0 {
+			f.Dispatch("MESSAGE_CREATE", m) // no session: queued, then dropped
+		} else {
+			f.Post(m)
+		}
+		ids = append(ids, m.ID)
+	}
+	f.Dispatch("MESSAGE_CREATE", f.MessageCreate("c2", "g1", "u1", "alice", "other channel"))
+
+	get := func(query string) (int, []Message) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, f.APIBase()+"/channels/c1/messages"+query, nil)
+		req.Header.Set("Authorization", "Bot "+f.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ms []Message
+		_ = json.NewDecoder(resp.Body).Decode(&ms)
+		return resp.StatusCode, ms
+	}
+	idsOf := func(ms []Message) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.ID)
+			if m.GuildID != "" || m.Member != nil {
+				t.Errorf("message %s has guild_id %q / member %v; Discord's REST messages have neither", m.ID, m.GuildID, m.Member)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{ids[4], ids[3], ids[2], ids[1], ids[0]}},
+		{"?after=" + ids[1] + "&limit=2", []string{ids[3], ids[2]}}, // the oldest after, newest first
+		{"?after=" + ids[4], nil},
+		{"?limit=2", []string{ids[4], ids[3]}},
+		{"?before=" + ids[2], []string{ids[1], ids[0]}},
+	} {
+		status, ms := get(tc.query)
+		if got := idsOf(ms); status != http.StatusOK || !slices.Equal(got, tc.want) {
+			t.Errorf("GET messages%s = %d %v, want 200 %v", tc.query, status, got, tc.want)
+		}
+	}
+	if status, _ := get("?limit=101"); status != http.StatusBadRequest {
+		t.Errorf("limit=101: status %d, want 400", status)
 	}
 }

@@ -157,7 +157,8 @@ func (f *Fake) resume(c *gwConn, d json.RawMessage) bool {
 }
 
 // Dispatch sends an op 0 event with the next sequence number and returns
-// it. While no connection is live (dropped, or told to reconnect) the event
+// it. A MESSAGE_CREATE also goes into its channel's history. While no
+// connection is live (dropped, or told to reconnect) the event
 // is queued and replayed when the client resumes. Before the first IDENTIFY
 // there is no session, and a later IDENTIFY starts afresh, as on Discord.
 func (f *Fake) Dispatch(event string, d any) int64 {
@@ -167,6 +168,12 @@ func (f *Fake) Dispatch(event string, d any) int64 {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if event == "MESSAGE_CREATE" {
+		var m Message
+		if json.Unmarshal(raw, &m) == nil && m.ID != "" && m.ChannelID != "" {
+			f.recordLocked(m)
+		}
+	}
 	f.seq++
 	fr := frame{Op: 0, T: event, S: f.seq, D: raw}
 	f.backlog = append(f.backlog, fr)
