@@ -56,34 +56,9 @@ func runOnce(b *testing.B, bin string, tg *tgfake.Fake, dc *discordfake.Fake, mo
 	b.Helper()
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
-	body := fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: sk-bench
-  model: fake-model
-store:
-  path: %q
-skills:
-  dir: %q
-learning:
-  enabled: false
-http:
-  listen: 127.0.0.1:0
-log:
-  format: json
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: 1s
-    allow_users: ["1"]
-  discord:
-    enabled: true
-    token: %q
-    api_base: %q
-    gateway_url: %q
-    allow_users: ["310000000000000001"]
-`, model.URL, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"), tgToken, tg.URL, dc.Token, dc.APIBase(), dc.GatewayURL())
+	// The suite's configuration, with the default concurrency and one user.
+	body := gateway.ConfigYAML(gateway.Settings{ContextWindow: 8192, MaxConcurrentTurns: 4, Users: 1},
+		dir, model.URL, tgToken, tg.URL, dc)
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		b.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"switchboard/internal/discordfake"
 )
 
 // Build builds the switchboard binary (go build -trimpath, as it is
@@ -219,4 +221,54 @@ func (p *Process) CPUTime() (time.Duration, error) {
 	}
 	const ticks = 100 // USER_HZ, 100 on every Linux architecture Go supports
 	return time.Duration(utime+stime) * time.Second / ticks, nil
+}
+
+// Settings are what the benchmarks vary in the configuration.
+type Settings struct {
+	ContextWindow      int // llm.context_window
+	MaxConcurrentTurns int // agent.max_concurrent_turns
+	Users              int // Telegram user ids 1..Users are in allow_users
+}
+
+// ConfigYAML is the configuration of every benchmark run. Learning is off: it makes
+// its own model calls after each reply, which would mix into the request
+// counts (its effect on reply latency is BenchmarkReplyLatency's subject).
+// poll_timeout is 1 s so that "idle" (three empty long polls) is short.
+func ConfigYAML(s Settings, dir, modelURL, tgToken, tgURL string, dc *discordfake.Fake) string {
+	users := make([]string, s.Users)
+	for i := range users {
+		users[i] = strconv.Quote(strconv.Itoa(i + 1))
+	}
+	return fmt.Sprintf(`llm:
+  base_url: %q
+  api_key: sk-bench
+  model: fake-model
+  context_window: %d
+agent:
+  max_concurrent_turns: %d
+store:
+  path: %q
+skills:
+  dir: %q
+learning:
+  enabled: false
+http:
+  listen: 127.0.0.1:0
+log:
+  format: json
+channels:
+  telegram:
+    enabled: true
+    token: %q
+    api_endpoint: %q
+    poll_timeout: 1s
+    allow_users: [%s]
+  discord:
+    enabled: true
+    token: %q
+    api_base: %q
+    gateway_url: %q
+    allow_users: ["310000000000000001"]
+`, modelURL, s.ContextWindow, s.MaxConcurrentTurns, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"),
+		tgToken, tgURL, strings.Join(users, ", "), dc.Token, dc.APIBase(), dc.GatewayURL())
 }
