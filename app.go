@@ -14,6 +14,7 @@ import (
 	"switchboard/agent"
 	"switchboard/channels"
 	"switchboard/channels/console"
+	"switchboard/cluster"
 	"switchboard/config"
 	"switchboard/httpapi"
 	"switchboard/internal/logging"
@@ -39,6 +40,9 @@ type app struct {
 	sched  *schedule.Scheduler // started after the router, stopped before it
 	mon    *monitor            // metrics, dashboard activity, the HTTP API channel
 	learn  *learner            // memories, profiles, skill reviews after each turn
+	// replica is this process among replicas sharing a PostgreSQL store;
+	// nil on SQLite.
+	replica *cluster.Replica
 }
 
 // storeOptions are more options for the store build opens. Tests use them
@@ -60,9 +64,18 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	if err != nil {
 		return nil, err
 	}
-	mon := newMonitor(cfg, model, log)
+	rid := replicaID(cfg)
+	if rid != "" {
+		log = log.With("replica", rid)
+	}
+	mon := newMonitor(cfg, rid, model, log)
 	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source(), storeOptions...)
 	if err != nil {
+		return nil, err
+	}
+	replica, err := newReplica(cfg, rid, st, log)
+	if err != nil {
+		st.Close()
 		return nil, err
 	}
 	sched, err := schedule.New(schedule.Config{Store: st, Jobs: cfg.Schedule.Jobs, Location: loc, MissedGrace: cfg.Schedule.MissedGrace,
@@ -102,8 +115,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		return nil, err
 	}
 	lrn := newLearner(ctx, cfg, st, mon.model, watcher, log)
+	var shared router.Cluster // nil unless replicas share the store
+	if replica != nil {
+		shared = replica
+		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
+	}
 	rt, err := router.New(router.Config{
-		Store: st, Agent: ag,
+		Cluster: shared,
+		Store:   st, Agent: ag,
 		MaxConcurrentTurns: cfg.Agent.MaxConcurrentTurns,
 		TurnTimeout:        cfg.Agent.TurnTimeout,
 		ModelName:          cfg.LLM.Model,
@@ -152,7 +171,8 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		return nil, err
 	}
 	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
-	return &app{cfg: cfg, log: log, store: st, skills: watcher, mcp: mcp, model: model, agent: ag, router: rt, sched: sched, mon: mon, learn: lrn}, nil
+	return &app{cfg: cfg, log: log, store: st, skills: watcher, mcp: mcp, model: model, agent: ag, router: rt, sched: sched, mon: mon, learn: lrn,
+		replica: replica}, nil
 }
 
 func (a *app) close() {
@@ -162,6 +182,16 @@ func (a *app) close() {
 	}
 	if err := a.store.Close(); err != nil {
 		a.log.Error("close store", "err", err)
+	}
+}
+
+// leave hands this replica's chats and roles to the others at once (a
+// graceful stop; a crashed replica's pass after the lease TTL).
+func (a *app) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.replica.Stop(ctx); err != nil {
+		a.log.Warn("leaving the replicas: the others take this one's chats after the lease TTL", "err", err)
 	}
 }
 
@@ -207,13 +237,18 @@ func chat(ctx context.Context, cfg *config.Config, stdin io.Reader, stdout, stde
 	}
 	con := console.New(console.Options{In: stdin, Out: stdout, User: cfg.Channels.Console.User, Color: color})
 	a.router.AddChannel(con, router.Access{AllowAll: true}) // the local operator
+	if a.replica != nil {
+		if err := a.replica.Start(ctx); err != nil {
+			fmt.Fprintf(stderr, "switchboard: %v\n", err)
+			return exitFail
+		}
+		defer a.leave()
+	}
 	if err := a.router.Start(ctx); err != nil {
 		fmt.Fprintf(stderr, "switchboard: %v\n", err)
 		return exitFail
 	}
-	if err := a.sched.Start(ctx, a.router); err != nil {
-		fmt.Fprintf(stderr, "switchboard: scheduled jobs are off: %v\n", err)
-	}
+	stopWaiting := a.startScheduler(ctx)
 	if color {
 		fmt.Fprintf(stdout, "Switchboard chat with %s (model %s). /help for commands, Ctrl-D to quit.\n", cfg.Agent.Name, cfg.LLM.Model)
 	}
@@ -221,6 +256,7 @@ func chat(ctx context.Context, cfg *config.Config, stdin io.Reader, stdout, stde
 	// End of input: let the last message be answered, unless interrupted.
 	drainCtx, cancel := context.WithTimeout(ctx, cfg.Agent.TurnTimeout)
 	defer cancel()
+	stopWaiting()
 	_ = a.sched.Stop(drainCtx)
 	_ = a.router.Drain(drainCtx)
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -277,6 +313,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	a.mon.metrics.JobSource("learning", a.learningOutcomes)
 	a.mon.metrics.Channels(sup.up)
 	specs := channelSpecs(cfg, log, a.store)
+	a.gateChannels(specs)
 	srv, err := a.startHTTP(sup)
 	if err != nil {
 		log.Error("start the HTTP server", "err", err)
@@ -287,6 +324,19 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 		// may talk to the agent.
 		specs = append(specs, channelSpec{name: httpapi.APIChannel, access: router.Access{AllowAll: true},
 			build: func(context.Context) (channels.Channel, error) { return a.mon.api, nil }})
+	}
+	if a.replica != nil {
+		// Before any chat is taken: a lease lives by its owner's heartbeat.
+		if err := a.replica.Start(ctx); err != nil {
+			log.Error("join the replicas on the store", "err", err)
+			if srv != nil {
+				hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownGrace)
+				defer hcancel()
+				_ = srv.Shutdown(hctx)
+			}
+			return exitFail
+		}
+		defer a.leave() // after the router and channels have stopped
 	}
 	run := make(chan struct{})
 	chctx, stopChannels := context.WithCancel(ctx) // channels end with ctx, or if the router cannot start
@@ -305,9 +355,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 		return exitFail
 	}
 	close(run)
-	if err := a.sched.Start(ctx, a.router); err != nil {
-		log.Error("scheduled jobs are off", "err", err)
-	}
+	stopWaiting := a.startScheduler(ctx)
 	log.Info("switchboard serving", "version", version, "model", cfg.LLM.Model, "channels", len(specs))
 	for ctx.Err() == nil {
 		select {
@@ -325,6 +373,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	if srv != nil {
 		srv.Drain() // /readyz fails from now on
 	}
+	stopWaiting()
 	if err := a.sched.Stop(sctx); err != nil {
 		log.Warn("scheduled runs cut short resume after a restart", "err", err)
 	}

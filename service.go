@@ -34,8 +34,8 @@ type monitor struct {
 	log      *slog.Logger
 }
 
-func newMonitor(cfg *config.Config, model *llm.Client, log *slog.Logger) *monitor {
-	m := &monitor{metrics: metrics.New(version), activity: httpapi.NewActivity(), log: log}
+func newMonitor(cfg *config.Config, replica string, model *llm.Client, log *slog.Logger) *monitor {
+	m := &monitor{metrics: metrics.NewReplica(version, replica), activity: httpapi.NewActivity(), log: log}
 	m.model = m.metrics.ObserveModel(model, cfg.LLM.Model)
 	m.api = httpapi.NewAPI(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
 	return m
@@ -69,8 +69,9 @@ func (a *app) startHTTP(sup *supervisor) (*httpapi.Server, error) {
 		Store: a.store, Metrics: a.mon.metrics.Handler(), API: a.mon.api, Activity: a.mon.activity,
 		Channels: sup.statuses, Model: a.mon.model, Probe: a.model.Probe,
 		Skills: a.skillsView, MCP: a.mcp.Status, Jobs: a.jobsView, Users: a.usersView,
-		Queue:  func() (int, int) { return a.router.QueueDepth(), a.router.Busy() },
-		Logger: a.log,
+		Queue:   func() (int, int) { return a.router.QueueDepth(), a.router.Busy() },
+		Cluster: a.clusterStatus(),
+		Logger:  a.log,
 	})
 	if err != nil {
 		return nil, err

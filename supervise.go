@@ -34,6 +34,11 @@ type channelSpec struct {
 	// build makes the adapter; it may contact the platform (Telegram's
 	// getMe) and fail, and is then retried like a failed Run.
 	build func(ctx context.Context) (channels.Channel, error)
+	// gate, if set, runs once before the channel first runs and blocks
+	// until this process may run it (the Telegram poller role among
+	// replicas); meanwhile the channel is on standby: built, so replies can
+	// be sent through it, but not receiving.
+	gate func(ctx context.Context) error
 }
 
 // channelHost is the part of the router the supervisor needs.
@@ -136,6 +141,16 @@ func (s *supervisor) supervise(ctx context.Context, sp channelSpec, built func()
 		}
 		if ctx.Err() != nil {
 			break
+		}
+		if err == nil && sp.gate != nil {
+			s.set(sp.name, httpapi.StateStandby, "", time.Time{})
+			log.Info("channel on standby: another replica runs it")
+			if err = sp.gate(ctx); ctx.Err() != nil {
+				break
+			}
+			if err == nil {
+				sp.gate = nil // held for good
+			}
 		}
 		began := s.now()
 		if err == nil {

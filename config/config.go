@@ -41,6 +41,7 @@ type Config struct {
 	Schedule Schedule `yaml:"schedule"`
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
+	Cluster  Cluster  `yaml:"cluster"`
 
 	// ShutdownTimeout is how long running turns may finish after SIGTERM
 	// before they are checkpointed (cancelled, and resumed after a restart).
@@ -148,6 +149,28 @@ type Discord struct {
 	APIBase       string   `yaml:"api_base"`
 	GatewayURL    string   `yaml:"gateway_url"`    // empty asks the API for the gateway
 	StreamPreview bool     `yaml:"stream_preview"` // one message edited as the model writes
+	// ShardCount splits the Discord gateway into shards (0 or 1: one
+	// connection for everything); ShardID is this replica's shard, from 0 to
+	// ShardCount-1. With ShardCount > 1 and no ShardID, replicas on one
+	// PostgreSQL store each claim a free shard.
+	ShardCount int  `yaml:"shard_count"`
+	ShardID    *int `yaml:"shard_id"`
+}
+
+// Cluster configures how replicas on one PostgreSQL store share the work
+// (store.driver: postgres). Each chat is owned by one replica at a time;
+// roles (the Telegram poller, the scheduler, Discord shards) are held by
+// one replica each.
+type Cluster struct {
+	// ReplicaID names this process among the replicas; it must be unique
+	// among those running. Empty: <hostname>-<pid>.
+	ReplicaID string `yaml:"replica_id"`
+	// LeaseTTL is how long a replica may go without a heartbeat before its
+	// chats and roles pass to another replica.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// PollInterval is how often a replica looks for stored messages of
+	// chats nobody owns (taken in by another replica, or left by a dead one).
+	PollInterval time.Duration `yaml:"poll_interval"`
 }
 
 // Skills configures where skill files are read from.
@@ -378,6 +401,9 @@ const (
 	defaultLogLevel = "info"
 	// Text reads well in a terminal; choose json for a log collector.
 	defaultLogFormat = "text"
+
+	defaultLeaseTTL     = 15 * time.Second
+	defaultPollInterval = 250 * time.Millisecond
 )
 
 // Default returns the built-in defaults. It has no model and no secrets, so
@@ -425,6 +451,7 @@ func Default() *Config {
 		Schedule:        Schedule{MissedGrace: defaultMissedGrace, MaxFailures: defaultMaxFailures},
 		HTTP:            HTTP{Listen: defaultHTTPListen},
 		Log:             Log{Level: defaultLogLevel, Format: defaultLogFormat},
+		Cluster:         Cluster{LeaseTTL: defaultLeaseTTL, PollInterval: defaultPollInterval},
 		ShutdownTimeout: defaultShutdownTimeout,
 	}
 }

@@ -260,7 +260,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 		{
 			name: "nothing close at the top",
 			yaml: doc("zzz: 1"),
-			want: `config.yaml:1: unknown key "zzz"; the top level takes llm, store, agent, channels, skills, learning, tools, mcp, schedule, http, log, shutdown_timeout`,
+			want: `config.yaml:1: unknown key "zzz"; the top level takes llm, store, agent, channels, skills, learning, tools, mcp, schedule, http, log, cluster, shutdown_timeout`,
 			key:  "zzz",
 		},
 		{
@@ -272,7 +272,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 		{
 			name: "merge key",
 			yaml: doc("base: &b", "  model: a", "llm:", "  <<: *b"),
-			want: `config.yaml:1: unknown key "base"; the top level takes llm, store, agent, channels, skills, learning, tools, mcp, schedule, http, log, shutdown_timeout`,
+			want: `config.yaml:1: unknown key "base"; the top level takes llm, store, agent, channels, skills, learning, tools, mcp, schedule, http, log, cluster, shutdown_timeout`,
 			key:  "base",
 		},
 	}

@@ -448,4 +448,22 @@ func (c *Config) validateStore(v *checker) {
 	default:
 		v.oneOf("store.driver", st.Driver, StoreSQLite, StorePostgres)
 	}
+	cl := c.Cluster
+	v.positiveDuration("cluster.lease_ttl", cl.LeaseTTL, "15s")
+	v.positiveDuration("cluster.poll_interval", cl.PollInterval, "250ms")
+	if cl.LeaseTTL > 0 && cl.LeaseTTL < time.Second {
+		v.add("cluster.lease_ttl", fmt.Sprintf("is %s; a lease shorter than 1s expires between heartbeats: use at least 1s, such as 15s", cl.LeaseTTL))
+	}
+	if id := cl.ReplicaID; id != "" && (strings.TrimSpace(id) != id || len(id) > 128 || strings.ContainsAny(id, "\x00\n")) {
+		v.add("cluster.replica_id", "must be a short name without surrounding spaces or line breaks, such as \"gw-1\"")
+	}
+	dc := c.Channels.Discord
+	switch {
+	case dc.ShardCount < 0:
+		v.add("channels.discord.shard_count", fmt.Sprintf("is %d; use 0 or 1 for one gateway connection, or the number of shards", dc.ShardCount))
+	case dc.ShardID != nil && (*dc.ShardID < 0 || *dc.ShardID >= max(dc.ShardCount, 1)):
+		v.add("channels.discord.shard_id", fmt.Sprintf("is %d; it must be from 0 to shard_count-1 (%d)", *dc.ShardID, max(dc.ShardCount, 1)-1))
+	case dc.ShardCount > 1 && dc.ShardID == nil && c.Store.Driver != StorePostgres:
+		v.addNear("channels.discord.shard_id", "channels.discord.shard_count", "is not set, and only replicas on a PostgreSQL store (store.driver: postgres) can claim shards on their own; set shard_id for this process")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"switchboard/cluster"
 	"sync"
 	"time"
 )
@@ -21,6 +22,9 @@ type Readiness struct {
 	Ready    bool             `json:"ready"`
 	Checks   map[string]Check `json:"checks"`
 	Channels map[string]Check `json:"channels,omitempty"`
+	// Cluster is this replica's id, roles and chat leases, when replicas
+	// share the store.
+	Cluster *cluster.Status `json:"cluster,omitempty"`
 }
 
 // probeState remembers the last model probe, so /readyz polled every few
@@ -75,7 +79,7 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 		rd.Channels = map[string]Check{}
 		var down []string
 		for _, c := range s.opts.Channels() {
-			ok := c.State == StateConnected
+			ok := c.State == StateConnected || c.State == StateStandby
 			detail := c.State
 			if c.LastError != "" && !ok {
 				detail += ": " + c.LastError
@@ -95,6 +99,18 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 
 	if s.opts.Model != nil {
 		set("model", s.modelCheck(ctx))
+	}
+	if s.opts.Cluster != nil {
+		st, err := s.opts.Cluster(ctx)
+		rd.Cluster = &st
+		switch {
+		case err != nil:
+			set("cluster", Check{Detail: err.Error()})
+		case !st.Healthy:
+			set("cluster", Check{Detail: "no heartbeat for " + st.Heartbeat + ": this replica's chats may pass to another"})
+		default:
+			set("cluster", Check{OK: true, Detail: fmt.Sprintf("replica %s: %d chats, roles %v", st.Replica, st.Chats, st.Roles)})
+		}
 	}
 	return rd
 }

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"switchboard/cluster"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,10 @@ const (
 	StateStarting  = "starting"
 	StateRetrying  = "retrying"
 	StateStopped   = "stopped"
+	// StateStandby is a channel another replica runs (the Telegram poller,
+	// a Discord shard): this one sends through it and takes over if that
+	// replica dies. It counts as ready.
+	StateStandby = "standby"
 )
 
 // ChannelStatus is one enabled channel as the supervisor sees it.
@@ -147,6 +152,9 @@ type Options struct {
 	Jobs        func(ctx context.Context) ([]Job, error)
 	Users       func(ctx context.Context) ([]User, error)
 	Queue       func() (depth, busy int)
+	// Cluster reports this replica's place among replicas sharing the
+	// store; nil for a single process.
+	Cluster func(ctx context.Context) (cluster.Status, error)
 
 	Now    func() time.Time
 	Logger *slog.Logger

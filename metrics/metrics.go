@@ -31,6 +31,7 @@ const (
 // state, so tests and several gateways in one process do not collide).
 type Metrics struct {
 	reg *prometheus.Registry
+	r   prometheus.Registerer // reg, with the replica label when there is one
 
 	turns           *prometheus.CounterVec
 	turnSteps       *prometheus.HistogramVec
@@ -50,9 +51,19 @@ type Metrics struct {
 
 // New returns metrics registered in a new registry, with the Go runtime and
 // process collectors and switchboard_build_info{version}.
-func New(version string) *Metrics {
+func New(version string) *Metrics { return NewReplica(version, "") }
+
+// NewReplica is New for one of several replicas sharing a store: every
+// series carries the label replica="<id>" (none when replica is empty), so
+// that one Prometheus can scrape them all.
+func NewReplica(version, replica string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), steps: map[int64]int{}}
-	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	var r prometheus.Registerer = m.reg
+	if replica != "" {
+		r = prometheus.WrapRegistererWith(prometheus.Labels{"replica": replica}, m.reg)
+	}
+	m.r = r
+	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchboard_build_info",
@@ -104,7 +115,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Queue registers gauges read at scrape time: messages waiting in the
 // router's queues and chats with a queued or running message. Call it once.
 func (m *Metrics) Queue(depth, busy func() int) {
-	m.reg.MustRegister(
+	m.r.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_queue_depth",
 			Help: "Messages waiting for their chat's running turn to finish."}, func() float64 { return float64(depth()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_busy_chats",
@@ -210,7 +221,7 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 // from up: 1 for a connected channel, 0 for one starting or waiting to
 // retry. Call it once.
 func (m *Metrics) Channels(up func() map[string]bool) {
-	m.reg.MustRegister(channelCollector{
+	m.r.MustRegister(channelCollector{
 		desc: prometheus.NewDesc("switchboard_channel_up",
 			"1 while a channel is connected, 0 while it starts or waits to retry.", []string{"channel"}, nil),
 		up: up,

@@ -173,6 +173,9 @@ type Config struct {
 	// NewTicker makes the typing-indicator ticker; nil uses time.NewTicker.
 	NewTicker func(d time.Duration) Ticker
 	Logger    *slog.Logger
+	// Cluster shares the chats with other replicas on the same store (see
+	// cluster.go); nil: this process owns every chat.
+	Cluster Cluster
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -202,6 +205,14 @@ type Router struct {
 	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers sync.WaitGroup
 	tasks   tasks // background tasks started with the delegate tool
+
+	// With a Cluster: messages taken by this process, chats whose lease to
+	// give back, and a wake-up for the poll.
+	inflight map[int64]bool
+	held     map[string]bool
+	wake     chan struct{}
+	leaseMu  sync.Mutex     // orders giving back an idle chat against a job taking it
+	takeMu   [64]sync.Mutex // takeChat, striped by chat
 }
 
 type chatQueue struct {
@@ -210,6 +221,10 @@ type chatQueue struct {
 	cancel  context.CancelFunc // cancels the running turn
 	current *item
 	retry   time.Duration // the next wait before a message the store failed is tried again
+
+	channel, chat string
+	handed        bool // with a Cluster: the lease was offered back since the last item
+	released      bool // … and given back: take it again before the next message
 }
 
 type item struct {
@@ -254,6 +269,9 @@ func New(cfg Config) (*Router, error) {
 		queues:   map[string]*chatQueue{},
 		refused:  map[string]bool{},
 		told:     map[string]bool{},
+		inflight: map[int64]bool{},
+		held:     map[string]bool{},
+		wake:     make(chan struct{}, 1),
 	}
 	r.idle = sync.NewCond(&r.mu)
 	for _, ch := range cfg.Channels {
@@ -285,6 +303,13 @@ func (r *Router) Start(ctx context.Context) error {
 			defer r.workers.Done()
 			r.sweepApprovals(r.base)
 		}()
+	}
+	if r.cfg.Cluster != nil {
+		// Pending messages belong to the chats' owners; the poll takes
+		// those of chats nobody owns, resuming their unfinished turns.
+		r.workers.Add(1)
+		go r.poll()
+		return nil
 	}
 	pending, err := r.cfg.Store.PendingInbox(ctx)
 	if err != nil {
@@ -370,23 +395,39 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 		log.Debug("duplicate message ignored", "message_id", in.MessageID)
 		return nil
 	}
-	if r.immediate(ctx, id, in) {
+	if r.cfg.Cluster != nil {
+		// Stored: from here the chat's owner answers it, this replica if it
+		// can take the chat, else the one that has it.
+		if err := r.takeChat(ctx, in.Channel, in.ChatID); err != nil {
+			log.Warn("stored a message but could not take its chat; the poll will", "err", err)
+		}
 		return nil
+	}
+	_, err = r.dispatch(ctx, id, in)
+	return err
+}
+
+// dispatch handles a stored message: a command that must not wait, an
+// answer a paused turn or plan waits for, or a message for the chat's
+// queue (queued is true).
+func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound) (queued bool, err error) {
+	if r.immediate(ctx, id, in) {
+		return false, nil
 	}
 	consumed, err := r.intercept(ctx, in)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !consumed {
 		if consumed, err = r.interceptPlan(ctx, in); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if consumed || in.Action != "" { // a button nobody waits for is a no-op
-		return r.cfg.Store.FinishInbox(ctx, id, "done")
+		return false, r.cfg.Store.FinishInbox(ctx, id, "done")
 	}
 	r.enqueue(item{inboxID: id, in: in})
-	return nil
+	return true, nil
 }
 
 func (r *Router) access(channel string) Access {
@@ -469,7 +510,7 @@ func (r *Router) enqueue(it item) {
 	defer r.mu.Unlock()
 	q := r.queues[it.in.Channel+"\x00"+it.in.ChatID]
 	if q == nil {
-		q = &chatQueue{}
+		q = &chatQueue{channel: it.in.Channel, chat: it.in.ChatID}
 		r.queues[it.in.Channel+"\x00"+it.in.ChatID] = q
 	}
 	q.items = append(q.items, it)
@@ -486,6 +527,13 @@ func (r *Router) work(key string, q *chatQueue) {
 	defer r.workers.Done()
 	for {
 		r.mu.Lock()
+		if len(q.items) == 0 && r.cfg.Cluster != nil && r.base.Err() == nil && !q.handed {
+			q.handed = true
+			r.mu.Unlock()
+			released := r.handBack(q.channel, q.chat) // may queue more
+			r.mu.Lock()
+			q.released = q.released || released
+		}
 		if len(q.items) == 0 || r.base.Err() != nil {
 			q.items = abandonJobs(q.items, ErrShuttingDown)
 			q.busy = false
@@ -503,23 +551,42 @@ func (r *Router) work(key string, q *chatQueue) {
 		ctx, cancel := context.WithCancel(r.base)
 		q.cancel = cancel
 		q.current = &it
+		q.handed = false
+		plain := it.job == nil && it.resolve == nil && it.plan == nil
+		retake := r.cfg.Cluster != nil && (q.released || !plain)
+		q.released = false
 		r.mu.Unlock()
 
-		select {
-		case r.sem <- struct{}{}:
-			var storeErr error
-			if it.job != nil {
-				r.runJob(ctx, it.job)
-			} else if it.resolve != nil {
-				r.resume(ctx, it)
-			} else if it.plan != nil {
-				r.movePlan(ctx, it.in, *it.plan)
-			} else {
-				storeErr = r.process(ctx, it)
+		skip := false
+		switch {
+		case retake && !r.holdFor(ctx, q, it):
+			skip = true // stopping; a message stays pending, a job is abandoned below
+			r.mu.Lock()
+			q.released = true
+			r.mu.Unlock()
+		case r.cfg.Cluster != nil && plain && !r.stillPending(ctx, it.inboxID):
+			skip = true // answered meanwhile by the replica that had the chat
+		}
+		if !skip {
+			select {
+			case r.sem <- struct{}{}:
+				var storeErr error
+				if it.job != nil {
+					r.runJob(ctx, it.job)
+				} else if it.resolve != nil {
+					r.resume(ctx, it)
+				} else if it.plan != nil {
+					r.movePlan(ctx, it.in, *it.plan)
+				} else {
+					storeErr = r.process(ctx, it)
+				}
+				<-r.sem
+				r.afterProcess(ctx, key, q, it, storeErr)
+			case <-ctx.Done():
 			}
-			<-r.sem
-			r.afterProcess(ctx, key, q, it, storeErr)
-		case <-ctx.Done():
+		}
+		if r.cfg.Cluster != nil && plain && !r.requeued(q, it) {
+			r.unclaim(it.inboxID)
 		}
 		abandonJobs([]item{it}, r.dropReason()) // a no-op unless a job ended without running
 		cancel()

@@ -94,6 +94,9 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 	}
 	for _, it := range abandonJobs(dropped, ErrJobStopped) {
 		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, "skipped")
+		if it.job == nil && it.resolve == nil && it.plan == nil {
+			r.unclaim(it.inboxID)
+		}
 	}
 	switch {
 	case r.stopPlan(ctx, in):

@@ -117,6 +117,7 @@ type Scheduler struct {
 	runner   Runner
 	inflight map[int64]bool // job id → a run is going
 	stopping bool
+	maxSleep time.Duration      // see MaxSleep; 0: an hour
 	stop     context.CancelFunc // ends the loop
 	loopDone chan struct{}
 	runCtx   context.Context // runs; cancelled when Stop's deadline passes
@@ -258,9 +259,27 @@ func (s *Scheduler) pass(ctx context.Context) time.Duration {
 		return retryDelay
 	}
 	if !ok {
-		return maxSleep
+		return s.sleepCap()
 	}
-	return min(max(next.Sub(s.clock.Now()), 0), maxSleep)
+	return min(max(next.Sub(s.clock.Now()), 0), s.sleepCap())
+}
+
+// MaxSleep caps the wait between passes (default: an hour), for when jobs
+// are also created by other processes on the store, which cannot wake this
+// one. Call it before Start.
+func (s *Scheduler) MaxSleep(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxSleep = d
+}
+
+func (s *Scheduler) sleepCap() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxSleep > 0 {
+		return min(s.maxSleep, maxSleep)
+	}
+	return maxSleep
 }
 
 // plan is what a due job does at one pass.

@@ -33,6 +33,8 @@ const (
 	sqlFinishInbox  = `UPDATE inbox SET status = ?, finished_at = ? WHERE id = ?`
 	sqlPendingInbox = `SELECT id, channel, chat_key, message_id, user_id, payload, status, received_at
 		FROM inbox WHERE status = 'pending' ORDER BY id`
+	sqlPendingInboxOf = `SELECT id, channel, chat_key, message_id, user_id, payload, status, received_at
+		FROM inbox WHERE status = 'pending' AND channel = ? AND chat_key = ? ORDER BY id`
 	sqlInsertDelivery = `INSERT INTO deliveries (inbox_id, turn_id, platform_msg_id, delivered_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`
 	sqlCountDeliveries = `SELECT COUNT(*) FROM deliveries WHERE inbox_id = ?`
@@ -95,9 +97,27 @@ func (s *Store) FinishInbox(ctx context.Context, id int64, status string) error 
 // PendingInbox returns the items still pending, oldest first: at startup,
 // the messages a crash left unanswered.
 func (s *Store) PendingInbox(ctx context.Context) ([]InboxItem, error) {
-	rows, err := s.db.QueryContext(ctx, sqlPendingInbox)
+	out, err := s.queryInbox(ctx, sqlPendingInbox)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending inbox: %w", err)
+	}
+	return out, nil
+}
+
+// PendingInboxOf returns the pending items of one chat, oldest first: what
+// the replica that owns the chat has to process.
+func (s *Store) PendingInboxOf(ctx context.Context, channel, chat string) ([]InboxItem, error) {
+	out, err := s.queryInbox(ctx, sqlPendingInboxOf, channel, chat)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending inbox of %s/%s: %w", channel, chat, err)
+	}
+	return out, nil
+}
+
+func (s *Store) queryInbox(ctx context.Context, query string, args ...any) ([]InboxItem, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []InboxItem
@@ -106,15 +126,12 @@ func (s *Store) PendingInbox(ctx context.Context) ([]InboxItem, error) {
 		var received int64
 		if err := rows.Scan(&it.ID, &it.Channel, &it.ChatKey, &it.MessageID, &it.UserID, &it.Payload,
 			&it.Status, &received); err != nil {
-			return nil, fmt.Errorf("store: pending inbox: %w", err)
+			return nil, err
 		}
 		it.ReceivedAt = fromMS(received)
 		out = append(out, it)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: pending inbox: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // RecordDelivery records a reply to the inbox item that the platform

@@ -27,6 +27,7 @@ var migrations = []migration{
 	{4, "schedules", migration4},
 	{5, "approvals and plans", migrationApprovals},
 	{6, "memories, profiles, learning cursors and skill proposals", migration6},
+	{7, "replicas and leases", migrationCluster},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

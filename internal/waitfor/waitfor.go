@@ -5,6 +5,7 @@ package waitfor
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Cond waits until done() is true or ctx ends. c.L must not be held by the
@@ -24,6 +25,21 @@ func Cond(ctx context.Context, c *sync.Cond, done func() bool) error {
 			return ctx.Err()
 		}
 		c.Wait()
+	}
+	return nil
+}
+
+// Poll checks cond every interval until it holds (nil) or ctx ends (its
+// error). For conditions no one signals, such as another process's state.
+func Poll(ctx context.Context, every time.Duration, cond func() bool) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 	return nil
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"switchboard/cluster"
+	"switchboard/config"
+	"switchboard/store"
+)
+
+// Roles held by one replica at a time.
+const (
+	roleScheduler      = "scheduler"
+	roleTelegramPoller = "telegram-poller"
+)
+
+// replicaID is this process's name among replicas sharing a PostgreSQL
+// store, or "" on SQLite (one process owns the file).
+func replicaID(cfg *config.Config) string {
+	if cfg.Store.Driver != config.StorePostgres {
+		return ""
+	}
+	if cfg.Cluster.ReplicaID != "" {
+		return cfg.Cluster.ReplicaID
+	}
+	return cluster.DefaultID()
+}
+
+// newReplica makes this process's membership in the cluster, or nil when
+// the store is not shared.
+func newReplica(cfg *config.Config, id string, st *store.Store, log *slog.Logger) (*cluster.Replica, error) {
+	if id == "" {
+		return nil, nil
+	}
+	return cluster.New(cluster.Config{Store: st, ID: id, TTL: cfg.Cluster.LeaseTTL, Poll: cfg.Cluster.PollInterval,
+		Info: "switchboard " + version, Logger: log})
+}
+
+// startScheduler runs the scheduler: at once for a single process; among
+// replicas, once this one holds the scheduler role (whichever replica is
+// alive fires each due job; the store's claim makes it fire once). The
+// returned function stops waiting for the role; call it before sched.Stop.
+func (a *app) startScheduler(ctx context.Context) (stopWaiting func()) {
+	if a.replica == nil {
+		if err := a.sched.Start(ctx, a.router); err != nil {
+			a.log.Error("scheduled jobs are off", "err", err)
+		}
+		return func() {}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.replica.Hold(wctx, roleScheduler); err != nil {
+			return // stopping
+		}
+		if err := a.sched.Start(wctx, a.router); err != nil {
+			a.log.Error("scheduled jobs are off", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// clusterStatus is /readyz's view of the replica; nil for a single process.
+func (a *app) clusterStatus() func(ctx context.Context) (cluster.Status, error) {
+	if a.replica == nil {
+		return nil
+	}
+	return a.replica.Status
+}
+
+// gateChannels puts the channels only one replica may run at a time behind
+// a role: Telegram long polling (getUpdates allows one poller per bot; a
+// webhook is served by every replica).
+func (a *app) gateChannels(specs []channelSpec) {
+	if a.replica == nil {
+		return
+	}
+	for i := range specs {
+		if specs[i].name == "telegram" && a.cfg.Channels.Telegram.Webhook.URL == "" {
+			specs[i].gate = func(ctx context.Context) error { return a.replica.Hold(ctx, roleTelegramPoller) }
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"time"
+
+	"switchboard/channels"
+	"switchboard/store"
+)
+
+// Cluster is the router's view of the other replicas sharing the store
+// (cluster.Replica). With one, a chat's messages are processed only by the
+// replica that holds the chat's lease:
+//
+//   - Deliver stores a message, then takes the chat if it can; a chat that
+//     another live replica owns is left to it.
+//   - A poll every PollInterval takes chats with pending messages that
+//     nobody owns: messages another replica took in while this one owned
+//     the chat, and the chats of a replica that died (after the lease TTL).
+//   - A chat's queue, once empty, gives the lease back unless messages of
+//     the chat are pending, so chats move to where the work arrives and a
+//     job (scheduled on one replica) can take any chat.
+//
+// An inbound message is processed only while it is pending in the store and
+// its chat's lease is held; the lease cannot be given back while a message
+// of the chat is pending, so the two together make it processed once.
+type Cluster interface {
+	AcquireChat(ctx context.Context, channel, chat string) (bool, error)
+	ReleaseChat(ctx context.Context, channel, chat string) (bool, error)
+	Claimable(ctx context.Context) ([]store.InboxItem, error)
+	PendingOf(ctx context.Context, channel, chat string) ([]store.InboxItem, error)
+	InboxPending(ctx context.Context, id int64) (bool, error)
+	PollInterval() time.Duration
+}
+
+// claim marks a stored message as taken by this process (queued, running,
+// or being dispatched); false: it is already.
+func (r *Router) claim(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight[id] {
+		return false
+	}
+	r.inflight[id] = true
+	return true
+}
+
+func (r *Router) unclaim(id int64) {
+	r.mu.Lock()
+	delete(r.inflight, id)
+	r.mu.Unlock()
+}
+
+// takeChat takes the chat's lease if no other live replica holds it and
+// dispatches its pending messages, oldest first, that this process has not
+// taken yet.
+func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
+	r.mu.Lock()
+	closing := r.closing
+	r.mu.Unlock()
+	if closing {
+		return nil
+	}
+	// One take at a time per chat, or two (the poll and a worker giving
+	// the chat back) could queue its messages out of order.
+	mu := &r.takeMu[takeStripe(channel, chat)]
+	mu.Lock()
+	defer mu.Unlock()
+	c := r.cfg.Cluster
+	ok, err := c.AcquireChat(ctx, channel, chat)
+	if err != nil || !ok {
+		return err
+	}
+	items, err := c.PendingOf(ctx, channel, chat)
+	if err != nil {
+		r.mu.Lock()
+		r.held[channel+"\x00"+chat] = true // given back by a later poll
+		r.mu.Unlock()
+		return err
+	}
+	for _, it := range items {
+		if !r.claim(it.ID) {
+			continue
+		}
+		// Listed before it was finished here a moment ago?
+		if pending, err := c.InboxPending(ctx, it.ID); err != nil || !pending {
+			r.unclaim(it.ID)
+			continue
+		}
+		var in channels.Inbound
+		if err := json.Unmarshal(it.Payload, &in); err != nil {
+			r.log.Error("stored message unreadable; skipping it", "inbox_id", it.ID, "err", err)
+			_ = r.cfg.Store.FinishInbox(ctx, it.ID, store.InboxSkipped)
+			r.unclaim(it.ID)
+			continue
+		}
+		queued, err := r.dispatch(ctx, it.ID, in)
+		if !queued {
+			r.unclaim(it.ID)
+		}
+		if err != nil {
+			r.log.Error("dispatch stored message", "inbox_id", it.ID, "channel", channel, "chat", chat, "err", err)
+		}
+	}
+	// Whatever was queued, the next poll gives the chat back if no queue
+	// has it then: its worker may be past giving it back already.
+	r.mu.Lock()
+	r.held[channel+"\x00"+chat] = true
+	r.mu.Unlock()
+	return nil
+}
+
+// poll takes the chats with pending messages that this replica may own,
+// and gives back chats it holds without work, until the router stops.
+func (r *Router) poll() {
+	defer r.workers.Done()
+	t := time.NewTicker(r.cfg.Cluster.PollInterval())
+	defer t.Stop()
+	for {
+		r.pollOnce(r.base)
+		select {
+		case <-r.base.Done():
+			return
+		case <-t.C:
+		case <-r.wake:
+		}
+	}
+}
+
+func (r *Router) pollOnce(ctx context.Context) {
+	items, err := r.cfg.Cluster.Claimable(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("look for messages to take over", "err", err)
+		}
+		return
+	}
+	// Chats with a message this process has not taken, in order of their
+	// oldest such message.
+	var chats [][2]string
+	seen := map[string]bool{}
+	r.mu.Lock()
+	for _, it := range items {
+		key := it.Channel + "\x00" + it.ChatKey
+		if seen[key] || r.inflight[it.ID] {
+			continue
+		}
+		seen[key] = true
+		chats = append(chats, [2]string{it.Channel, it.ChatKey})
+	}
+	r.mu.Unlock()
+	for _, c := range chats {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := r.takeChat(ctx, c[0], c[1]); err != nil && ctx.Err() == nil {
+			r.log.Warn("take over a chat", "channel", c[0], "chat", c[1], "err", err)
+		}
+	}
+	r.releaseIdle(ctx)
+}
+
+// releaseIdle gives back the chats taken since the last poll that have no
+// queue now (a busy chat's worker gives it back when done, and the next
+// poll checks again).
+func (r *Router) releaseIdle(ctx context.Context) {
+	r.leaseMu.Lock() // a job's worker holds it while it takes a chat
+	defer r.leaseMu.Unlock()
+	r.mu.Lock()
+	var idle []string
+	for k := range r.held {
+		if r.queues[k] == nil {
+			idle = append(idle, k)
+			delete(r.held, k)
+		}
+	}
+	r.mu.Unlock()
+	for _, k := range idle {
+		channel, chat := splitKey(k)
+		if _, err := r.cfg.Cluster.ReleaseChat(ctx, channel, chat); err != nil {
+			r.mu.Lock()
+			r.held[k] = true
+			r.mu.Unlock()
+		}
+		// Not released: messages are pending, and the next poll takes them.
+	}
+}
+
+// handBack gives the chat's lease back once its queue is empty; if messages
+// of the chat are pending (taken in by another replica meanwhile), it keeps
+// the lease and queues them. It reports whether the lease was given back.
+func (r *Router) handBack(channel, chat string) bool {
+	released, err := r.cfg.Cluster.ReleaseChat(r.base, channel, chat)
+	if err != nil {
+		if r.base.Err() == nil {
+			r.log.Warn("give a chat back", "channel", channel, "chat", chat, "err", err)
+		}
+		r.mu.Lock()
+		r.held[channel+"\x00"+chat] = true
+		r.mu.Unlock()
+		return false
+	}
+	if !released {
+		if err := r.takeChat(r.base, channel, chat); err != nil && r.base.Err() == nil {
+			r.log.Warn("take a chat's pending messages", "channel", channel, "chat", chat, "err", err)
+		}
+	}
+	return released
+}
+
+// hold waits until this replica holds the chat's lease, or the router
+// stops (false).
+func (r *Router) hold(ctx context.Context, channel, chat string) bool {
+	wait := r.cfg.Cluster.PollInterval()
+	for {
+		r.leaseMu.Lock()
+		ok, err := r.cfg.Cluster.AcquireChat(ctx, channel, chat)
+		r.leaseMu.Unlock()
+		if err == nil && ok {
+			return true
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("take a chat", "channel", channel, "chat", chat, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// holdFor takes the queue's chat again before it (a job, or a message
+// queued after the lease was given back); false if ctx (or the job's own)
+// ended first.
+func (r *Router) holdFor(ctx context.Context, q *chatQueue, it item) bool {
+	if it.job != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(it.job.ctx, cancel)()
+	}
+	return r.hold(ctx, q.channel, q.chat)
+}
+
+// requeued reports whether afterProcess put the message back at the head
+// of its queue (the store failed it and it is tried again).
+func (r *Router) requeued(q *chatQueue, it item) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(q.items) > 0 && q.items[0].inboxID == it.inboxID && q.items[0].job == nil &&
+		q.items[0].resolve == nil && q.items[0].plan == nil
+}
+
+// stillPending reports whether a queued message is still to be processed
+// (another replica may have answered it while this one waited for its chat).
+func (r *Router) stillPending(ctx context.Context, id int64) bool {
+	pending, err := r.cfg.Cluster.InboxPending(ctx, id)
+	if err != nil {
+		r.log.Warn("check a queued message", "inbox_id", id, "err", err)
+		return true // process it: the turn's own store writes fail if the store does
+	}
+	return pending
+}
+
+// takeStripe picks the takeMu lock of a chat.
+func takeStripe(channel, chat string) int {
+	h := fnv.New32a()
+	h.Write([]byte(channel))
+	h.Write([]byte{0})
+	h.Write([]byte(chat))
+	return int(h.Sum32() % uint32(len(Router{}.takeMu)))
+}
+
+func splitKey(k string) (channel, chat string) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == 0 {
+			return k[:i], k[i+1:]
+		}
+	}
+	return k, ""
+}
