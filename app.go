@@ -312,7 +312,11 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	sup.onRestart = a.mon.metrics.ChannelRestarted
 	a.mon.metrics.JobSource("learning", a.learningOutcomes)
 	a.mon.metrics.Channels(sup.up)
-	specs := channelSpecs(cfg, log, a.store)
+	var roles roleHolder // nil unless replicas share the store
+	if a.replica != nil {
+		roles = a.replica
+	}
+	specs := channelSpecs(cfg, log, a.store, roles)
 	a.gateChannels(specs)
 	srv, err := a.startHTTP(sup)
 	if err != nil {

@@ -17,12 +17,21 @@ type inboxReader interface {
 	LatestInbound(ctx context.Context, channel string) (map[string]string, error)
 }
 
+// roleHolder claims one of several roles among replicas (cluster.Replica).
+type roleHolder interface {
+	HoldAny(ctx context.Context, roles []string) (int, error)
+}
+
 // channelSpecs describes the chat adapters enabled in the configuration.
 // Access rules come from each channel's allowlists (empty admits nobody).
 // Nothing is contacted here: the supervisor builds and runs each channel,
 // and retries one that fails while the others serve. Discord catches up
 // from inbox on each new gateway session.
-func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader) []channelSpec {
+//
+// roles is the replica when replicas share the store (nil otherwise): a
+// Discord gateway split into shards without a configured shard_id claims a
+// free one from it.
+func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles roleHolder) []channelSpec {
 	var out []channelSpec
 	if tg := cfg.Channels.Telegram; tg.Enabled {
 		o := telegram.Options{Token: tg.Token, APIEndpoint: tg.APIEndpoint, PollTimeout: tg.PollTimeout,
@@ -43,7 +52,20 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader) []cha
 		o := discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL, Logger: log,
 			LastSeen: func(ctx context.Context) (map[string]string, error) {
 				return inbox.LatestInbound(ctx, "discord")
-			}}
+			},
+			ShardCount: dc.ShardCount, ShardID: dc.ShardID,
+		}
+		if dc.ShardCount > 1 && dc.ShardID == nil && roles != nil {
+			names := make([]string, dc.ShardCount)
+			for i := range names {
+				names[i] = fmt.Sprintf("discord-shard-%d", i)
+			}
+			// Held until the replica stops or dies; then another claims it.
+			o.ClaimShard = func(ctx context.Context) (discord.ShardClaim, error) {
+				i, err := roles.HoldAny(ctx, names)
+				return discord.ShardClaim{ID: i}, err
+			}
+		}
 		out = append(out, channelSpec{name: "discord", access: channelAccess(cfg, "discord"),
 			build: func(context.Context) (channels.Channel, error) {
 				a, err := discord.New(o)

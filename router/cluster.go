@@ -112,6 +112,18 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	return nil
 }
 
+// mayTake reports whether this replica should take the chat now: one it
+// has (queued, or held since the last poll) always; a new one only while
+// fewer chats are busy here than there are turn slots, so that under load
+// new chats go to replicas with room (long polling takes every update in on
+// one replica).
+func (r *Router) mayTake(channel, chat string) bool {
+	k := channel + "\x00" + chat
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queues[k] != nil || r.held[k] || r.running < r.cfg.MaxConcurrentTurns
+}
+
 // poll takes the chats with pending messages that this replica may own,
 // and gives back chats it holds without work, until the router stops.
 func (r *Router) poll() {
@@ -155,6 +167,9 @@ func (r *Router) pollOnce(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if !r.mayTake(c[0], c[1]) {
+			continue
+		}
 		if err := r.takeChat(ctx, c[0], c[1]); err != nil && ctx.Err() == nil {
 			r.log.Warn("take over a chat", "channel", c[0], "chat", c[1], "err", err)
 		}
@@ -179,12 +194,13 @@ func (r *Router) releaseIdle(ctx context.Context) {
 	r.mu.Unlock()
 	for _, k := range idle {
 		channel, chat := splitKey(k)
-		if _, err := r.cfg.Cluster.ReleaseChat(ctx, channel, chat); err != nil {
+		if released, err := r.cfg.Cluster.ReleaseChat(ctx, channel, chat); err != nil || !released {
+			// Not released: messages are pending, and the next poll takes
+			// them here (the chat is still this replica's).
 			r.mu.Lock()
 			r.held[k] = true
 			r.mu.Unlock()
 		}
-		// Not released: messages are pending, and the next poll takes them.
 	}
 }
 

@@ -141,6 +141,11 @@ type testReplica struct {
 // newReplicaRouter starts a router with a replica named id on st.
 func newReplicaRouter(t *testing.T, st *store.Store, id string, ttl time.Duration, runner Runner, log *sharedLog) *testReplica {
 	t.Helper()
+	return newReplicaRouterN(t, st, id, ttl, 8, runner, log)
+}
+
+func newReplicaRouterN(t *testing.T, st *store.Store, id string, ttl time.Duration, slots int, runner Runner, log *sharedLog) *testReplica {
+	t.Helper()
 	tr := &testReplica{id: id, hb: &flakyHeartbeat{Store: st}, lost: make(chan struct{})}
 	var err error
 	tr.rep, err = cluster.New(cluster.Config{Store: tr.hb, ID: id, TTL: ttl, Poll: 10 * time.Millisecond,
@@ -151,7 +156,7 @@ func newReplicaRouter(t *testing.T, st *store.Store, id string, ttl time.Duratio
 	if err := tr.rep.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	tr.r, err = New(Config{Store: st, Agent: runner, MaxConcurrentTurns: 8, Cluster: tr.rep,
+	tr.r, err = New(Config{Store: st, Agent: runner, MaxConcurrentTurns: slots, Cluster: tr.rep,
 		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
 	if err != nil {
 		t.Fatal(err)
@@ -431,5 +436,33 @@ func TestClusterJobWaitsForTheChatsOwner(t *testing.T) {
 	defer runner.mu.Unlock()
 	if runner.overlap != 0 {
 		t.Errorf("%d overlapping turns in one chat", runner.overlap)
+	}
+}
+
+// A replica whose turn slots are all busy leaves new chats to replicas with
+// room (with long polling, every update comes in on one replica).
+func TestClusterBusyReplicaLeavesNewChatsToOthers(t *testing.T) {
+	st := openShared(t)
+	log := &sharedLog{}
+	runner := newChatRunner()
+	a := newReplicaRouterN(t, st, "a", 5*time.Second, 1, runner, log)
+	newReplicaRouterN(t, st, "b", 5*time.Second, 1, runner, log)
+
+	release := runner.hold("p/0")
+	if err := a.r.Deliver(t.Context(), msg("p", "u", "p/0")); err != nil {
+		t.Fatal(err)
+	}
+	<-runner.started
+	if err := a.r.Deliver(t.Context(), msg("q", "u", "q/0")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "b to answer the new chat", func() bool { return len(log.snapshot()) >= 1 })
+	if got := log.snapshot(); got[0] != (sentBy{"b", "q", "echo: q/0"}) {
+		t.Fatalf("sends %v; want b to answer q while a is busy", got)
+	}
+	close(release)
+	waitUntil(t, "a's answer", func() bool { return len(log.snapshot()) >= 2 })
+	if got := log.snapshot()[1]; got != (sentBy{"a", "p", "echo: p/0"}) {
+		t.Fatalf("second send %v", got)
 	}
 }

@@ -397,7 +397,11 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	}
 	if r.cfg.Cluster != nil {
 		// Stored: from here the chat's owner answers it, this replica if it
-		// can take the chat, else the one that has it.
+		// can take the chat, else the one that has it. A replica whose turn
+		// slots are all busy leaves a new chat to one with room (the polls).
+		if !r.mayTake(in.Channel, in.ChatID) {
+			return nil
+		}
 		if err := r.takeChat(ctx, in.Channel, in.ChatID); err != nil {
 			log.Warn("stored a message but could not take its chat; the poll will", "err", err)
 		}

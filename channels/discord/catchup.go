@@ -3,6 +3,7 @@ package discord
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,6 +20,15 @@ import (
 // the messages posted after the newest one it already took in, in every chat
 // it has talked in, and hands them to the sink like live ones. The router's
 // intake stores a message once, so one already taken in is not repeated.
+//
+// With shards, the store lists the chats of every shard. The catch-up needs
+// each chat's guild anyway (REST messages carry none), from the gateway's
+// state or one GET /channels/{id}; a chat whose guild belongs to another
+// shard (a DM: to any shard but 0) is then left to that shard, before its
+// history is fetched. So each shard fetches only its own chats' messages,
+// as the gateway sends it only their live ones; a chat whose guild cannot
+// be read is fetched as before (a failure is logged), and were one fetched
+// twice, the intake would still take each message in once.
 
 const (
 	// defaultCatchUpLimit caps the messages recovered per chat: enough for a
@@ -89,7 +99,7 @@ func (a *Adapter) startCatchUp(ctx context.Context, sink channels.Sink, botID st
 	}
 	close(todo)
 	var mu sync.Mutex
-	found, failed := 0, 0
+	found, failed, others := 0, 0, 0
 	var workers sync.WaitGroup
 	for range min(catchUpWorkers, len(chats)) {
 		workers.Go(func() {
@@ -101,9 +111,16 @@ func (a *Adapter) startCatchUp(ctx context.Context, sink channels.Sink, botID st
 				cctx, cancel := context.WithTimeout(ctx, catchUpChatTimeout)
 				msgs, err := a.missed(cctx, chat, after)
 				cancel()
+				other := errors.Is(err, errOtherShard)
+				if other {
+					err = nil
+				}
 				mu.Lock()
 				found += len(msgs)
-				if err != nil {
+				switch {
+				case other:
+					others++
+				case err != nil:
 					failed++
 				}
 				mu.Unlock()
@@ -113,8 +130,12 @@ func (a *Adapter) startCatchUp(ctx context.Context, sink channels.Sink, botID st
 	}
 	a.bg.Go(func() {
 		workers.Wait()
+		attrs := []any{"chats", len(chats), "messages", found, "chats_failed", failed}
+		if sh := a.shardLogAttrs(); sh != nil {
+			attrs = append(append(attrs, "chats_other_shards", others), sh...)
+		}
 		a.log.Info("discord: caught up on messages sent before this gateway session",
-			"chats", len(chats), "messages", found, "chats_failed", failed, "took", time.Since(start).Round(time.Millisecond))
+			append(attrs, "took", time.Since(start).Round(time.Millisecond))...)
 	})
 }
 
@@ -142,14 +163,22 @@ func (a *Adapter) deliverCaughtUp(ctx context.Context, sink channels.Sink, chat,
 	}
 }
 
+// errOtherShard: the chat's events go to another shard, which catches up
+// on it.
+var errOtherShard = errors.New("discord: the chat belongs to another gateway shard")
+
 // missed fetches the messages of a chat after the message id after, oldest
 // first, at most catchUpLimit. REST message objects carry no guild_id, so
 // it is filled in from the channel: without it a guild message would pass
-// for a DM, which needs no mention.
+// for a DM, which needs no mention. A chat of another shard is not fetched
+// (errOtherShard).
 func (a *Adapter) missed(ctx context.Context, chat, after string) ([]*discordgo.Message, error) {
 	guildID, err := a.channelGuild(ctx, chat)
 	if err != nil {
 		return nil, err
+	}
+	if !a.ownsGuild(guildID) {
+		return nil, errOtherShard
 	}
 	var out []*discordgo.Message
 	for {

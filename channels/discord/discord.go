@@ -9,6 +9,10 @@
 // keeps its Discord id as MessageID, so the router's dedup absorbs a replay.
 // A new session (a restart, or an invalid session) gets no replay; the
 // adapter catches up over REST instead (see startCatchUp).
+//
+// With Options.ShardCount > 1 the adapter serves one gateway shard (fixed,
+// or claimed by each Run): Discord sends it only the events of its guilds,
+// and DMs only to shard 0; its catch-up skips the chats of other shards.
 package discord
 
 import (
@@ -18,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +76,36 @@ type Options struct {
 	CatchUpLimit int
 	// CatchUpMaxAge: older messages are not recovered (default 24 h).
 	CatchUpMaxAge time.Duration
+
+	// ShardCount splits the bot's gateway into shards, each its own
+	// connection (0 or 1: one connection gets every event). With more, the
+	// adapter serves one shard: Discord sends it the events of the guilds
+	// whose (guild_id >> 22) % ShardCount is the shard, and DMs only to
+	// shard 0. Every shard must be served by some process.
+	ShardCount int
+	// ShardID is the shard to serve, 0 to ShardCount-1 (config shard_id).
+	// Nil with ShardCount > 1: ClaimShard gives it.
+	ShardID *int
+	// ClaimShard gives the shard to serve when ShardCount > 1 and ShardID
+	// is nil; New refuses that case without it. Each Run calls it before
+	// connecting and does not connect until it returns: it may block until
+	// a shard is free, and should return ctx's error when ctx ends. See
+	// ShardClaim for losing and releasing a claim.
+	ClaimShard func(ctx context.Context) (ShardClaim, error)
+}
+
+// ShardClaim is a shard claimed for one Run (see Options.ClaimShard).
+type ShardClaim struct {
+	// ID is the shard, 0 to ShardCount-1.
+	ID int
+	// Lost, if not nil, is closed when the claim ends before Run does (its
+	// lease expired or was taken over): Run then closes the gateway and
+	// returns an error, so that the supervisor runs it again and it claims
+	// anew.
+	Lost <-chan struct{}
+	// Release, if not nil, is called once when Run has closed the gateway
+	// (or failed to connect), so that another process may take the shard.
+	Release func()
 }
 
 // Adapter is the Discord channel. Create it with New.
@@ -85,6 +120,9 @@ type Adapter struct {
 	lastSeen    func(ctx context.Context) (map[string]string, error)
 	catchUpMax  int
 	catchUpAge  time.Duration
+	shardCount  int // > 1 when sharded
+	shardID     *int
+	claimShard  func(ctx context.Context) (ShardClaim, error)
 
 	active   atomic.Bool // a Run is in progress (one at a time)
 	running  atomic.Bool // the gateway should be connected
@@ -97,6 +135,7 @@ type Adapter struct {
 	botID   string
 	botName string
 	titles  map[string]string // channel id → name
+	shard   int               // the shard this Run serves
 }
 
 // New validates o and prepares a session; nothing connects until Run.
@@ -135,6 +174,9 @@ func New(o Options) (*Adapter, error) {
 	if o.CatchUpMaxAge <= 0 {
 		o.CatchUpMaxAge = defaultCatchUpMaxAge
 	}
+	if err := checkShard(o); err != nil {
+		return nil, err
+	}
 
 	client := &http.Client{Timeout: 30 * time.Second}
 	if o.HTTPClient != nil {
@@ -171,7 +213,13 @@ func New(o Options) (*Adapter, error) {
 		s: s, http: client, log: log, sleep: o.Sleep, maxDownload: o.MaxDownloadBytes,
 		redact: rd, libSink: &libSink{log: log, redact: rd}, titles: map[string]string{},
 		lastSeen: o.LastSeen, catchUpMax: o.CatchUpLimit, catchUpAge: o.CatchUpMaxAge,
+		shardCount: max(o.ShardCount, 1), claimShard: o.ClaimShard,
 	}
+	if o.ShardID != nil {
+		id := *o.ShardID
+		a.shardID = &id
+	}
+	s.ShardCount = a.shardCount
 	// A reconnect still in flight when Run stops may reopen the gateway
 	// after Close; close it again.
 	s.AddHandler(func(s *discordgo.Session, _ *discordgo.Connect) {
@@ -182,17 +230,108 @@ func New(o Options) (*Adapter, error) {
 	return a, nil
 }
 
+// checkShard validates the sharding options.
+func checkShard(o Options) error {
+	switch {
+	case o.ShardCount < 0:
+		return fmt.Errorf("discord: shard count %d: use 0 or 1 for one gateway connection, or the number of shards", o.ShardCount)
+	case o.ShardID != nil && (*o.ShardID < 0 || *o.ShardID >= max(o.ShardCount, 1)):
+		return fmt.Errorf("discord: shard id %d: it must be from 0 to the shard count minus 1 (%d)", *o.ShardID, max(o.ShardCount, 1)-1)
+	case o.ShardCount > 1 && o.ShardID == nil && o.ClaimShard == nil:
+		return fmt.Errorf("discord: the gateway is split into %d shards, but this process has none: set shard_id, or let it claim one", o.ShardCount)
+	}
+	return nil
+}
+
 // Name is "discord".
 func (a *Adapter) Name() string { return name }
 
+// claim returns the shard this Run serves (0 when unsharded), from
+// ShardID or ClaimShard.
+func (a *Adapter) claim(ctx context.Context) (ShardClaim, error) {
+	switch {
+	case a.shardCount <= 1:
+		return ShardClaim{}, nil
+	case a.shardID != nil:
+		return ShardClaim{ID: *a.shardID}, nil
+	}
+	c, err := a.claimShard(ctx)
+	if err != nil {
+		return ShardClaim{}, fmt.Errorf("discord: claim a gateway shard: %w", err)
+	}
+	if c.ID < 0 || c.ID >= a.shardCount {
+		if c.Release != nil {
+			c.Release()
+		}
+		return ShardClaim{}, fmt.Errorf("discord: claimed shard %d is not one of the %d shards", c.ID, a.shardCount)
+	}
+	a.log.Info("discord: claimed a gateway shard", "shard", c.ID, "shards", a.shardCount)
+	return c, nil
+}
+
+// useShard sets the shard the session identifies with. discordgo reads it
+// in Open, under the session lock.
+func (a *Adapter) useShard(id int) {
+	a.mu.Lock()
+	a.shard = id
+	a.mu.Unlock()
+	a.s.Lock()
+	a.s.ShardID = id
+	a.s.Unlock()
+}
+
+// shardLogAttrs are the shard's log attributes; none when unsharded.
+func (a *Adapter) shardLogAttrs() []any {
+	if a.shardCount <= 1 {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return []any{"shard", a.shard, "shards", a.shardCount}
+}
+
+// ownsGuild reports whether the events of guildID ("" for a DM) come to
+// this adapter's shard: (guild_id >> 22) % shards, DMs to shard 0. An id
+// that is not a snowflake is taken as this shard's.
+func (a *Adapter) ownsGuild(guildID string) bool {
+	if a.shardCount <= 1 {
+		return true
+	}
+	a.mu.Lock()
+	shard := a.shard
+	a.mu.Unlock()
+	if guildID == "" {
+		return shard == 0
+	}
+	id, err := strconv.ParseUint(guildID, 10, 64)
+	return err != nil || int((id>>22)%uint64(a.shardCount)) == shard
+}
+
 // Run connects to the gateway and hands messages and slash commands to sink
-// until ctx ends. Reconnects and resumes are discordgo's. It returns an
-// error only when the first connection fails.
+// until ctx ends. Reconnects and resumes are discordgo's. When sharded
+// without a ShardID, it first waits for ClaimShard. It returns an error
+// only when no shard could be claimed, the first connection fails, or the
+// claim was lost.
 func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 	if !a.active.CompareAndSwap(false, true) {
 		return errors.New("discord: run: already running")
 	}
 	defer a.active.Store(false)
+	claim, err := a.claim(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if claim.Release != nil {
+		defer claim.Release()
+	}
+	// discordgo keeps the last session and resumes it on the next Open,
+	// even if this Run's shard is another. But Close ends a session (code
+	// 1000), so Discord answers that RESUME with op 9 and discordgo
+	// identifies anew, with this shard.
+	a.useShard(claim.ID)
 	a.running.Store(true)
 	defer a.running.Store(false)
 	defer registerLibLog(a.libSink)()
@@ -214,7 +353,13 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 	if err := a.s.Open(); err != nil {
 		return a.redact.wrap(err, "discord: connect to gateway")
 	}
-	<-ctx.Done()
+	var lost error
+	select {
+	case <-ctx.Done():
+	case <-claim.Lost: // a nil channel (no claim, or no Lost) never fires
+		lost = fmt.Errorf("discord: lost the claim on gateway shard %d; disconnected", claim.ID)
+		a.log.Warn("discord: lost the claim on the gateway shard; disconnecting", "shard", claim.ID, "shards", a.shardCount)
+	}
 	a.running.Store(false)
 	// Without this, a heartbeat goroutine that was waiting for the session
 	// lock while Close held it writes to the closed socket afterwards and
@@ -225,7 +370,7 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 	}
 	a.queues.wait()
 	a.bg.Wait()
-	return nil
+	return lost
 }
 
 // setReconnect switches discordgo's reconnect on error. The library reads
@@ -255,7 +400,7 @@ func (a *Adapter) onReady(ctx context.Context, sink channels.Sink, r *discordgo.
 	a.mu.Lock()
 	a.botID, a.botName = r.User.ID, r.User.Username
 	a.mu.Unlock()
-	a.log.Info("discord: connected", "bot", r.User.Username, "bot_id", r.User.ID)
+	a.log.Info("discord: connected", append([]any{"bot", r.User.Username, "bot_id", r.User.ID}, a.shardLogAttrs()...)...)
 	a.startCatchUp(ctx, sink, r.User.ID)
 	appID := r.User.ID
 	if r.Application != nil && r.Application.ID != "" {

@@ -20,9 +20,16 @@
 //     fake dispatched (else 10062), and type 6 only for component ones.
 //   - Gateway: HELLO, IDENTIFY → READY, RESUME → replay of the events after the
 //     client's seq → RESUMED, heartbeat ACK, op 7 reconnect, op 9 for an
-//     unknown session. Dispatches made while no connection is live are queued
-//     and replayed on RESUME, as Discord does. Messages the bot sends are
-//     echoed back as MESSAGE_CREATE, as Discord does.
+//     unknown session or one the client closed with 1000 or 1001 (which
+//     ends a session on Discord). Dispatches made while no connection is
+//     live are queued and replayed on RESUME, as Discord does. Messages the
+//     bot sends are echoed back as MESSAGE_CREATE, as Discord does.
+//   - Sharding: an IDENTIFY may carry shard [shard_id, num_shards]; each
+//     shard is its own session (own session id, seq and backlog). An event
+//     of a guild goes to the sessions whose shard is
+//     (guild_id >> 22) % num_shards, an event without a guild (a DM) to
+//     shard 0, as on Discord; an unsharded session gets everything. An
+//     invalid shard is closed with 4010.
 //   - Attachments: files added with AddFile are served under /attachments/ and
 //     referenced by a cdn.discordapp.com URL, so a client must route CDN
 //     downloads to the fake the same way it routes REST calls.
@@ -114,11 +121,9 @@ type Fake struct {
 
 	// gateway
 	conns      map[*gwConn]struct{} // every open websocket
-	live       *gwConn              // the identified/resumed connection, if any
-	sessionID  string
-	sessions   int
-	seq        int64
-	backlog    []frame
+	sessions   map[string]*session  // session id → session, one per shard
+	current    *session             // the last session identified
+	nsessions  int
 	identifies []Identify
 	resumes    []Resume
 }
@@ -187,6 +192,11 @@ type Identify struct {
 	Token    string
 	Intents  int
 	Compress bool
+	// Shard is the IDENTIFY's shard array [shard_id, num_shards]; nil when
+	// it had none (unsharded: one session gets every event).
+	Shard *[2]int
+	// SessionID is the session the READY started.
+	SessionID string
 }
 
 // Resume is a recorded op 6.
@@ -234,6 +244,7 @@ func Start() *Fake {
 		history:           map[string][]Message{},
 		issued:            map[string]*issued{},
 		conns:             map[*gwConn]struct{}{},
+		sessions:          map[string]*session{},
 	}
 	f.users[f.Bot.ID] = f.Bot
 	f.mux = http.NewServeMux()
@@ -268,7 +279,9 @@ func (f *Fake) close() {
 	for c := range f.conns {
 		c.ws.Close()
 	}
-	f.live = nil
+	for _, ss := range f.sessions {
+		ss.live = nil
+	}
 	f.mu.Unlock()
 	f.srv.Close()
 }

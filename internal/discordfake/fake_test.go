@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -418,5 +420,262 @@ func TestChannelHistory(t *testing.T) {
 	}
 	if status, _ := get("?limit=101"); status != http.StatusBadRequest {
 		t.Errorf("limit=101: status %d, want 400", status)
+	}
+}
+
+// guildOnShard returns a guild id (a snowflake) whose events go to shard
+// of count: (id >> 22) % count == shard.
+func guildOnShard(t *testing.T, n, shard, count int) string {
+	t.Helper()
+	id := strconv.FormatUint(uint64(1000*count+shard+n*count)<<22|4242, 10)
+	if got := ShardOf(id, count); got != shard {
+		t.Fatalf("ShardOf(%s, %d) = %d, want %d", id, count, got, shard)
+	}
+	return id
+}
+
+// identifyAs dials and identifies with shard (nil: none) and returns the
+// client and its READY data.
+func identifyAs(t *testing.T, f *Fake, shard []int) (*client, readyData) {
+	t.Helper()
+	c := dial(t, f)
+	d := map[string]any{"token": "Bot " + f.Token, "intents": 1}
+	if shard != nil {
+		d["shard"] = shard
+	}
+	c.write(2, d)
+	fr := c.read()
+	var rd readyData
+	if err := json.Unmarshal(fr.D, &rd); err != nil || fr.T != "READY" {
+		t.Fatalf("identify %v: got %s %s (%v), want READY", shard, fr.T, fr.D, err)
+	}
+	return c, rd
+}
+
+type readyData struct {
+	SessionID string  `json:"session_id"`
+	Shard     *[2]int `json:"shard"`
+}
+
+// readUntil reads dispatches until one whose data has id until, and
+// returns the data ids before it and that one's seq.
+func (c *client) readUntil(until string) (ids []string, seq int64) {
+	c.t.Helper()
+	for {
+		fr := c.read()
+		var d struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(fr.D, &d); err != nil || fr.Op != 0 {
+			c.t.Fatalf("frame op %d %s %s (%v), want a dispatch", fr.Op, fr.T, fr.D, err)
+		}
+		if d.ID == until {
+			return ids, fr.S
+		}
+		ids = append(ids, d.ID)
+	}
+}
+
+// Events are routed as Discord routes them: a guild's to the shard
+// (guild_id >> 22) % num_shards, a DM's to shard 0, everything to an
+// unsharded session; each shard is its own session with its own seq and
+// backlog.
+func TestGatewayShardRouting(t *testing.T) {
+	f := New(t)
+	ctx := testCtx(t)
+	c0, r0 := identifyAs(t, f, []int{0, 2})
+	c1, r1 := identifyAs(t, f, []int{1, 2})
+	cu, ru := identifyAs(t, f, nil)
+
+	if r0.Shard == nil || *r0.Shard != [2]int{0, 2} || r1.Shard == nil || *r1.Shard != [2]int{1, 2} || ru.Shard != nil {
+		t.Errorf("READY shards = %v %v %v, want [0 2] [1 2] none", r0.Shard, r1.Shard, ru.Shard)
+	}
+	if r0.SessionID == r1.SessionID || r1.SessionID == ru.SessionID {
+		t.Errorf("sessions %s %s %s, want one per shard", r0.SessionID, r1.SessionID, ru.SessionID)
+	}
+	log := f.IdentifyLog()
+	var shards []string
+	for _, id := range log {
+		shards = append(shards, fmt.Sprint(id.Shard))
+	}
+	if want := []string{"&[0 2]", "&[1 2]", "<nil>"}; !slices.Equal(shards, want) {
+		t.Errorf("recorded IDENTIFY shards = %v, want %v", shards, want)
+	}
+	if len(log) == 3 && (log[0].SessionID != r0.SessionID || log[2].SessionID != ru.SessionID) {
+		t.Errorf("recorded sessions = %+v", log)
+	}
+
+	g0, g1 := guildOnShard(t, 0, 0, 2), guildOnShard(t, 1, 1, 2)
+	g0b, g1b := guildOnShard(t, 2, 0, 2), guildOnShard(t, 3, 1, 2)
+	type dispatch struct {
+		name  string
+		event string
+		data  func() any
+		id    func(any) string
+		to    string // which sessions: "0", "1", "u"
+	}
+	msg := func(channel, guild string) func() any {
+		return func() any { return f.MessageCreate(channel, guild, "u1", "alice", "hi") }
+	}
+	msgID := func(d any) string { return d.(Message).ID }
+	rows := []dispatch{
+		{"guild on shard 0", "MESSAGE_CREATE", msg("c-g0", g0), msgID, "0u"},
+		{"guild on shard 1", "MESSAGE_CREATE", msg("c-g1", g1), msgID, "1u"},
+		{"another guild on shard 0", "MESSAGE_CREATE", msg("c-g0b", g0b), msgID, "0u"},
+		{"another guild on shard 1", "MESSAGE_CREATE", msg("c-g1b", g1b), msgID, "1u"},
+		{"DM", "MESSAGE_CREATE", msg("dm-1", ""), msgID, "0u"},
+		{"slash command in a guild on shard 1", "INTERACTION_CREATE",
+			func() any { return f.SlashCommand("c-g1", g1, "u1", "alice", "new") },
+			func(d any) string { return d.(Interaction).ID }, "1u"},
+		{"slash command in a DM", "INTERACTION_CREATE",
+			func() any { return f.SlashCommand("dm-1", "", "u1", "alice", "new") },
+			func(d any) string { return d.(Interaction).ID }, "0u"},
+		{"GUILD_CREATE of a guild on shard 1 (its id, not guild_id)", "GUILD_CREATE",
+			func() any { return map[string]any{"id": g1b, "name": "g"} },
+			func(d any) string { return d.(map[string]any)["id"].(string) }, "1u"},
+	}
+	want := map[string][]string{}
+	for _, r := range rows {
+		d := r.data()
+		f.Dispatch(r.event, d)
+		for _, k := range r.to {
+			want[string(k)] = append(want[string(k)], r.id(d))
+		}
+	}
+	// Barriers: the last event each session gets.
+	b0 := f.MessageCreate("dm-1", "", "u1", "alice", "barrier 0")
+	b1 := f.MessageCreate("c-g1", g1, "u1", "alice", "barrier 1")
+	if s := f.Dispatch("MESSAGE_CREATE", b0); s != int64(len(want["u"])+2) {
+		t.Errorf("Dispatch returned seq %d, want %d (the unsharded session's, identified last)", s, len(want["u"])+2)
+	}
+	f.Dispatch("MESSAGE_CREATE", b1)
+	got := map[string][]string{}
+	got["0"], _ = c0.readUntil(b0.ID)
+	var seq1 int64
+	got["1"], seq1 = c1.readUntil(b1.ID)
+	u, _ := cu.readUntil(b1.ID)
+	got["u"] = slices.DeleteFunc(u, func(id string) bool { return id == b0.ID })
+	for _, k := range []string{"0", "1", "u"} {
+		if !slices.Equal(got[k], want[k]) {
+			t.Errorf("session %s got %v, want %v", k, got[k], want[k])
+		}
+	}
+
+	// Each shard's session has its own seq and backlog: a resume replays
+	// only the events of its shard.
+	c1.ws.Close()
+	late0 := f.MessageCreate("c-g0", g0, "u1", "alice", "while shard 1 is away")
+	late1 := f.MessageCreate("c-g1", g1, "u1", "alice", "while shard 1 is away")
+	f.Dispatch("MESSAGE_CREATE", late0)
+	f.Dispatch("MESSAGE_CREATE", late1)
+	c1r := dial(t, f)
+	c1r.write(6, map[string]any{"token": "Bot " + f.Token, "session_id": r1.SessionID, "seq": seq1})
+	if replay, _ := c1r.readUntil(""); !slices.Equal(replay, []string{late1.ID}) { // RESUMED has no id
+		t.Errorf("shard 1 resumed with %v, want only %s (late0 is shard 0's)", replay, late1.ID)
+	}
+	if r, err := f.WaitResume(ctx, 1); err != nil || r.SessionID != r1.SessionID {
+		t.Errorf("resume = %+v, %v", r, err)
+	}
+
+	// A new IDENTIFY of shard 0 starts that shard afresh; shard 1's
+	// session lives on.
+	_, r0b := identifyAs(t, f, []int{0, 2})
+	stale := dial(t, f)
+	stale.write(6, map[string]any{"token": "Bot " + f.Token, "session_id": r0.SessionID, "seq": 2})
+	if fr := stale.read(); fr.Op != 9 || r0b.SessionID == r0.SessionID {
+		t.Errorf("resume of the replaced shard-0 session: op %d (new session %s), want op 9", fr.Op, r0b.SessionID)
+	}
+	live := f.MessageCreate("c-g1", g1, "u1", "alice", "shard 1 still here")
+	f.Dispatch("MESSAGE_CREATE", live)
+	if ids, _ := c1r.readUntil(live.ID); len(ids) != 0 {
+		t.Errorf("shard 1 got %v before %s", ids, live.ID)
+	}
+}
+
+// An IDENTIFY whose shard is not [id, count] with 0 <= id < count is
+// closed with 4010, as on Discord, and starts no session.
+func TestGatewayRejectsInvalidShard(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shard any
+	}{
+		{"id equal to count", []int{2, 2}},
+		{"id over count", []int{5, 2}},
+		{"negative id", []int{-1, 2}},
+		{"zero shards", []int{0, 0}},
+		{"one element", []int{0}},
+		{"three elements", []int{0, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(t)
+			c := dial(t, f)
+			c.write(2, map[string]any{"token": "Bot " + f.Token, "intents": 1, "shard": tc.shard})
+			_ = c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _, err := c.ws.ReadMessage()
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != 4010 || ce.Text != "Invalid shard." {
+				t.Fatalf("err = %v, want close 4010 Invalid shard.", err)
+			}
+			if f.Identifies() != 0 || f.SessionID() != "" {
+				t.Errorf("identifies = %d, session %q; want none", f.Identifies(), f.SessionID())
+			}
+		})
+	}
+	// The same IDENTIFY with a valid shard is answered.
+	f := New(t)
+	if _, rd := identifyAs(t, f, []int{1, 2}); rd.Shard == nil || *rd.Shard != [2]int{1, 2} {
+		t.Errorf("READY shard = %v, want [1 2]", rd.Shard)
+	}
+}
+
+// ShardOf is Discord's formula; DMs and ids that are not numbers go to 0.
+func TestShardOf(t *testing.T) {
+	for _, tc := range []struct {
+		guild string
+		count int
+		want  int
+	}{
+		{"", 4, 0},
+		{"g1", 4, 0},
+		{"41771983423143937", 1, 0},  // a snowflake from Discord's docs: id >> 22 = 9959216934
+		{"41771983423143937", 8, 6},  // 9959216934 % 8
+		{"41771983423143937", 10, 4}, // 9959216934 % 10
+		{strconv.FormatUint(3<<22|(1<<22-1), 10), 4, 3},
+	} {
+		if got := ShardOf(tc.guild, tc.count); got != tc.want {
+			t.Errorf("ShardOf(%q, %d) = %d, want %d", tc.guild, tc.count, got, tc.want)
+		}
+	}
+}
+
+// A client that closes with 1000 or 1001 ends its session, as on Discord:
+// a RESUME of it gets op 9. Another close code keeps it resumable.
+func TestGatewayNormalCloseEndsSession(t *testing.T) {
+	for _, tc := range []struct {
+		code    int
+		resumed bool
+	}{
+		{websocket.CloseNormalClosure, false},
+		{websocket.CloseGoingAway, false},
+		{websocket.CloseServiceRestart, true},
+		{4000, true},
+	} {
+		t.Run(strconv.Itoa(tc.code), func(t *testing.T) {
+			f := New(t)
+			c, rd := identifyAs(t, f, []int{1, 2})
+			msg := websocket.FormatCloseMessage(tc.code, "")
+			if err := c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.WaitFor(testCtx(t), func() bool { return !f.Connected() }); err != nil {
+				t.Fatal(err)
+			}
+			c2 := dial(t, f)
+			c2.write(6, map[string]any{"token": "Bot " + f.Token, "session_id": rd.SessionID, "seq": 1})
+			fr := c2.read()
+			if got := fr.T == "RESUMED"; got != tc.resumed || (!got && fr.Op != 9) {
+				t.Errorf("resume after close %d: op %d %s, want resumed=%v (else op 9)", tc.code, fr.Op, fr.T, tc.resumed)
+			}
+		})
 	}
 }
