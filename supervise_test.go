@@ -190,3 +190,48 @@ func TestSupervisorAsksTheAdapter(t *testing.T) {
 	cancel()
 	sup.stopped()
 }
+
+// A gated channel (the Telegram poller among replicas) is built and
+// registered at once, so replies go out through it, but runs only once its
+// gate opens; meanwhile it is on standby.
+func TestSupervisorStandbyUntilGateOpens(t *testing.T) {
+	host := &supHost{added: map[string]router.Access{}}
+	sup := newSupervisor(host, slog.New(slog.DiscardHandler))
+	ch := &supChannel{name: "telegram", running: make(chan struct{}, 1)}
+	gateEntered := make(chan struct{})
+	open := make(chan struct{})
+	spec := channelSpec{name: "telegram", access: router.Access{Users: []string{"1"}},
+		build: func(context.Context) (channels.Channel, error) { return ch, nil },
+		gate: func(ctx context.Context) error {
+			close(gateEntered)
+			select {
+			case <-open:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}}
+	ctx, cancel := context.WithCancel(t.Context())
+	run := make(chan struct{})
+	close(run)
+	sup.start(ctx, []channelSpec{spec}, run)
+	<-gateEntered
+	if _, ok := host.access("telegram"); !ok {
+		t.Fatal("a channel on standby is not registered for sending")
+	}
+	if st := statusOf(sup, "telegram").State; st != httpapi.StateStandby {
+		t.Fatalf("state while gated = %q; want standby", st)
+	}
+	select {
+	case <-ch.running:
+		t.Fatal("the channel ran before its gate opened")
+	default:
+	}
+	close(open)
+	<-ch.running
+	if st := statusOf(sup, "telegram").State; st != httpapi.StateConnected {
+		t.Fatalf("state after the gate opened = %q", st)
+	}
+	cancel()
+	sup.stopped()
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"switchboard/cluster"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,6 +134,31 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 	if code, _ := s.do("GET", "/healthz", "", nil); code != http.StatusOK {
 		t.Fatalf("healthz while draining = %d", code)
+	}
+}
+
+// Among replicas, /readyz says which replica answers, its roles and how
+// many chats it holds; a replica whose heartbeat lapsed is not ready. A
+// channel another replica runs (standby) counts as ready.
+func TestReadinessCluster(t *testing.T) {
+	var healthy atomic.Bool
+	healthy.Store(true)
+	s := newStack(t, func(o *Options) {
+		o.Channels = func() []ChannelStatus {
+			return []ChannelStatus{{Name: "telegram", State: StateStandby}}
+		}
+		o.Cluster = func(context.Context) (cluster.Status, error) {
+			return cluster.Status{Replica: "gw-2", Roles: []string{"scheduler"}, Chats: 7, Heartbeat: "1s", Healthy: healthy.Load()}, nil
+		}
+	})
+	code, rd := readiness(t, s)
+	if code != http.StatusOK || rd.Cluster == nil || rd.Cluster.Replica != "gw-2" || rd.Cluster.Chats != 7 ||
+		len(rd.Cluster.Roles) != 1 || !rd.Checks["cluster"].OK || !rd.Channels["telegram"].OK {
+		t.Fatalf("readyz = %d %+v %+v", code, rd, rd.Cluster)
+	}
+	healthy.Store(false)
+	if code, rd = readiness(t, s); code != http.StatusServiceUnavailable || rd.Checks["cluster"].OK {
+		t.Fatalf("readyz with a lapsed heartbeat = %d %+v", code, rd)
 	}
 }
 

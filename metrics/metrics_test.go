@@ -174,3 +174,27 @@ func scrape(t *testing.T, m *Metrics) string {
 	}
 	return string(b)
 }
+
+// Among replicas, every series carries the replica's id, so that one
+// Prometheus can tell them apart.
+func TestReplicaLabel(t *testing.T) {
+	m := NewReplica("dev", "gw-2")
+	m.Queue(func() int { return 1 }, func() int { return 1 })
+	m.Channels(func() map[string]bool { return map[string]bool{"telegram": true} })
+	m.Sent("telegram", nil)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`switchboard_build_info{replica="gw-2",version="dev"} 1`,
+		`switchboard_queue_depth{replica="gw-2"} 1`,
+		`switchboard_channel_up{channel="telegram",replica="gw-2"} 1`,
+		`switchboard_messages_sent_total{channel="telegram",replica="gw-2"} 1`,
+		`go_goroutines{replica="gw-2"}`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if single := scrape(t, New("dev")); strings.Contains(single, "replica=") {
+		t.Errorf("a single process's metrics carry a replica label")
+	}
+}
