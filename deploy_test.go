@@ -57,3 +57,51 @@ func TestDeployConfig(t *testing.T) {
 		}
 	}
 }
+
+// The replica example: every instance of the template unit loads the shared
+// file with its own name and ports, on PostgreSQL, with the webhook served
+// by each replica and Discord shards claimed.
+func TestDeployReplicas(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-deploy")
+	t.Setenv("OPENAI_MODEL", "gpt-deploy")
+	t.Setenv("TELEGRAM_BOT_TOKEN", "123:deploy")
+	t.Setenv("TELEGRAM_WEBHOOK_SECRET", "deploy-webhook-secret")
+	t.Setenv("SWITCHBOARD_HTTP_TOKEN", "deploy-http-token-0123456789")
+	t.Setenv("SWITCHBOARD_DB_PASSWORD", "deploy-db-password")
+	t.Setenv("SWITCHBOARD_WEBHOOK_URL", "https://bot.example.com/telegram")
+	t.Setenv("SWITCHBOARD_HOST", "gw")
+	ids := map[string]bool{}
+	ports := map[string]bool{}
+	for _, instance := range []string{"1", "2", "3"} {
+		t.Setenv("SWITCHBOARD_INSTANCE", instance)
+		cfg, err := config.Load("deploy/replicas/config.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("instance %s: Validate: %v", instance, err)
+		}
+		tg := cfg.Channels.Telegram
+		if cfg.Store.Driver != config.StorePostgres || cfg.Cluster.ReplicaID != "gw-"+instance ||
+			tg.Webhook.Listen != "127.0.0.1:844"+instance || cfg.HTTP.Listen != "127.0.0.1:808"+instance ||
+			cfg.Channels.Discord.ShardCount != 3 || cfg.Channels.Discord.ShardID != nil {
+			t.Fatalf("instance %s: %+v", instance, cfg.Redacted())
+		}
+		ids[cfg.Cluster.ReplicaID] = true
+		ports[tg.Webhook.Listen] = true
+		ports[cfg.HTTP.Listen] = true
+	}
+	if len(ids) != 3 || len(ports) != 6 {
+		t.Fatalf("instances share names or ports: %v %v", ids, ports)
+	}
+	unit, err := os.ReadFile("deploy/replicas/switchboard@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Environment=SWITCHBOARD_INSTANCE=%i", "StateDirectory=switchboard-%i",
+		"serve --config /etc/switchboard/replicas.yaml", "NoNewPrivileges=yes", "Restart=on-failure"} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("the template unit lacks %q", want)
+		}
+	}
+}
