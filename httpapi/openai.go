@@ -86,6 +86,10 @@ func ModelID(agentName string) string {
 // Name implements channels.Channel.
 func (a *API) Name() string { return APIChannel }
 
+// RepliesInProcess implements router.InProcessReplier: a reply goes out on
+// the request's open connection, in this process.
+func (a *API) RepliesInProcess() bool { return true }
+
 // Run implements channels.Channel: requests are taken until ctx ends.
 func (a *API) Run(ctx context.Context, sink channels.Sink) error {
 	a.mu.Lock()

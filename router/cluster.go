@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"time"
 
@@ -112,6 +113,46 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	return nil
 }
 
+// InProcessReplier is a channel whose replies must be sent by the process
+// that took the message in: the HTTP API answers on the request's open
+// connection, the console on its terminal. Among replicas, such a message
+// waits for its chat's lease before it is stored, so no other replica
+// answers it.
+type InProcessReplier interface {
+	RepliesInProcess() bool
+}
+
+// inProcess reports whether channel's replies must come from this process.
+func (r *Router) inProcess(channel string) bool {
+	r.mu.Lock()
+	ch := r.channels[channel]
+	r.mu.Unlock()
+	p, ok := ch.(InProcessReplier)
+	return ok && p.RepliesInProcess()
+}
+
+// pin takes the chat for a message that must be answered here, waiting
+// while another replica answers the chat; the lease is kept until unpin.
+func (r *Router) pin(ctx context.Context, channel, chat string) (unpin func(), err error) {
+	k := channel + "\x00" + chat
+	r.mu.Lock()
+	r.pinned[k]++
+	r.mu.Unlock()
+	unpin = func() {
+		r.mu.Lock()
+		if r.pinned[k]--; r.pinned[k] == 0 {
+			delete(r.pinned, k)
+		}
+		r.held[k] = true // given back by the poll once idle
+		r.mu.Unlock()
+	}
+	if !r.hold(ctx, channel, chat) {
+		unpin()
+		return nil, fmt.Errorf("router: waiting for chat %s/%s: %w", channel, chat, ctx.Err())
+	}
+	return unpin, nil
+}
+
 // mayTake reports whether this replica should take the chat now: one it
 // has (queued, or held since the last poll) always; a new one only while
 // fewer chats are busy here than there are turn slots, so that under load
@@ -121,7 +162,7 @@ func (r *Router) mayTake(channel, chat string) bool {
 	k := channel + "\x00" + chat
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.queues[k] != nil || r.held[k] || r.running < r.cfg.MaxConcurrentTurns
+	return r.queues[k] != nil || r.held[k] || r.pinned[k] > 0 || r.running < r.cfg.MaxConcurrentTurns
 }
 
 // poll takes the chats with pending messages that this replica may own,
@@ -181,8 +222,6 @@ func (r *Router) pollOnce(ctx context.Context) {
 // queue now (a busy chat's worker gives it back when done, and the next
 // poll checks again).
 func (r *Router) releaseIdle(ctx context.Context) {
-	r.leaseMu.Lock() // a job's worker holds it while it takes a chat
-	defer r.leaseMu.Unlock()
 	r.mu.Lock()
 	var idle []string
 	for k := range r.held {
@@ -194,9 +233,10 @@ func (r *Router) releaseIdle(ctx context.Context) {
 	r.mu.Unlock()
 	for _, k := range idle {
 		channel, chat := splitKey(k)
-		if released, err := r.cfg.Cluster.ReleaseChat(ctx, channel, chat); err != nil || !released {
-			// Not released: messages are pending, and the next poll takes
-			// them here (the chat is still this replica's).
+		released, err := r.release(ctx, channel, chat, func() bool { return r.queues[k] == nil })
+		if err != nil || !released {
+			// Not released: messages are pending (the next poll takes them
+			// here, the chat is still this replica's), or it is busy again.
 			r.mu.Lock()
 			r.held[k] = true
 			r.mu.Unlock()
@@ -204,11 +244,28 @@ func (r *Router) releaseIdle(ctx context.Context) {
 	}
 }
 
+// release gives the chat's lease back if idle() (checked under r.mu) and
+// no request waits for it here (pinned), unless messages of the chat are
+// pending. It runs under the chat's take lock, so that it cannot undo a
+// take that has just succeeded.
+func (r *Router) release(ctx context.Context, channel, chat string, idle func() bool) (bool, error) {
+	mu := &r.takeMu[takeStripe(channel, chat)]
+	mu.Lock()
+	defer mu.Unlock()
+	r.mu.Lock()
+	ok := r.pinned[channel+"\x00"+chat] == 0 && idle()
+	r.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	return r.cfg.Cluster.ReleaseChat(ctx, channel, chat)
+}
+
 // handBack gives the chat's lease back once its queue is empty; if messages
 // of the chat are pending (taken in by another replica meanwhile), it keeps
 // the lease and queues them. It reports whether the lease was given back.
 func (r *Router) handBack(channel, chat string) bool {
-	released, err := r.cfg.Cluster.ReleaseChat(r.base, channel, chat)
+	released, err := r.release(r.base, channel, chat, func() bool { return true })
 	if err != nil {
 		if r.base.Err() == nil {
 			r.log.Warn("give a chat back", "channel", channel, "chat", chat, "err", err)
@@ -226,14 +283,15 @@ func (r *Router) handBack(channel, chat string) bool {
 	return released
 }
 
-// hold waits until this replica holds the chat's lease, or the router
-// stops (false).
+// hold waits until this replica holds the chat's lease, or ctx ends
+// (false).
 func (r *Router) hold(ctx context.Context, channel, chat string) bool {
 	wait := r.cfg.Cluster.PollInterval()
+	mu := &r.takeMu[takeStripe(channel, chat)]
 	for {
-		r.leaseMu.Lock()
+		mu.Lock()
 		ok, err := r.cfg.Cluster.AcquireChat(ctx, channel, chat)
-		r.leaseMu.Unlock()
+		mu.Unlock()
 		if err == nil && ok {
 			return true
 		}

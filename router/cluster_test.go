@@ -466,3 +466,52 @@ func TestClusterBusyReplicaLeavesNewChatsToOthers(t *testing.T) {
 		t.Fatalf("second send %v", got)
 	}
 }
+
+// localChannel answers in the process that took the message in (like the
+// HTTP API, whose reply goes out on the request's connection).
+type localChannel struct{ replicaChannel }
+
+func (c *localChannel) Name() string           { return "local" }
+func (c *localChannel) RepliesInProcess() bool { return true }
+
+// A message for an in-process channel is answered by the replica that took
+// it in: it waits while another replica answers the chat, then takes it.
+func TestClusterInProcessChannelAnswersWhereTakenIn(t *testing.T) {
+	st := openShared(t)
+	log := &sharedLog{}
+	runner := newChatRunner()
+	a := newReplicaRouter(t, st, "a", 5*time.Second, runner, log)
+	b := newReplicaRouter(t, st, "b", 5*time.Second, runner, log)
+	for _, tr := range []*testReplica{a, b} {
+		tr.r.AddChannel(&localChannel{replicaChannel{replica: tr.id, log: log}}, everyone)
+	}
+	local := func(id, text string) channels.Inbound {
+		return channels.Inbound{Channel: "local", ChatID: "user1", ChatType: channels.DM, MessageID: id,
+			UserID: "user1", Text: text, Mentioned: true}
+	}
+	release := runner.hold("l/0")
+	if err := a.r.Deliver(t.Context(), local("m0", "l/0")); err != nil {
+		t.Fatal(err)
+	}
+	<-runner.started
+	stored := make(chan error, 1)
+	go func() { stored <- b.r.Deliver(t.Context(), local("m1", "l/1")) }()
+	// b waits for the chat rather than storing a message a would answer.
+	waitUntil(t, "b to wait for the chat", func() bool {
+		b.r.mu.Lock()
+		defer b.r.mu.Unlock()
+		return b.r.pinned["local\x00user1"] == 1
+	})
+	if items, err := st.PendingInbox(t.Context()); err != nil || len(items) != 1 {
+		t.Fatalf("pending while b waits: %d %v; want only a's message", len(items), err)
+	}
+	close(release)
+	if err := <-stored; err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "both answers", func() bool { return len(log.snapshot()) >= 2 })
+	want := []sentBy{{"a", "user1", "echo: l/0"}, {"b", "user1", "echo: l/1"}}
+	if got := log.snapshot(); !slices.Equal(got, want) {
+		t.Fatalf("sends %v; want %v", got, want)
+	}
+}

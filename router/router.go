@@ -211,7 +211,7 @@ type Router struct {
 	inflight map[int64]bool
 	held     map[string]bool
 	wake     chan struct{}
-	leaseMu  sync.Mutex     // orders giving back an idle chat against a job taking it
+	pinned   map[string]int // chats a request waits on here (InProcessReplier)
 	takeMu   [64]sync.Mutex // takeChat, striped by chat
 }
 
@@ -271,6 +271,7 @@ func New(cfg Config) (*Router, error) {
 		told:     map[string]bool{},
 		inflight: map[int64]bool{},
 		held:     map[string]bool{},
+		pinned:   map[string]int{},
 		wake:     make(chan struct{}, 1),
 	}
 	r.idle = sync.NewCond(&r.mu)
@@ -380,6 +381,13 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	payload, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("router: encode message: %w", err)
+	}
+	if r.cfg.Cluster != nil && r.inProcess(in.Channel) {
+		unpin, err := r.pin(ctx, in.Channel, in.ChatID)
+		if err != nil {
+			return err
+		}
+		defer unpin()
 	}
 	id, fresh, err := r.cfg.Store.Intake(ctx, store.InboxItem{Channel: in.Channel, ChatKey: in.ChatID,
 		MessageID: in.MessageID, UserID: in.UserID, Payload: payload})

@@ -63,6 +63,10 @@ func IsTerminal(f *os.File) bool {
 // Name implements channels.Channel.
 func (a *Adapter) Name() string { return "console" }
 
+// RepliesInProcess implements router.InProcessReplier: replies go to this
+// terminal.
+func (a *Adapter) RepliesInProcess() bool { return true }
+
 // Run reads lines until the input ends (returns nil) or ctx ends.
 func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 	lines := make(chan string)
