@@ -71,12 +71,15 @@ func splitMessage(text string, limit int) []string {
 		if next == nil {
 			stay = nil
 		}
-		for n+size()+closing(stay) > limit {
+		for size() > 0 && n+size()+closing(stay) > limit {
 			avail := limit - n - closing(stay)
-			if avail < 1 {
+			if avail < 1 && cur.Len() > hdr {
 				flush()
 				continue
 			}
+			// A limit too small even for the fence lines a part repeats:
+			// a character a part, over the limit, rather than no progress.
+			avail = max(avail, 1)
 			head, tail := cutLine(line, avail)
 			cur.WriteString(head)
 			n += utf8.RuneCountInString(head)

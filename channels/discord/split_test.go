@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -71,5 +72,37 @@ func TestSplitMessageInvariants(t *testing.T) {
 			}
 		}
 		checkSplit(t, text, parts)
+	}
+}
+
+// Limits too small for the fence lines a part repeats still end, with every
+// character of the text kept in order (before, a 70-character fence line
+// and a limit under 131 looped forever).
+func TestSplitMessageTinyLimits(t *testing.T) {
+	text := "```" + strings.Repeat("x", 60) + "\n" + strings.Repeat("code ", 40) + "\n```\nafter"
+	for _, limit := range []int{1, 5, 20, 64, 100, 130} {
+		done := make(chan []string, 1)
+		go func() { done <- splitMessage(text, limit) }()
+		var parts []string
+		select {
+		case parts = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("splitMessage at limit %d did not end", limit)
+		}
+		// The text, once the fence lines each part repeats are dropped.
+		var b strings.Builder
+		for _, p := range parts {
+			if p == "" {
+				t.Fatalf("limit %d: an empty part", limit)
+			}
+			for _, line := range strings.Split(p, "\n") {
+				if !strings.HasPrefix(line, "```") {
+					b.WriteString(strings.ReplaceAll(line, " ", ""))
+				}
+			}
+		}
+		if got := b.String(); !strings.Contains(got, strings.Repeat("code", 40)) || !strings.Contains(got, "after") {
+			t.Errorf("limit %d: text lost or reordered across %d parts", limit, len(parts))
+		}
 	}
 }
