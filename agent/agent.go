@@ -332,10 +332,16 @@ func (a *Agent) begin(ctx context.Context, st *turnState) error {
 	}
 	if st.t.ResumeTurnID != 0 {
 		st.turnID = st.t.ResumeTurnID
+		input := false
 		for _, e := range st.cur {
-			if e.Role == llm.RoleUser && !e.hidden {
-				st.t.Input = e.Message
-				break
+			if e.Role == llm.RoleUser && !e.hidden && !input {
+				st.t.Input, input = e.Message, true
+			}
+			// Each stored step has one assistant message: the turn goes on
+			// from where it was, and max_steps counts the steps before the
+			// interruption too.
+			if e.Role == llm.RoleAssistant && !e.hidden {
+				st.steps++
 			}
 		}
 		return nil

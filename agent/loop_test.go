@@ -564,3 +564,31 @@ func TestResumeAfterStoredAnswerDeliversIt(t *testing.T) {
 	equal(t, "sent", h.chat.Sent(), []string{answer})
 	equal(t, "transcript", h.transcript(), []string{"user: what is the answer?", "assistant: " + answer})
 }
+
+// A resumed turn counts the steps it took before the interruption: a turn
+// cut off after three of its three allowed steps does not get three more.
+func TestResumeKeepsStepCount(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	user := llm.Message{Role: llm.RoleUser, Content: "keep going"}
+	turnID, _, err := h.store.BeginTurn(ctx, store.TurnStart{ChatID: h.chatID, SessionID: h.session,
+		UserID: "u1", Channel: "test", Kind: "user"}, []llm.Message{user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 3; step++ {
+		id := fmt.Sprintf("call_%d", step)
+		msgs := []store.StepMessage{
+			{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: id, Name: "get_time", Arguments: "{}"}}}},
+			{Message: llm.Message{Role: llm.RoleTool, ToolCallID: id, Name: "get_time", Content: "12:00"}},
+		}
+		if _, err := h.store.CommitStep(ctx, turnID, step, msgs, llm.Usage{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.fake.SetDefault(&testkit.Reply{Text: "Summary of where I got to."})
+	res := h.run(user.Content, func(tr *agent.Turn) { tr.ResumeTurnID = turnID; tr.MaxSteps = 3 })
+	if res.StopReason != agent.StopMaxSteps {
+		t.Fatalf("stop reason = %s (steps %d); want max_steps: three steps were taken before the restart", res.StopReason, res.Steps)
+	}
+}
