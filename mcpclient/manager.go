@@ -114,6 +114,9 @@ func (s *server) tool(name string, mt *mcp.Tool) *agent.Tool {
 		Description:     description(s.name, mt),
 		ConcurrencySafe: readOnly(mt),
 		Source:          SourceName + ":" + s.name,
+		// Results come from another program and often carry outside text
+		// (pages, mail, tickets): labelled as data, not instructions.
+		Untrusted: true,
 	}
 	params, err := parameters(mt)
 	if err != nil {

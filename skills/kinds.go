@@ -164,6 +164,9 @@ func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 		return nil, err
 	}
 	t.Fn = call
+	// An HTTP response is whatever the remote service returned: the loop
+	// labels it as data, not instructions, like web_fetch's pages.
+	t.Untrusted = d.Kind == "http"
 	if maxChars > 0 {
 		t.MaxResultChars = maxChars + resultSlack
 	}

@@ -407,6 +407,13 @@ func TestKindBuildFields(t *testing.T) {
 	if _, ok := d.Parameters["type"]; ok {
 		t.Error("Build modified the definition's parameters")
 	}
+	// An HTTP response is outside text; a prompt sub-call's is not.
+	if !tool.Untrusted {
+		t.Error("an http tool's results are not labelled untrusted")
+	}
+	if p := buildTool(t, ToolDef{Name: "think", Kind: "prompt", Prompt: "x"}, Env{}); p.Untrusted {
+		t.Error("a prompt tool's results are labelled untrusted")
+	}
 }
 
 func TestKindTemplate(t *testing.T) {
