@@ -355,7 +355,7 @@ func TestClusterTakeOverAfterLeaseExpiry(t *testing.T) {
 	st := openShared(t)
 	log := &sharedLog{}
 	runner := newChatRunner()
-	const ttl = 1500 * time.Millisecond
+	const ttl = 3 * time.Second
 	a := newReplicaRouter(t, st, "a", ttl, runner, log)
 	b := newReplicaRouter(t, st, "b", ttl, runner, log)
 
