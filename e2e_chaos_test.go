@@ -55,7 +55,6 @@ package main
 //	go test -race -run 'TestChaos' -chaos.cycles=500 -chaos.seed=N .
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -524,26 +523,7 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.cycle.dead() {
 		panic(http.ErrAbortHandler) // the process died before its request went out
 	}
-	ctx := r.Context()
-	if call.send {
-		// A send that reached the platform is carried out whatever
-		// becomes of its sender, as on a real network.
-		ctx = context.WithoutCancel(ctx)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, p.ch.upstream()+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	answer, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
+	resp, answer := forwardTo(r, body, p.ch.upstream(), call.send)
 	sent := ""
 	if call.send && resp.StatusCode == http.StatusOK {
 		if sent = p.ch.sentID(answer); sent != "" {

@@ -4,9 +4,11 @@ package main
 // point of the child processes of the crash tests.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -197,4 +199,30 @@ func (s *modelScript) assertHistory(t *testing.T, last string, users []string, r
 	if !slices.Contains(assistantTexts(r), reply) {
 		t.Errorf("the model did not see its earlier reply %q: %q", reply, assistantTexts(r))
 	}
+}
+
+// forwardTo sends a request a tap received, with its body, to upstream and
+// returns the answer. A send (send true) that reached the platform is
+// carried out whatever becomes of its sender, as on a real network. A
+// failure aborts the tap's handler, as a dropped connection.
+func forwardTo(r *http.Request, body []byte, upstream string, send bool) (*http.Response, []byte) {
+	ctx := r.Context()
+	if send {
+		ctx = context.WithoutCancel(ctx)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	return resp, answer
 }

@@ -5,9 +5,9 @@
 // owner's heartbeat is fresh (younger than the TTL), so the chats and roles
 // of a replica that dies pass to the others after at most one TTL.
 //
-// A replica that cannot write its heartbeat for half the TTL stops (Lost is
-// called), before anyone may take its leases over: two replicas never run
-// a turn for the same chat at once.
+// A replica whose last written heartbeat is three quarters of the TTL old
+// stops (Lost is called), before anyone may take its leases over: two
+// replicas never run a turn for the same chat at once.
 package cluster
 
 import (
@@ -47,8 +47,8 @@ type Config struct {
 	Poll time.Duration
 	// Info is stored with the heartbeat (version, channels), for operators.
 	Info string
-	// Lost is called once if the heartbeat could not be written for half
-	// the TTL; nil: the process exits with status 1 (after logging why), so
+	// Lost is called once if no heartbeat could be written for three
+	// quarters of the TTL; nil: the process exits with status 1 (after logging why), so
 	// that its supervisor restarts it and the other replicas take over.
 	Lost   func()
 	Logger *slog.Logger
@@ -126,37 +126,47 @@ func (r *Replica) Start(ctx context.Context) error {
 	return nil
 }
 
+// beat writes a heartbeat every quarter TTL. A failed or slow one is tried
+// again at once (each try may take an eighth of the TTL); the replica gives
+// up only when its last written heartbeat is three quarters of the TTL old,
+// a quarter before anyone may take its leases.
 func (r *Replica) beat(ctx context.Context) {
 	defer close(r.done)
-	t := time.NewTicker(r.cfg.TTL / 4)
-	defer t.Stop()
+	every, try := r.cfg.TTL/4, r.cfg.TTL/8
+	wait := every
 	for {
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
-		hctx, cancel := context.WithTimeout(ctx, r.cfg.TTL/4)
+		// The row gets a time no earlier than this, so the lease lasts at
+		// least a TTL from here.
+		began := r.cfg.Now()
+		hctx, cancel := context.WithTimeout(ctx, try)
 		err := r.cfg.Store.Heartbeat(hctx, r.cfg.ID, r.cfg.Info)
 		cancel()
-		now := r.cfg.Now()
 		r.mu.Lock()
 		if err == nil {
-			r.lastOK = now
+			r.lastOK = began
 		}
-		silent := now.Sub(r.lastOK)
+		silent := r.cfg.Now().Sub(r.lastOK)
 		r.mu.Unlock()
 		switch {
 		case err == nil:
+			wait = every
 		case ctx.Err() != nil:
 			return
-		case silent >= r.cfg.TTL/2:
-			r.log.Error("could not write a heartbeat for half the lease TTL: stopping before another replica takes this one's chats",
+		case silent >= r.cfg.TTL*3/4:
+			r.log.Error("could not write a heartbeat for most of the lease TTL: stopping before another replica takes this one's chats",
 				"silent", silent.Round(time.Millisecond), "err", err)
 			r.lost.Do(r.onLost)
 			return
 		default:
-			r.log.Warn("heartbeat failed; retrying", "err", err)
+			r.log.Warn("heartbeat failed; retrying", "silent", silent.Round(time.Millisecond), "err", err)
+			wait = min(r.cfg.TTL/20, 100*time.Millisecond)
 		}
 	}
 }
@@ -285,7 +295,7 @@ func (r *Replica) Status(ctx context.Context) (Status, error) {
 		st.Roles = []string{}
 	}
 	st.Heartbeat = age.Round(time.Millisecond).String()
-	st.Healthy = age < r.cfg.TTL/2
+	st.Healthy = age < r.cfg.TTL/2 // a beat is due every quarter
 	leases, err := r.cfg.Store.Leases(ctx, r.cfg.ID)
 	if err != nil {
 		return st, fmt.Errorf("cluster: leases: %w", err)

@@ -27,12 +27,17 @@ type failing struct {
 	*store.Store
 	down  atomic.Bool
 	beats atomic.Int64
+	slow  atomic.Int64 // this beat (1 = the first) hangs until its deadline
 }
 
 func (f *failing) Heartbeat(ctx context.Context, replica, info string) error {
-	f.beats.Add(1)
+	n := f.beats.Add(1)
 	if f.down.Load() {
 		return errors.New("connection refused")
+	}
+	if n == f.slow.Load() {
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	return f.Store.Heartbeat(ctx, replica, info)
 }
@@ -177,5 +182,31 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waiting for %s", what)
 		}
 		<-tick.C
+	}
+}
+
+// One heartbeat that hangs until its deadline (a busy database) is tried
+// again at once; the replica carries on.
+func TestSlowHeartbeatIsRetried(t *testing.T) {
+	st := openStore(t)
+	f := &failing{Store: st}
+	f.slow.Store(3)
+	lost := make(chan struct{})
+	r, err := New(Config{Store: f, ID: "r1", TTL: time.Second, Lost: func() { close(lost) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(context.WithoutCancel(t.Context()))
+	waitFor(t, "heartbeats after the slow one", func() bool { return f.beats.Load() >= 6 })
+	select {
+	case <-lost:
+		t.Fatal("one slow heartbeat made the replica give up")
+	default:
+	}
+	if s, err := r.Status(t.Context()); err != nil || !s.Healthy {
+		t.Fatalf("status after a slow heartbeat: %+v %v", s, err)
 	}
 }

@@ -106,7 +106,7 @@ func NewReplica(version, replica string) *Metrics {
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.r})
 }
 
 // Registry returns the registry, for tests and extra collectors.
