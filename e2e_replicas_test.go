@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"switchboard/internal/webhooklb"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -439,76 +440,22 @@ func (p *replicaTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // ---- the load balancer in front of the webhooks ----
 
-// webhookLB is the HTTPS endpoint Telegram posts to: it forwards each
-// update to the next replica in turn and, on a connection error or a 5xx,
-// to the one after it, as a load balancer with retries does.
+// webhookLB is the HTTPS endpoint Telegram posts to, in front of the
+// replicas' webhooks (webhooklb.Balancer).
 type webhookLB struct {
 	*httptest.Server
-	client *http.Client
-
-	mu       sync.Mutex
-	backends []string // replicas' webhook base URLs
-	names    []string
-	next     int
-	accepted map[string]int // replica → updates it answered 200
-
-	retries atomic.Int64 // forwards that failed and went to the next replica
+	*webhooklb.Balancer
 }
 
 func newWebhookLB(t *testing.T) *webhookLB {
-	lb := &webhookLB{client: &http.Client{Timeout: 10 * time.Second}, accepted: map[string]int{}}
-	lb.Server = httptest.NewTLSServer(lb)
+	lb := &webhookLB{Balancer: webhooklb.New(&http.Client{Timeout: 10 * time.Second})}
+	lb.Server = httptest.NewTLSServer(lb.Balancer)
 	t.Cleanup(lb.Close)
 	return lb
 }
 
-func (lb *webhookLB) add(name, addr string) {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	lb.backends = append(lb.backends, "http://"+addr)
-	lb.names = append(lb.names, name)
-}
-
-func (lb *webhookLB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
-	lb.mu.Lock()
-	backends, names := slices.Clone(lb.backends), slices.Clone(lb.names)
-	first := lb.next
-	if len(backends) > 0 {
-		lb.next = (lb.next + 1) % len(backends)
-	}
-	lb.mu.Unlock()
-	for i := range 2 * len(backends) {
-		k := (first + i) % len(backends)
-		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, backends[k]+r.URL.RequestURI(), bytes.NewReader(body))
-		if err != nil {
-			break
-		}
-		req.Header = r.Header.Clone()
-		resp, err := lb.client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode < 500 {
-				if resp.StatusCode == http.StatusOK {
-					lb.mu.Lock()
-					lb.accepted[names[k]]++
-					lb.mu.Unlock()
-				}
-				w.WriteHeader(resp.StatusCode)
-				return
-			}
-		}
-		if r.Context().Err() != nil {
-			return
-		}
-		lb.retries.Add(1)
-	}
-	http.Error(w, "no replica took the update", http.StatusBadGateway)
-}
+// add adds a replica's webhook at addr.
+func (lb *webhookLB) add(name, addr string) { lb.Add(name, addr) }
 
 // ---- TestReplicasTakeOverAfterKill ----
 
@@ -906,16 +853,14 @@ func TestReplicasTakeOverAfterKill(t *testing.T) {
 			reposted++
 		}
 	}
-	lb.mu.Lock()
-	perReplica := fmt.Sprint(lb.accepted)
-	lb.mu.Unlock()
+	perReplica := fmt.Sprint(lb.Accepted())
 	t.Logf("%d messages in %d chats: sent in %s, all answered %s after the first send (kill at %s, process reaped %s later); "+
 		"%d replies, by replica %v; updates accepted by replica %v, %d load-balancer retries, %d messages posted again (%d posts); "+
 		"%d duplicate replies (explained; the Bot API took the dead replica's copies %s from the kill); "+
 		"in the %d chats with pending messages: first answer %s after the kill, lease seen moved %s (expiry %s); "+
 		"answers came %s after their message was accepted; test wall %s",
 		len(load.byID), takeoverChats, sendWall.Round(time.Millisecond), answeredWall.Round(time.Millisecond), k.at.Sub(started).Round(time.Millisecond),
-		k.reaped.Round(time.Millisecond), len(rig.tg.Sent()), bySender, perReplica, lb.retries.Load(), reposted, posts,
+		k.reaped.Round(time.Millisecond), len(rig.tg.Sent()), bySender, perReplica, lb.Retries(), reposted, posts,
 		len(dupAt), spread(dupAt), len(k.pending), spread(took), spread(moved), k.expiry.Sub(k.at).Round(time.Millisecond),
 		spread(latency), time.Since(start).Round(time.Millisecond))
 }

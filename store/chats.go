@@ -46,6 +46,10 @@ const (
 	sqlSessionByID = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.id = ?`
 	sqlSessions    = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.chat_id = ? ORDER BY s.id DESC`
 	sqlInsertSess  = `INSERT INTO sessions (chat_id, started_at) VALUES (?, ?)`
+	// sqlOpenSessionOnce opens a session for an existing chat without one
+	// open (sessions_open is unique on chat_id WHERE ended_at IS NULL).
+	sqlOpenSessionOnce = `INSERT INTO sessions (chat_id, started_at) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM chats WHERE id = ?)
+		ON CONFLICT (chat_id) WHERE ended_at IS NULL DO NOTHING`
 	sqlEndOpenSess = `UPDATE sessions SET ended_at = ? WHERE chat_id = ? AND ended_at IS NULL`
 )
 
@@ -123,11 +127,16 @@ func (s *Store) CurrentSession(ctx context.Context, chatID int64) (Session, erro
 	if !errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("store: current session of chat %d: %w", chatID, err)
 	}
-	err = s.inTx(ctx, func(tx conn) error {
-		var err error
-		sess, err = currentSessionTx(ctx, tx, chatID, s.nowMS())
-		return err
-	})
+	// One statement that opens it unless another process just did (the
+	// unique index on a chat's open session): no transaction to retry,
+	// which on PostgreSQL a burst of new chats made abort each other.
+	if _, err := s.db.ExecContext(ctx, sqlOpenSessionOnce, chatID, s.nowMS(), chatID); err != nil {
+		return Session{}, fmt.Errorf("store: current session of chat %d: %w", chatID, err)
+	}
+	sess, err = scanSession(s.db.QueryRowContext(ctx, sqlOpenSession, chatID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, fmt.Errorf("store: current session of chat %d: chat %d: %w", chatID, chatID, ErrNotFound)
+	}
 	if err != nil {
 		return Session{}, fmt.Errorf("store: current session of chat %d: %w", chatID, err)
 	}

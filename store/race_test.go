@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -388,4 +389,53 @@ func waitForBlocked(t *testing.T, db *sql.DB, pid int) {
 			return
 		}
 	}
+}
+
+// A burst of new chats opens their sessions without transactions that abort
+// each other: on PostgreSQL, serializable transactions opening sessions of
+// different chats conflicted on shared index pages and, retried past the
+// busy timeout, made the router apologise for a busy store.
+func TestBurstOfNewSessionsNeedsNoRetries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		const procs, chats = 4, 40
+		ss, _ := db.processes(t, procs)
+		ctx := t.Context()
+		ids := make([]int64, chats)
+		for i := range ids {
+			c, err := ss[0].EnsureChat(ctx, "telegram", fmt.Sprint("burst", i), "private", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[i] = c.ID
+		}
+		var retries atomic.Int64
+		testHookTxRetry = func() { retries.Add(1) }
+		defer func() { testHookTxRetry = nil }()
+		got := make([][]int64, procs)
+		errs := make([]error, procs)
+		race(procs, func(p int) {
+			for _, id := range ids {
+				s, err := ss[p].CurrentSession(ctx, id)
+				if err != nil {
+					errs[p] = err
+					return
+				}
+				got[p] = append(got[p], s.ID)
+			}
+		})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		for p := 1; p < procs; p++ {
+			if !slices.Equal(got[p], got[0]) {
+				t.Errorf("process %d saw sessions %v; process 0 %v", p, got[p], got[0])
+			}
+		}
+		if n := retries.Load(); n != 0 {
+			t.Errorf("%d transactions retried", n)
+		}
+		if _, err := ss[0].CurrentSession(ctx, 1<<40); !errors.Is(err, ErrNotFound) {
+			t.Errorf("session of a missing chat: %v; want ErrNotFound", err)
+		}
+	})
 }

@@ -19,10 +19,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
+	"switchboard/bench/internal/host"
 	"time"
 
 	"switchboard/bench/internal/gateway"
@@ -102,7 +101,7 @@ func run(o options, out, progress io.Writer) error {
 		s.Users = max(s.Users, n)
 	}
 	s.MaxConcurrentTurns = max(s.MaxConcurrentTurns, s.Users)
-	rep := report{opts: o, settings: s, date: time.Now(), machine: machine(), load: loadAverage()}
+	rep := report{opts: o, settings: s, date: time.Now(), machine: host.Machine(), load: host.LoadAverage()}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -139,28 +138,9 @@ func run(o options, out, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("tokens: %w", err)
 	}
-	rep.load += " (start), " + loadAverage() + " (end)"
+	rep.load += " (start), " + host.LoadAverage() + " (end)"
 	rep.write(out)
 	return nil
-}
-
-// machine describes where the suite ran: `uname -m`, the CPU model and the
-// number of cores, the Go version.
-func machine() string {
-	arch := runtime.GOARCH
-	if b, err := exec.Command("uname", "-m").Output(); err == nil {
-		arch = strings.TrimSpace(string(b))
-	}
-	cpu := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.Join(strings.Fields(v), " ")
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%s, %s, %d cores, %s", arch, cpu, runtime.NumCPU(), runtime.Version())
 }
 
 // timeline shows when the first, 10 %, 50 %, 90 % and last of ts happened.
@@ -174,15 +154,4 @@ func timeline(ts []time.Duration) string {
 		parts = append(parts, fmt.Sprintf("%d: %s", k, ms(ts[k-1])))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// loadAverage is the first three fields of /proc/loadavg: other work on the
-// machine skews every row.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
 }
