@@ -23,6 +23,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"switchboard/config"
@@ -41,7 +44,30 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	stopProfile := cpuProfile(os.Getenv("SWITCHBOARD_CPUPROFILE"))
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stopProfile()
+	os.Exit(code)
+}
+
+// cpuProfile writes a CPU profile of the whole run to path (for `go tool
+// pprof`), if path is set: a developer's tool for the benchmarks.
+func cpuProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid())))
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "switchboard: SWITCHBOARD_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 const usage = `usage: switchboard [command] [--config PATH]
