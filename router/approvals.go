@@ -200,7 +200,7 @@ func (r *Router) resume(ctx context.Context, it item) {
 		log.Error("store chat", "err", err)
 		return
 	}
-	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
+	sess, err := r.cfg.Store.OpenSession(ctx, chat.ID)
 	if err != nil {
 		log.Error("session", "err", err)
 		return

@@ -155,7 +155,7 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 		jr.finish(agent.Result{}, fmt.Errorf("router: job %q: %w", j.Name, err))
 		return
 	}
-	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
+	sess, err := r.cfg.Store.OpenSession(ctx, chat.ID)
 	if err != nil {
 		jr.finish(agent.Result{}, fmt.Errorf("router: job %q: %w", j.Name, err))
 		return

@@ -175,7 +175,7 @@ func (r *Router) runPlanStep(ctx context.Context, in channels.Inbound, p store.P
 		log.Error("store chat", "err", err)
 		return
 	}
-	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
+	sess, err := r.cfg.Store.OpenSession(ctx, chat.ID)
 	if err != nil {
 		log.Error("session", "err", err)
 		return

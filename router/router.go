@@ -48,6 +48,7 @@ type Runner interface {
 type Store interface {
 	EnsureChat(ctx context.Context, channel, key, chatType, title string) (store.Chat, error)
 	CurrentSession(ctx context.Context, chatID int64) (store.Session, error)
+	OpenSession(ctx context.Context, chatID int64) (store.Session, error)
 	NewSession(ctx context.Context, chatID int64) (store.Session, error)
 	Intake(ctx context.Context, it store.InboxItem) (int64, bool, error)
 	FinishInbox(ctx context.Context, id int64, status string) error

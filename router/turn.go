@@ -208,7 +208,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 		}
 		resume = t.ID
 	}
-	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
+	sess, err := r.cfg.Store.OpenSession(ctx, chat.ID)
 	if err != nil {
 		return fmt.Errorf("router: session: %w", err)
 	}

@@ -43,6 +43,10 @@ const (
 	sqlChatExists  = `SELECT 1 FROM chats WHERE id = ?`
 	sqlSessionCols = `s.id, s.chat_id, s.started_at, s.ended_at, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)`
 	sqlOpenSession = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.chat_id = ? AND s.ended_at IS NULL`
+	// sqlOpenSessionLite is sqlOpenSession without counting its messages
+	// (Messages is 0): for every turn, where only the id matters and the
+	// count grew with the conversation.
+	sqlOpenSessionLite = `SELECT s.id, s.chat_id, s.started_at, s.ended_at, 0 FROM sessions s WHERE s.chat_id = ? AND s.ended_at IS NULL`
 	sqlSessionByID = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.id = ?`
 	sqlSessions    = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.chat_id = ? ORDER BY s.id DESC`
 	sqlInsertSess  = `INSERT INTO sessions (chat_id, started_at) VALUES (?, ?)`
@@ -117,10 +121,21 @@ func (s *Store) ChatByID(ctx context.Context, id int64) (Chat, error) {
 }
 
 // CurrentSession returns the chat's open session, opening one if there is
-// none. It fails with ErrNotFound if the chat does not exist.
+// none, with its message count. It fails with ErrNotFound if the chat does
+// not exist.
 func (s *Store) CurrentSession(ctx context.Context, chatID int64) (Session, error) {
+	return s.currentSession(ctx, chatID, sqlOpenSession)
+}
+
+// OpenSession is CurrentSession without the message count (Messages is
+// 0), which costs a scan of the session's messages: what a turn uses.
+func (s *Store) OpenSession(ctx context.Context, chatID int64) (Session, error) {
+	return s.currentSession(ctx, chatID, sqlOpenSessionLite)
+}
+
+func (s *Store) currentSession(ctx context.Context, chatID int64, query string) (Session, error) {
 	// Fast path without the write lock: the session usually exists.
-	sess, err := scanSession(s.db.QueryRowContext(ctx, sqlOpenSession, chatID))
+	sess, err := scanSession(s.db.QueryRowContext(ctx, query, chatID))
 	if err == nil {
 		return sess, nil
 	}
@@ -133,7 +148,7 @@ func (s *Store) CurrentSession(ctx context.Context, chatID int64) (Session, erro
 	if _, err := s.db.ExecContext(ctx, sqlOpenSessionOnce, chatID, s.nowMS(), chatID); err != nil {
 		return Session{}, fmt.Errorf("store: current session of chat %d: %w", chatID, err)
 	}
-	sess, err = scanSession(s.db.QueryRowContext(ctx, sqlOpenSession, chatID))
+	sess, err = scanSession(s.db.QueryRowContext(ctx, query, chatID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("store: current session of chat %d: chat %d: %w", chatID, chatID, ErrNotFound)
 	}
@@ -145,7 +160,7 @@ func (s *Store) CurrentSession(ctx context.Context, chatID int64) (Session, erro
 
 // currentSessionTx returns the chat's open session, opening one if needed.
 func currentSessionTx(ctx context.Context, tx conn, chatID, nowMS int64) (Session, error) {
-	sess, err := scanSession(tx.QueryRowContext(ctx, sqlOpenSession, chatID))
+	sess, err := scanSession(tx.QueryRowContext(ctx, sqlOpenSessionLite, chatID))
 	if !errors.Is(err, sql.ErrNoRows) {
 		return sess, err
 	}

@@ -613,3 +613,35 @@ func TestPingReportsReadOnlyDatabase(t *testing.T) {
 		}
 	})
 }
+
+// OpenSession is the turn's CurrentSession: the same session, opened if
+// needed, without counting its messages.
+func TestOpenSession(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		chat, err := s.EnsureChat(ctx, "telegram", "42", "private", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened, err := s.OpenSession(ctx, chat.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.BeginTurn(ctx, TurnStart{ChatID: chat.ID, SessionID: opened.ID, UserID: "u", Channel: "telegram", Kind: "user"},
+			[]llm.Message{{Role: llm.RoleUser, Content: "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+		full, err := s.CurrentSession(ctx, chat.ID)
+		if err != nil || full.ID != opened.ID || full.Messages != 1 {
+			t.Fatalf("CurrentSession = %+v %v; want session %d with 1 message", full, err, opened.ID)
+		}
+		again, err := s.OpenSession(ctx, chat.ID)
+		if err != nil || again.ID != opened.ID || again.Messages != 0 {
+			t.Fatalf("OpenSession again = %+v %v; want session %d, messages not counted", again, err, opened.ID)
+		}
+		if _, err := s.OpenSession(ctx, chat.ID+1000); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("OpenSession of a missing chat: %v", err)
+		}
+	})
+}
