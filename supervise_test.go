@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,6 +232,38 @@ func TestSupervisorStandbyUntilGateOpens(t *testing.T) {
 	<-ch.running
 	if st := statusOf(sup, "telegram").State; st != httpapi.StateConnected {
 		t.Fatalf("state after the gate opened = %q", st)
+	}
+	cancel()
+	sup.stopped()
+}
+
+// standbyChannel runs but waits for a part another replica serves.
+type standbyChannel struct {
+	supChannel
+	standby atomic.Bool
+}
+
+func (c *standbyChannel) Connected() bool { return !c.standby.Load() }
+func (c *standbyChannel) Standby() bool   { return c.standby.Load() }
+
+// A running channel that waits for a Discord shard another replica serves
+// is reported on standby (ready), not starting.
+func TestSupervisorReportsAdapterStandby(t *testing.T) {
+	host := &supHost{added: map[string]router.Access{}}
+	sup := newSupervisor(host, slog.New(slog.DiscardHandler))
+	ch := &standbyChannel{supChannel: supChannel{name: "discord", running: make(chan struct{}, 1)}}
+	ch.standby.Store(true)
+	ctx, cancel := context.WithCancel(t.Context())
+	run := make(chan struct{})
+	close(run)
+	sup.start(ctx, []channelSpec{{name: "discord", build: func(context.Context) (channels.Channel, error) { return ch, nil }}}, run)
+	<-ch.running
+	if st := statusOf(sup, "discord").State; st != httpapi.StateStandby {
+		t.Errorf("state while waiting for a shard = %q; want standby", st)
+	}
+	ch.standby.Store(false)
+	if st := statusOf(sup, "discord").State; st != httpapi.StateConnected {
+		t.Errorf("state with a shard = %q; want connected", st)
 	}
 	cancel()
 	sup.stopped()

@@ -11,3 +11,10 @@ func (a *Adapter) Connected() bool {
 	defer a.s.RUnlock()
 	return a.s.DataReady
 }
+
+// Standby reports whether Run is waiting for a gateway shard that another
+// replica serves (ClaimShard): the adapter can send, and takes a shard over
+// once one is free. Readiness counts it as ready.
+func (a *Adapter) Standby() bool {
+	return a.active.Load() && !a.running.Load()
+}

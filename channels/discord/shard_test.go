@@ -371,6 +371,9 @@ func TestClaimShard(t *testing.T) {
 	if f.Requests(discordfake.RouteGateway) != 0 || f.Identifies() != 0 || f.Connected() {
 		t.Fatalf("the adapter contacted the gateway before it had a shard")
 	}
+	if !a.Standby() || a.Connected() {
+		t.Errorf("waiting for a shard: standby %v, connected %v; want standby", a.Standby(), a.Connected())
+	}
 	lost := make(chan struct{})
 	give <- claim{c: ShardClaim{ID: 1, Lost: lost, Release: func() { released <- 1 }}}
 	id, err := f.WaitIdentify(waitCtx(t), 1)
@@ -379,6 +382,9 @@ func TestClaimShard(t *testing.T) {
 	}
 	if id.Shard == nil || *id.Shard != [2]int{1, 2} {
 		t.Errorf("IDENTIFY shard = %v, want [1 2]", id.Shard)
+	}
+	if a.Standby() {
+		t.Error("still on standby with a shard")
 	}
 	m := f.MessageCreate("c-g1", guildOn(t, 0, 1, 2), "u1", "alice", "<@"+f.Bot.ID+"> hi")
 	f.Dispatch("MESSAGE_CREATE", m)
