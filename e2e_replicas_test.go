@@ -46,7 +46,7 @@ import (
 
 const (
 	// replicaTTL and replicaPoll are cluster.lease_ttl and poll_interval.
-	replicaTTL  = 2 * time.Second
+	replicaTTL  = 3 * time.Second
 	replicaPoll = 100 * time.Millisecond
 	// replicaTakeoverMargin is how much later than the lease TTL after a
 	// kill the first answer in a dead replica's chat may come: a heartbeat

@@ -148,8 +148,24 @@ func (s *Store) Heartbeat(ctx context.Context, replica, info string) error {
 	if replica == "" {
 		return errors.New("store: heartbeat: empty replica id")
 	}
+	// On a connection of its own, kept between beats: under load, waiting
+	// for the pool or for a new connection to PostgreSQL took longer than
+	// a beat may, and a replica that cannot beat must stop.
+	s.hbMu.Lock()
+	defer s.hbMu.Unlock()
+	if s.hbConn == nil {
+		c, err := s.raw.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("store: heartbeat of %s: %w", replica, err)
+		}
+		s.hbConn = c
+	}
 	now := s.nowMS()
-	if _, err := s.db.ExecContext(ctx, sqlHeartbeat, replica, info, now, now); err != nil {
+	if _, err := (conn{q: s.hbConn, d: s.d}).ExecContext(ctx, sqlHeartbeat, replica, info, now, now); err != nil {
+		// Perhaps broken (a timeout mid-query, a restarted server): the
+		// next beat takes a fresh one.
+		_ = s.hbConn.Close()
+		s.hbConn = nil
 		return fmt.Errorf("store: heartbeat of %s: %w", replica, err)
 	}
 	return nil

@@ -81,6 +81,9 @@ type Store struct {
 	// not take writes (see Unavailable), until a write succeeds; Ping
 	// reports it.
 	writeErr atomic.Pointer[error]
+	// hbConn is the connection Heartbeat keeps for itself (see there).
+	hbMu   sync.Mutex
+	hbConn *sql.Conn
 }
 
 // Option configures a Store at Open.
@@ -199,6 +202,12 @@ var testHookConnectRetry func()
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.hbMu.Lock()
+	if s.hbConn != nil {
+		_ = s.hbConn.Close()
+		s.hbConn = nil
+	}
+	s.hbMu.Unlock()
 	if err := s.raw.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
