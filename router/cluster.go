@@ -97,7 +97,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 			r.unclaim(it.ID)
 			continue
 		}
-		queued, err := r.dispatch(ctx, it.ID, in)
+		queued, err := r.dispatch(ctx, it.ID, in, false)
 		if !queued {
 			r.unclaim(it.ID)
 		}

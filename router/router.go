@@ -234,6 +234,9 @@ type item struct {
 	job     *jobRun     // a scheduled job (RunJob) instead of a stored message
 	resolve *resolution // a decision on a paused turn
 	plan    *planMove   // the user's answer after a plan step
+	// fresh: stored by Deliver just now, in this process, and not tried
+	// yet, so it has no turn and no reply to look for.
+	fresh bool
 }
 
 // New returns a Router; call Start before delivering messages.
@@ -416,14 +419,14 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 		}
 		return nil
 	}
-	_, err = r.dispatch(ctx, id, in)
+	_, err = r.dispatch(ctx, id, in, true)
 	return err
 }
 
 // dispatch handles a stored message: a command that must not wait, an
 // answer a paused turn or plan waits for, or a message for the chat's
 // queue (queued is true).
-func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound) (queued bool, err error) {
+func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound, fresh bool) (queued bool, err error) {
 	if r.immediate(ctx, id, in) {
 		return false, nil
 	}
@@ -439,7 +442,7 @@ func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound) (q
 	if consumed || in.Action != "" { // a button nobody waits for is a no-op
 		return false, r.cfg.Store.FinishInbox(ctx, id, "done")
 	}
-	r.enqueue(item{inboxID: id, in: in})
+	r.enqueue(item{inboxID: id, in: in, fresh: fresh})
 	return true, nil
 }
 

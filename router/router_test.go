@@ -2,11 +2,13 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -515,5 +517,81 @@ func TestPairing(t *testing.T) {
 	e.waitSent(t, 1)
 	if last := e.ch.texts()[3]; last != "echo: now?" {
 		t.Fatalf("after approval: %q", last)
+	}
+}
+
+// countingStore counts the lookups a turn makes for an earlier attempt.
+type countingStore struct {
+	*store.Store
+	lookups atomic.Int64
+}
+
+func (c *countingStore) Deliveries(ctx context.Context, inboxID int64) (int, error) {
+	c.lookups.Add(1)
+	return c.Store.Deliveries(ctx, inboxID)
+}
+
+func (c *countingStore) TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error) {
+	c.lookups.Add(1)
+	return c.Store.TurnForInbox(ctx, inboxID)
+}
+
+// A message stored a moment ago has no earlier reply or turn to look for;
+// one left pending by a restart is looked up (and not answered twice).
+func TestFreshMessagesSkipEarlierAttemptLookups(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cs := &countingStore{Store: st}
+	ch, runner := newFakeChannel(), newFakeRunner()
+	r, err := New(Config{Store: cs, Agent: runner, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddChannel(ch, everyone)
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Deliver(t.Context(), msg("c1", "u", "hello")); err != nil {
+		t.Fatal(err)
+	}
+	<-ch.notify
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := cs.lookups.Load(); n != 0 {
+		t.Errorf("a fresh message made %d lookups for an earlier attempt", n)
+	}
+	_ = r.Shutdown(t.Context())
+
+	// A message pending from before a restart, already answered.
+	in := msg("c2", "u", "answered before the crash")
+	payload, _ := json.Marshal(in)
+	id, _, err := st.Intake(t.Context(), store.InboxItem{Channel: in.Channel, ChatKey: in.ChatID, MessageID: in.MessageID, UserID: in.UserID, Payload: payload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordDelivery(t.Context(), id, 0, "out-earlier"); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := New(Config{Store: cs, Agent: runner, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.AddChannel(ch, everyone)
+	if err := r2.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Shutdown(context.Background())
+	if err := r2.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if cs.lookups.Load() == 0 {
+		t.Error("a message pending from before a restart was not looked up")
+	}
+	if got := ch.texts(); len(got) != 1 {
+		t.Errorf("sent %q; want only the first answer (the second message was answered before the crash)", got)
 	}
 }

@@ -54,6 +54,7 @@ func (r *Router) afterProcess(ctx context.Context, key string, q *chatQueue, it 
 		}
 		return
 	}
+	it.fresh = false // a turn may have begun: look for it next time
 	r.mu.Lock()
 	q.items = append([]item{it}, q.items...)
 	r.mu.Unlock()

@@ -151,6 +151,31 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// answered reports whether the message was answered before (a crash after
+// the reply); a turn left running then is recorded as completed.
+func (r *Router) answered(ctx context.Context, it item) bool {
+	if it.fresh {
+		return false
+	}
+	n, err := r.cfg.Store.Deliveries(ctx, it.inboxID)
+	if err != nil || n == 0 {
+		return false
+	}
+	if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == "running" {
+		_ = r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopEndTurn),
+			Status: "completed", Steps: t.Steps, Error: "interrupted after the reply was delivered"})
+	}
+	return true
+}
+
+// turnForInbox is the turn begun for the message, if any.
+func (r *Router) turnForInbox(ctx context.Context, it item) (store.Turn, bool, error) {
+	if it.fresh {
+		return store.Turn{}, false, nil
+	}
+	return r.cfg.Store.TurnForInbox(ctx, it.inboxID)
+}
+
 // process handles one queued message: a queued command, or an agent turn.
 // It returns the store's error when the store failed the message, which
 // then stays pending (see afterProcess).
@@ -168,12 +193,8 @@ func (r *Router) process(ctx context.Context, it item) error {
 	}
 	// After a restart: a message already answered is done (a command's
 	// confirmation counts too); a turn already begun is resumed rather than
-	// started again.
-	if n, err := r.cfg.Store.Deliveries(ctx, it.inboxID); err == nil && n > 0 {
-		if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == "running" {
-			_ = r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopEndTurn),
-				Status: "completed", Steps: t.Steps, Error: "interrupted after the reply was delivered"})
-		}
+	// started again. A message stored a moment ago has neither.
+	if r.answered(ctx, it) {
 		finish("done")
 		return nil
 	}
@@ -201,7 +222,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 		return nil
 	}
 	var resume int64
-	if t, ok, err := r.cfg.Store.TurnForInbox(ctx, it.inboxID); err == nil && ok {
+	if t, ok, err := r.turnForInbox(ctx, it); err == nil && ok {
 		if t.Status != "running" {
 			finish("done")
 			return nil
