@@ -171,7 +171,7 @@ type Config struct {
 	// OnSend observes the outcome of every message sent to a chat
 	// (metrics: send failures); may be nil.
 	OnSend func(channel string, err error)
-	// NewTicker makes the typing-indicator ticker; nil uses time.NewTicker.
+	// NewTicker makes the approval sweep's ticker; nil uses time.NewTicker.
 	NewTicker func(d time.Duration) Ticker
 	Logger    *slog.Logger
 	// Cluster shares the chats with other replicas on the same store (see

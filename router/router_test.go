@@ -338,14 +338,14 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-// manualTicker is a typing ticker the test drives.
+// manualTicker is a ticker the test drives (the approval sweep's).
 type manualTicker struct{ c chan time.Time }
 
 func (m manualTicker) C() <-chan time.Time { return m.c }
 func (m manualTicker) Stop()               {}
 
-// Liveness: the typing indicator is refreshed on every tick while a turn
-// runs (here a long tool), and stops with the turn.
+// Liveness: the typing indicator is refreshed every typingEvery while a
+// turn runs (here a long tool), and stops with the turn.
 func TestTypingKeptAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
@@ -353,43 +353,42 @@ func TestTypingKeptAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		tick := manualTicker{c: make(chan time.Time)}
 		runner := newFakeRunner()
 		ch := newFakeChannel()
-		r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(d time.Duration) Ticker {
-			if d != typingEvery {
-				return stoppedTicker{} // the approval sweep
-			}
-			return tick
-		}})
+		r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(d time.Duration) Ticker { return stoppedTicker{} }})
 		r.AddChannel(ch, everyone)
 		if err := r.Start(t.Context()); err != nil {
 			t.Fatal(err)
+		}
+		typing := func() int {
+			ch.mu.Lock()
+			defer ch.mu.Unlock()
+			return ch.typing
 		}
 		release := runner.hold("slow")
 		if err := r.Deliver(t.Context(), msg("c1", "u", "slow")); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
+		if n := typing(); n != 1 {
+			t.Fatalf("typing sent %d times at the start; want 1", n)
+		}
 		for range 3 {
-			tick.c <- time.Now()
+			time.Sleep(typingEvery) // the bubble's clock
 			synctest.Wait()
 		}
-		ch.mu.Lock()
-		typing := ch.typing
-		ch.mu.Unlock()
-		if typing != 4 {
-			t.Fatalf("typing sent %d times; want 4 (start + 3 ticks)", typing)
+		if n := typing(); n != 4 {
+			t.Fatalf("typing sent %d times; want 4 (start + 3 refreshes)", n)
 		}
 		close(release)
 		if err := r.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		select {
-		case tick.c <- time.Now():
-			t.Fatal("typing loop still running after the turn")
-		default:
+		time.Sleep(3 * typingEvery)
+		synctest.Wait()
+		if n := typing(); n != 4 {
+			t.Fatalf("typing sent %d times after the turn; want it stopped at 4", n)
 		}
 		_ = r.Shutdown(context.Background())
 	})

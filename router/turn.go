@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"switchboard/agent"
 	"switchboard/channels"
@@ -378,24 +380,41 @@ func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
 	if !ok {
 		return func() {}
 	}
+	// A goroutine only while an indicator is being sent, and a timer in
+	// between: a thousand turns waiting for the model hold no goroutine
+	// (and no stack) for their typing indicators.
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := r.cfg.NewTicker(typingEvery)
-		defer tick.Stop()
-		for {
-			if err := typer.Typing(ctx, in.ChatID); err != nil && ctx.Err() == nil {
-				r.log.Debug("typing indicator", "channel", in.Channel, "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C():
-			}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+		beat    func()
+	)
+	beat = func() {
+		defer wg.Done()
+		if err := typer.Typing(ctx, in.ChatID); err != nil && ctx.Err() == nil {
+			r.log.Debug("typing indicator", "channel", in.Channel, "err", err)
 		}
-	}()
-	return func() { cancel(); <-done }
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			wg.Add(1)
+			timer = time.AfterFunc(typingEvery, beat)
+		}
+	}
+	wg.Add(1)
+	go beat()
+	return func() {
+		cancel()
+		mu.Lock()
+		stopped = true
+		if timer != nil && timer.Stop() {
+			wg.Done() // its beat will not run
+		}
+		mu.Unlock()
+		wg.Wait()
+	}
 }
 
 // CanSendFiles implements agent.ChatFiles: the channel takes files.
