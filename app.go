@@ -409,6 +409,10 @@ func check(cfg *config.Config, out io.Writer) int {
 		fmt.Fprintf(out, ", fallbacks %v", r.LLM.FallbackModels)
 	}
 	fmt.Fprintf(out, ")\nstore:    %s %s\n", r.Store.Driver, r.Store.Source())
+	if id := replicaID(cfg); id != "" {
+		fmt.Fprintf(out, "cluster:  replica %s, leases for %s, polling every %s (replicas on this database share its chats)\n",
+			id, cfg.Cluster.LeaseTTL, cfg.Cluster.PollInterval)
+	}
 	fmt.Fprintf(out, "agent:    %s, max %d steps, %d concurrent turns, zone %s\n", r.Agent.Name, r.Agent.MaxSteps, r.Agent.MaxConcurrentTurns, r.Agent.Timezone)
 	fmt.Fprintf(out, "channels: console (switchboard chat)")
 	if r.Channels.Telegram.Enabled {

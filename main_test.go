@@ -200,6 +200,8 @@ func TestCommandLine(t *testing.T) {
 		{"malformed config names file and line", []string{"check", "--config", bad}, nil, 2, "", bad + ":3"},
 		{"missing explicit config", []string{"check", "--config", "/nonexistent/c.yaml"}, nil, 2, "", "/nonexistent/c.yaml"},
 		{"check with env only", []string{"check", "--config", ""}, map[string]string{"OPENAI_MODEL": "m1", "OPENAI_API_KEY": "sk-secret-value"}, 0, "model:    m1", ""},
+		{"check on postgres shows the replica", []string{"check", "--config", writeConfig(t, "llm:\n  model: m\nstore:\n  driver: postgres\n  dsn: postgres://sb:${PGPW}@127.0.0.1:5432/sb\ncluster:\n  replica_id: gw-7\n  lease_ttl: 20s\n")},
+			map[string]string{"PGPW": "sk-secret-value"}, 0, "cluster:  replica gw-7, leases for 20s, polling every 250ms", ""},
 		{"serve without channels", []string{"serve", "--config", writeConfig(t, "llm:\n  model: m\nhttp:\n  listen: \"\"\nstore:\n  path: "+filepath.Join(t.TempDir(), "x.db")+"\n")}, nil, 2, "", "no channel is enabled"},
 	}
 	for _, tt := range tests {
