@@ -166,9 +166,12 @@ type Result struct {
 	Steps      int
 	ModelCalls int
 	Usage      llm.Usage
-	Delivered  bool   // a send tool succeeded, or the fallback sent Reply
-	Reply      string // what the fallback sent, if anything
-	Err        error  // what failed, for failed-class stops
+	Delivered  bool // a send tool succeeded, or the fallback sent Reply
+	// InboxDone: the turn's inbox message was marked done with the turn's
+	// end (Turn.InboxID set, the turn finished).
+	InboxDone bool
+	Reply     string // what the fallback sent, if anything
+	Err       error  // what failed, for failed-class stops
 	// Pending are the calls waiting for approval (StopRequiresApproval).
 	Pending []llm.ToolCall
 }
@@ -282,7 +285,9 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 		}
 	}
 
-	end := store.TurnEnd{StopReason: string(reason), Status: reason.Class(), Steps: st.steps, Model: st.model}
+	end := store.TurnEnd{StopReason: string(reason), Status: reason.Class(), Steps: st.steps, Model: st.model,
+		FinishInbox: t.InboxID != 0}
+	inboxDone := false
 	if err != nil {
 		end.Error = err.Error()
 	}
@@ -296,8 +301,10 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	} else if ferr := a.cfg.Store.FinishTurn(context.WithoutCancel(ctx), st.turnID, end); ferr != nil {
 		log.Error("finish turn", "err", ferr)
 		err = errors.Join(err, ferr)
+	} else {
+		inboxDone = end.FinishInbox
 	}
-	res = Result{TurnID: st.turnID, StopReason: reason, Steps: st.steps, ModelCalls: st.modelCalls,
+	res = Result{TurnID: st.turnID, StopReason: reason, Steps: st.steps, ModelCalls: st.modelCalls, InboxDone: inboxDone,
 		Usage: st.usage, Delivered: st.delivered, Reply: reply, Err: err, Pending: st.pending}
 	doneEv := Event{Kind: EventDone, StopReason: reason, Usage: st.usage, Text: reply, Model: st.model,
 		Duration: a.cfg.Now().Sub(start)}

@@ -255,7 +255,9 @@ func (r *Router) process(ctx context.Context, it item) error {
 		// Shutdown: the message stays pending and the turn resumes later.
 		return nil
 	}
-	finish("done")
+	if !res.InboxDone { // done with the turn's end, as a rule
+		finish("done")
+	}
 	return nil
 }
 

@@ -53,6 +53,10 @@ type TurnEnd struct {
 	Steps      int    // 0 keeps the count set by the last CommitStep
 	Error      string
 	Model      string
+	// FinishInbox also marks the turn's inbox message done, in the same
+	// transaction (one write less a message, and never a finished turn
+	// with its message still pending).
+	FinishInbox bool
 }
 
 // Turn is one run of the agent loop for one inbound message or job.
@@ -83,6 +87,8 @@ const (
 			steps = CASE WHEN ? > 0 THEN ? ELSE steps END,
 			ended_at = ?, duration_ms = MAX(? - started_at, 0)
 		WHERE id = ? AND status = 'running'`
+	sqlFinishTurnInbox = `UPDATE inbox SET status = 'done', finished_at = ?
+		WHERE status = 'pending' AND id = (SELECT inbox_id FROM turns WHERE id = ?)`
 	sqlTurnStatus  = `SELECT status FROM turns WHERE id = ?`
 	sqlTurnColumns = `id, chat_id, session_id, COALESCE(inbox_id, 0), user_id, channel, kind, status, stop_reason, error, model,
 		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms`
@@ -196,10 +202,16 @@ func (s *Store) FinishTurn(ctx context.Context, turnID int64, e TurnEnd) error {
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			if err != nil {
+				return err
+			}
+			return notRunning(ctx, tx, turnID)
 		}
-		return notRunning(ctx, tx, turnID)
+		if e.FinishInbox {
+			_, err = tx.ExecContext(ctx, sqlFinishTurnInbox, now, turnID)
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: finish turn %d: %w", turnID, err)

@@ -558,3 +558,56 @@ func TestConcurrentOpensOfNewDatabase(t *testing.T) {
 		}
 	})
 }
+
+// FinishTurn with FinishInbox marks the turn's message done in the same
+// transaction; without it, or for a turn no longer running, the message
+// stays as it was.
+func TestFinishTurnFinishesItsInbox(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		f := newFixture(t, s, "1")
+		status := func(id int64) string {
+			t.Helper()
+			st, err := s.InboxStatus(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		turnFor := func(msgID string) (inbox, turn int64) {
+			t.Helper()
+			inbox, _, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "1", MessageID: msgID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn, _, err = s.BeginTurn(ctx, TurnStart{ChatID: f.chat.ID, InboxID: inbox, Kind: "user"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return inbox, turn
+		}
+		done := TurnEnd{StopReason: "end_turn", Status: TurnCompleted, FinishInbox: true}
+		in1, t1 := turnFor("a")
+		if err := s.FinishTurn(ctx, t1, done); err != nil {
+			t.Fatal(err)
+		}
+		if got := status(in1); got != InboxDone {
+			t.Errorf("inbox after FinishTurn with FinishInbox: %s", got)
+		}
+		in2, t2 := turnFor("b")
+		if err := s.FinishTurn(ctx, t2, TurnEnd{StopReason: "end_turn", Status: TurnCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		if got := status(in2); got != InboxPending {
+			t.Errorf("inbox after FinishTurn without FinishInbox: %s", got)
+		}
+		// A turn already finished: nothing changes, the message included.
+		if err := s.FinishTurn(ctx, t2, done); !errors.Is(err, ErrTurnNotRunning) {
+			t.Fatalf("finishing a finished turn: %v", err)
+		}
+		if got := status(in2); got != InboxPending {
+			t.Errorf("inbox after a refused FinishTurn: %s", got)
+		}
+	})
+}
