@@ -317,7 +317,6 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 		roles = a.replica
 	}
 	specs := channelSpecs(cfg, log, a.store, roles)
-	a.gateChannels(specs)
 	srv, err := a.startHTTP(sup)
 	if err != nil {
 		log.Error("start the HTTP server", "err", err)

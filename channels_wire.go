@@ -28,9 +28,9 @@ type roleHolder interface {
 // and retries one that fails while the others serve. Discord catches up
 // from inbox on each new gateway session.
 //
-// roles is the replica when replicas share the store (nil otherwise): a
-// Discord gateway split into shards without a configured shard_id claims a
-// free one from it.
+// roles is the replica when replicas share the store (nil otherwise):
+// Telegram long polling waits for the poller role, and a Discord gateway
+// split into shards without a configured shard_id claims a free one.
 func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles roleHolder) []channelSpec {
 	var out []channelSpec
 	if tg := cfg.Channels.Telegram; tg.Enabled {
@@ -39,14 +39,23 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 		if tg.Webhook.URL != "" {
 			o.Webhook = &telegram.WebhookOptions{URL: tg.Webhook.URL, Listen: tg.Webhook.Listen, SecretToken: tg.Webhook.SecretToken}
 		}
-		out = append(out, channelSpec{name: "telegram", access: channelAccess(cfg, "telegram"),
+		spec := channelSpec{name: "telegram", access: channelAccess(cfg, "telegram"),
 			build: func(ctx context.Context) (channels.Channel, error) {
 				a, err := telegram.New(ctx, o)
 				if err != nil {
 					return nil, fmt.Errorf("telegram: %w", err)
 				}
 				return a, nil
-			}})
+			}}
+		if o.Webhook == nil && roles != nil {
+			// getUpdates allows one poller per bot; a webhook is served by
+			// every replica.
+			spec.gate = func(ctx context.Context) error {
+				_, err := roles.HoldAny(ctx, []string{roleTelegramPoller})
+				return err
+			}
+		}
+		out = append(out, spec)
 	}
 	if dc := cfg.Channels.Discord; dc.Enabled {
 		o := discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL, Logger: log,

@@ -74,17 +74,3 @@ func (a *app) clusterStatus() func(ctx context.Context) (cluster.Status, error) 
 	}
 	return a.replica.Status
 }
-
-// gateChannels puts the channels only one replica may run at a time behind
-// a role: Telegram long polling (getUpdates allows one poller per bot; a
-// webhook is served by every replica).
-func (a *app) gateChannels(specs []channelSpec) {
-	if a.replica == nil {
-		return
-	}
-	for i := range specs {
-		if specs[i].name == "telegram" && a.cfg.Channels.Telegram.Webhook.URL == "" {
-			specs[i].gate = func(ctx context.Context) error { return a.replica.Hold(ctx, roleTelegramPoller) }
-		}
-	}
-}

@@ -31,7 +31,7 @@ type Store interface {
 	ReleaseChat(ctx context.Context, channel, chat, owner string) (bool, error)
 	AcquireRole(ctx context.Context, role, owner string, ttl time.Duration) (bool, error)
 	Leases(ctx context.Context, owner string) ([]store.Lease, error)
-	ClaimablePending(ctx context.Context, owner string, ttl time.Duration, limit int) ([]store.InboxItem, error)
+	ClaimableRefs(ctx context.Context, owner string, ttl time.Duration, limit int) ([]store.InboxItem, error)
 	PendingInboxOf(ctx context.Context, channel, chat string) ([]store.InboxItem, error)
 	InboxStatus(ctx context.Context, id int64) (string, error)
 }
@@ -209,9 +209,10 @@ func (r *Replica) ReleaseChat(ctx context.Context, channel, chat string) (bool, 
 	return r.cfg.Store.ReleaseChat(ctx, channel, chat, r.cfg.ID)
 }
 
-// Claimable returns pending messages of chats this replica owns or may take.
+// Claimable returns pending messages of chats this replica owns or may
+// take: their ID, Channel and ChatKey, not their content.
 func (r *Replica) Claimable(ctx context.Context) ([]store.InboxItem, error) {
-	return r.cfg.Store.ClaimablePending(ctx, r.cfg.ID, r.cfg.TTL, 0)
+	return r.cfg.Store.ClaimableRefs(ctx, r.cfg.ID, r.cfg.TTL, 0)
 }
 
 // PendingOf returns a chat's pending messages, oldest first.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"switchboard/channels"
@@ -77,7 +78,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	items, err := c.PendingOf(ctx, channel, chat)
 	if err != nil {
 		r.mu.Lock()
-		r.held[channel+"\x00"+chat] = true // given back by a later poll
+		r.held[chatKey(channel, chat)] = true // given back by a later poll
 		r.mu.Unlock()
 		return err
 	}
@@ -108,7 +109,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	// Whatever was queued, the next poll gives the chat back if no queue
 	// has it then: its worker may be past giving it back already.
 	r.mu.Lock()
-	r.held[channel+"\x00"+chat] = true
+	r.held[chatKey(channel, chat)] = true
 	r.mu.Unlock()
 	return nil
 }
@@ -134,7 +135,7 @@ func (r *Router) inProcess(channel string) bool {
 // pin takes the chat for a message that must be answered here, waiting
 // while another replica answers the chat; the lease is kept until unpin.
 func (r *Router) pin(ctx context.Context, channel, chat string) (unpin func(), err error) {
-	k := channel + "\x00" + chat
+	k := chatKey(channel, chat)
 	r.mu.Lock()
 	r.pinned[k]++
 	r.mu.Unlock()
@@ -159,7 +160,7 @@ func (r *Router) pin(ctx context.Context, channel, chat string) (unpin func(), e
 // new chats go to replicas with room (long polling takes every update in on
 // one replica).
 func (r *Router) mayTake(channel, chat string) bool {
-	k := channel + "\x00" + chat
+	k := chatKey(channel, chat)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.queues[k] != nil || r.held[k] || r.pinned[k] > 0 || r.running < r.cfg.MaxConcurrentTurns
@@ -177,7 +178,6 @@ func (r *Router) poll() {
 		case <-r.base.Done():
 			return
 		case <-t.C:
-		case <-r.wake:
 		}
 	}
 }
@@ -196,7 +196,7 @@ func (r *Router) pollOnce(ctx context.Context) {
 	seen := map[string]bool{}
 	r.mu.Lock()
 	for _, it := range items {
-		key := it.Channel + "\x00" + it.ChatKey
+		key := chatKey(it.Channel, it.ChatKey)
 		if seen[key] || r.inflight[it.ID] {
 			continue
 		}
@@ -253,7 +253,7 @@ func (r *Router) release(ctx context.Context, channel, chat string, idle func() 
 	mu.Lock()
 	defer mu.Unlock()
 	r.mu.Lock()
-	ok := r.pinned[channel+"\x00"+chat] == 0 && idle()
+	ok := r.pinned[chatKey(channel, chat)] == 0 && idle()
 	r.mu.Unlock()
 	if !ok {
 		return false, nil
@@ -271,7 +271,7 @@ func (r *Router) handBack(channel, chat string) bool {
 			r.log.Warn("give a chat back", "channel", channel, "chat", chat, "err", err)
 		}
 		r.mu.Lock()
-		r.held[channel+"\x00"+chat] = true
+		r.held[chatKey(channel, chat)] = true
 		r.mu.Unlock()
 		return false
 	}
@@ -326,8 +326,7 @@ func (r *Router) holdFor(ctx context.Context, q *chatQueue, it item) bool {
 func (r *Router) requeued(q *chatQueue, it item) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(q.items) > 0 && q.items[0].inboxID == it.inboxID && q.items[0].job == nil &&
-		q.items[0].resolve == nil && q.items[0].plan == nil
+	return len(q.items) > 0 && q.items[0].inboxID == it.inboxID && q.items[0].plain()
 }
 
 // stillPending reports whether a queued message is still to be processed
@@ -351,10 +350,6 @@ func takeStripe(channel, chat string) int {
 }
 
 func splitKey(k string) (channel, chat string) {
-	for i := 0; i < len(k); i++ {
-		if k[i] == 0 {
-			return k[:i], k[i+1:]
-		}
-	}
-	return k, ""
+	channel, chat, _ = strings.Cut(k, "\x00")
+	return channel, chat
 }

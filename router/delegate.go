@@ -106,7 +106,7 @@ func (r *Router) delegateSource(in channels.Inbound) agent.Source {
 // interleaves with the chat's transcript), with a restricted tool set and
 // its own step cap; the result reaches the chat through the fallback, once.
 func (r *Router) startTask(in channels.Inbound, what string, tools []string) (int, error) {
-	key := in.Channel + "\x00" + in.ChatID
+	key := chatKey(in.Channel, in.ChatID)
 	r.tasks.mu.Lock()
 	n, total := 0, len(r.tasks.run)
 	for _, t := range r.tasks.run {
@@ -213,7 +213,7 @@ func (p *prefixChat) Send(ctx context.Context, text string) (string, error) {
 
 // tasksText answers /tasks.
 func (r *Router) tasksText(in channels.Inbound) string {
-	list := r.tasks.forChat(in.Channel + "\x00" + in.ChatID)
+	list := r.tasks.forChat(chatKey(in.Channel, in.ChatID))
 	if len(list) == 0 {
 		return "No background tasks are running."
 	}

@@ -207,11 +207,10 @@ type Router struct {
 	workers sync.WaitGroup
 	tasks   tasks // background tasks started with the delegate tool
 
-	// With a Cluster: messages taken by this process, chats whose lease to
-	// give back, and a wake-up for the poll.
+	// With a Cluster: messages taken by this process, and chats whose lease
+	// to give back.
 	inflight map[int64]bool
 	held     map[string]bool
-	wake     chan struct{}
 	pinned   map[string]int // chats a request waits on here (InProcessReplier)
 	takeMu   [64]sync.Mutex // takeChat, striped by chat
 }
@@ -238,6 +237,13 @@ type item struct {
 	// yet, so it has no turn and no reply to look for.
 	fresh bool
 }
+
+// plain reports whether the item is an inbound message (not a job, a
+// decision on a paused turn, or a plan step).
+func (it item) plain() bool { return it.job == nil && it.resolve == nil && it.plan == nil }
+
+// chatKey names a chat in the router's maps.
+func chatKey(channel, chat string) string { return channel + "\x00" + chat }
 
 // New returns a Router; call Start before delivering messages.
 func New(cfg Config) (*Router, error) {
@@ -276,7 +282,6 @@ func New(cfg Config) (*Router, error) {
 		inflight: map[int64]bool{},
 		held:     map[string]bool{},
 		pinned:   map[string]int{},
-		wake:     make(chan struct{}, 1),
 	}
 	r.idle = sync.NewCond(&r.mu)
 	for _, ch := range cfg.Channels {
@@ -524,17 +529,18 @@ func (r *Router) send(ctx context.Context, in channels.Inbound, text string) (st
 func (r *Router) enqueue(it item) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	q := r.queues[it.in.Channel+"\x00"+it.in.ChatID]
+	key := chatKey(it.in.Channel, it.in.ChatID)
+	q := r.queues[key]
 	if q == nil {
 		q = &chatQueue{channel: it.in.Channel, chat: it.in.ChatID}
-		r.queues[it.in.Channel+"\x00"+it.in.ChatID] = q
+		r.queues[key] = q
 	}
 	q.items = append(q.items, it)
 	if !q.busy {
 		q.busy = true
 		r.running++
 		r.workers.Add(1)
-		go r.work(it.in.Channel+"\x00"+it.in.ChatID, q)
+		go r.work(key, q)
 	}
 }
 
@@ -568,7 +574,7 @@ func (r *Router) work(key string, q *chatQueue) {
 		q.cancel = cancel
 		q.current = &it
 		q.handed = false
-		plain := it.job == nil && it.resolve == nil && it.plan == nil
+		plain := it.plain()
 		retake := r.cfg.Cluster != nil && (q.released || !plain)
 		q.released = false
 		r.mu.Unlock()

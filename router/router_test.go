@@ -373,9 +373,14 @@ func TestTypingKeptAlive(t *testing.T) {
 		if n := typing(); n != 1 {
 			t.Fatalf("typing sent %d times at the start; want 1", n)
 		}
-		for range 3 {
-			time.Sleep(typingEvery) // the bubble's clock
+		// The bubble's clock moves when every goroutine in it waits: a
+		// timer of typingEvery fires at once, with the refresh due with it.
+		advance := func(d time.Duration) {
+			<-time.NewTimer(d).C
 			synctest.Wait()
+		}
+		for range 3 {
+			advance(typingEvery)
 		}
 		if n := typing(); n != 4 {
 			t.Fatalf("typing sent %d times; want 4 (start + 3 refreshes)", n)
@@ -385,8 +390,7 @@ func TestTypingKeptAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		time.Sleep(3 * typingEvery)
-		synctest.Wait()
+		advance(3 * typingEvery)
 		if n := typing(); n != 4 {
 			t.Fatalf("typing sent %d times after the turn; want it stopped at 4", n)
 		}

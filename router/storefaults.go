@@ -63,7 +63,7 @@ func (r *Router) afterProcess(ctx context.Context, key string, q *chatQueue, it 
 // tellUnavailable tells the chat, once until one of its messages succeeds,
 // that the store takes no writes and why.
 func (r *Router) tellUnavailable(ctx context.Context, in channels.Inbound, why string) {
-	key := in.Channel + "\x00" + in.ChatID
+	key := chatKey(in.Channel, in.ChatID)
 	r.mu.Lock()
 	told := r.told[key]
 	r.told[key] = true

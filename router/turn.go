@@ -79,7 +79,7 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 // stop cancels the chat's running turn and drops its queued messages.
 func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 	r.mu.Lock()
-	q := r.queues[in.Channel+"\x00"+in.ChatID]
+	q := r.queues[chatKey(in.Channel, in.ChatID)]
 	var dropped []item
 	running := false
 	if q != nil {
@@ -91,12 +91,12 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 		}
 	}
 	r.mu.Unlock()
-	if n := r.tasks.cancelChat(in.Channel + "\x00" + in.ChatID); n > 0 {
+	if n := r.tasks.cancelChat(chatKey(in.Channel, in.ChatID)); n > 0 {
 		running = true
 	}
 	for _, it := range abandonJobs(dropped, ErrJobStopped) {
 		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, "skipped")
-		if it.job == nil && it.resolve == nil && it.plan == nil {
+		if it.plain() {
 			r.unclaim(it.inboxID)
 		}
 	}
@@ -115,7 +115,7 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 
 func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	r.mu.Lock()
-	q := r.queues[in.Channel+"\x00"+in.ChatID]
+	q := r.queues[chatKey(in.Channel, in.ChatID)]
 	busy, queued := false, 0
 	if q != nil {
 		busy, queued = q.current != nil, len(q.items)

@@ -47,9 +47,9 @@ const (
 	// (Messages is 0): for every turn, where only the id matters and the
 	// count grew with the conversation.
 	sqlOpenSessionLite = `SELECT s.id, s.chat_id, s.started_at, s.ended_at, 0 FROM sessions s WHERE s.chat_id = ? AND s.ended_at IS NULL`
-	sqlSessionByID = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.id = ?`
-	sqlSessions    = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.chat_id = ? ORDER BY s.id DESC`
-	sqlInsertSess  = `INSERT INTO sessions (chat_id, started_at) VALUES (?, ?)`
+	sqlSessionByID     = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.id = ?`
+	sqlSessions        = `SELECT ` + sqlSessionCols + ` FROM sessions s WHERE s.chat_id = ? ORDER BY s.id DESC`
+	sqlInsertSess      = `INSERT INTO sessions (chat_id, started_at) VALUES (?, ?)`
 	// sqlOpenSessionOnce opens a session for an existing chat without one
 	// open (sessions_open is unique on chat_id WHERE ended_at IS NULL).
 	sqlOpenSessionOnce = `INSERT INTO sessions (chat_id, started_at) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM chats WHERE id = ?)

@@ -124,8 +124,10 @@ const (
 	// sqlClaimablePending: pending items, oldest first, of the chats no
 	// live replica other than owner holds. Arguments: owner, live bound,
 	// limit.
-	sqlClaimablePending = `SELECT i.id, i.channel, i.chat_key, i.message_id, i.user_id, i.payload, i.status, i.received_at
-		FROM inbox i
+	sqlClaimablePending = `SELECT i.id, i.channel, i.chat_key, i.message_id, i.user_id, i.payload, i.status, i.received_at ` + sqlClaimableFrom
+	// sqlClaimableRefs is sqlClaimablePending without the messages' content.
+	sqlClaimableRefs = `SELECT i.id, i.channel, i.chat_key ` + sqlClaimableFrom
+	sqlClaimableFrom = `FROM inbox i
 		WHERE i.status = 'pending' AND NOT EXISTS (
 			SELECT 1 FROM chat_leases l JOIN replicas r ON r.id = l.owner
 			WHERE l.channel = i.channel AND l.chat_key = i.chat_key AND l.owner <> ? AND r.heartbeat_at > ?)
@@ -342,6 +344,22 @@ func (s *Store) Leases(ctx context.Context, owner string) ([]Lease, error) {
 // owner's, or held by a replica dead for ttl. It only reads: the caller
 // takes a chat with AcquireChat, then answers its items in id order.
 func (s *Store) ClaimablePending(ctx context.Context, owner string, ttl time.Duration, limit int) ([]InboxItem, error) {
+	return s.claimable(ctx, owner, ttl, limit, sqlClaimablePending, scanInboxItem)
+}
+
+// ClaimableRefs is ClaimablePending with each item's ID, Channel and
+// ChatKey only: what a replica's poll needs to see which chats to take,
+// every poll, without loading the messages.
+func (s *Store) ClaimableRefs(ctx context.Context, owner string, ttl time.Duration, limit int) ([]InboxItem, error) {
+	return s.claimable(ctx, owner, ttl, limit, sqlClaimableRefs, func(r rowScanner) (InboxItem, error) {
+		var it InboxItem
+		err := r.Scan(&it.ID, &it.Channel, &it.ChatKey)
+		return it, err
+	})
+}
+
+func (s *Store) claimable(ctx context.Context, owner string, ttl time.Duration, limit int,
+	query string, scan func(rowScanner) (InboxItem, error)) ([]InboxItem, error) {
 	if owner == "" {
 		return nil, errors.New("store: claimable pending: empty owner")
 	}
@@ -352,7 +370,7 @@ func (s *Store) ClaimablePending(ctx context.Context, owner string, ttl time.Dur
 	if limit <= 0 {
 		limit = defaultClaimLimit
 	}
-	out, err := queryAll(ctx, s.db, scanInboxItem, sqlClaimablePending, owner, bound, limit)
+	out, err := queryAll(ctx, s.db, scan, query, owner, bound, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: claimable pending for %s: %w", owner, err)
 	}

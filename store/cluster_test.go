@@ -639,3 +639,36 @@ func TestAcquireSeesHolderThatJustStarted(t *testing.T) {
 		}
 	})
 }
+
+// ClaimableRefs lists the same items as ClaimablePending, without their
+// content.
+func TestClaimableRefs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		for i, chat := range []string{"1", "2", "1"} {
+			if _, _, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: chat, MessageID: fmt.Sprint(i), Payload: []byte(`{"x":1}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		full, err := s.ClaimablePending(ctx, "a", time.Minute, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, err := s.ClaimableRefs(ctx, "a", time.Minute, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full) != 3 || len(refs) != 2 {
+			t.Fatalf("%d items, %d refs with limit 2", len(full), len(refs))
+		}
+		for i, r := range refs {
+			if r.ID != full[i].ID || r.Channel != full[i].Channel || r.ChatKey != full[i].ChatKey || r.Payload != nil {
+				t.Errorf("ref %d = %+v; want the id and chat of %+v, no payload", i, r, full[i])
+			}
+		}
+		if _, err := s.ClaimableRefs(ctx, "", time.Minute, 0); err == nil {
+			t.Error("ClaimableRefs without an owner")
+		}
+	})
+}

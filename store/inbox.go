@@ -97,7 +97,7 @@ func (s *Store) FinishInbox(ctx context.Context, id int64, status string) error 
 // PendingInbox returns the items still pending, oldest first: at startup,
 // the messages a crash left unanswered.
 func (s *Store) PendingInbox(ctx context.Context) ([]InboxItem, error) {
-	out, err := s.queryInbox(ctx, sqlPendingInbox)
+	out, err := queryAll(ctx, s.db, scanInboxItem, sqlPendingInbox)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending inbox: %w", err)
 	}
@@ -107,31 +107,11 @@ func (s *Store) PendingInbox(ctx context.Context) ([]InboxItem, error) {
 // PendingInboxOf returns the pending items of one chat, oldest first: what
 // the replica that owns the chat has to process.
 func (s *Store) PendingInboxOf(ctx context.Context, channel, chat string) ([]InboxItem, error) {
-	out, err := s.queryInbox(ctx, sqlPendingInboxOf, channel, chat)
+	out, err := queryAll(ctx, s.db, scanInboxItem, sqlPendingInboxOf, channel, chat)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending inbox of %s/%s: %w", channel, chat, err)
 	}
 	return out, nil
-}
-
-func (s *Store) queryInbox(ctx context.Context, query string, args ...any) ([]InboxItem, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []InboxItem
-	for rows.Next() {
-		var it InboxItem
-		var received int64
-		if err := rows.Scan(&it.ID, &it.Channel, &it.ChatKey, &it.MessageID, &it.UserID, &it.Payload,
-			&it.Status, &received); err != nil {
-			return nil, err
-		}
-		it.ReceivedAt = fromMS(received)
-		out = append(out, it)
-	}
-	return out, rows.Err()
 }
 
 // RecordDelivery records a reply to the inbox item that the platform

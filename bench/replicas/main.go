@@ -34,7 +34,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"switchboard/bench/internal/host"
+	"switchboard/bench/internal/report"
 	"sync"
 	"syscall"
 	"time"
@@ -155,7 +155,7 @@ func run(ctx context.Context, o options, cl *cleanups, out, progress io.Writer) 
 	if err != nil {
 		return err
 	}
-	load0 := host.LoadAverage()
+	load0 := report.LoadAverage()
 	var results []result
 	for _, n := range o.replicas {
 		for k := 1; k <= o.runs; k++ {
@@ -169,7 +169,7 @@ func run(ctx context.Context, o options, cl *cleanups, out, progress io.Writer) 
 			results = append(results, result{n, k, b})
 		}
 	}
-	writeReport(out, o, results, pgVersion, load0+" (start), "+host.LoadAverage()+" (end)")
+	writeReport(out, o, results, pgVersion, load0+" (start), "+report.LoadAverage()+" (end)")
 	return nil
 }
 
@@ -191,7 +191,7 @@ func scenario(ctx context.Context, o options, bin, dir string, admin *sql.DB, n,
 		if err != nil {
 			return burst{}, fmt.Errorf("warm-up: %w", err)
 		}
-		fmt.Fprintf(progress, "  warm-up: %s, %d messages besides the answers\n", ms(w.wall), len(w.notices))
+		fmt.Fprintf(progress, "  warm-up: %s, %d messages besides the answers\n", report.MS(w.wall), len(w.notices))
 	}
 	// Quiet, so that the warm-up's statistics reach pg_stat_user_tables
 	// (an idle backend reports them within 10 s) and the load settles.
@@ -212,10 +212,10 @@ func scenario(ctx context.Context, o options, bin, dir string, admin *sql.DB, n,
 	if err != nil {
 		return b, err
 	}
-	fmt.Fprintf(progress, "  measured: %s, %.0f answers/s\n", ms(b.wall), float64(b.chats)/b.wall.Seconds())
+	fmt.Fprintf(progress, "  measured: %s, %.0f answers/s\n", report.MS(b.wall), float64(b.chats)/b.wall.Seconds())
 	if o.verbose {
 		fmt.Fprintf(progress, "  updates accepted by %s (%d re-posts, %d balancer retries); model requests (k-th: time) %s; answers %s\n",
-			ms(b.ingested), b.posts, b.lbRetry, timeline(b.modelAt), timeline(b.replies))
+			report.MS(b.ingested), b.posts, b.lbRetry, report.Timeline(b.modelAt), report.Timeline(b.replies))
 	}
 	fmt.Fprintf(progress, "  stopping…\n")
 	var stopping sync.WaitGroup

@@ -5,15 +5,15 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"switchboard/bench/internal/host"
+	"switchboard/bench/internal/report"
 	"time"
 )
 
 // writeReport prints the settings and the Markdown tables.
 func writeReport(w io.Writer, o options, results []result, pgVersion, load string) {
-	fmt.Fprintf(w, "## Replicas: %d chats at once, model latency %s\n\n", o.chats, secs(o.latency))
+	fmt.Fprintf(w, "## Replicas: %d chats at once, model latency %s\n\n", o.chats, report.Secs(o.latency))
 	fmt.Fprintf(w, "%s; %s; PostgreSQL %s on 127.0.0.1 (each replica's pool: 16 connections, store/postgres.go); load average %s.\n",
-		time.Now().Format("2006-01-02"), host.Machine(), pgVersion, load)
+		time.Now().Format("2006-01-02"), report.Machine(), pgVersion, load)
 	fmt.Fprintf(w, "Each replica: agent.max_concurrent_turns %d, cluster.lease_ttl %s, poll_interval %s, Telegram webhook behind a round-robin HTTPS balancer; "+
 		"warm-up burst of %d other chats before each measured one, not counted; every run on a fresh schema and fresh processes.\n\n",
 		o.maxTurns, o.leaseTTL, o.poll, o.warmup)
@@ -28,9 +28,9 @@ func writeReport(w io.Writer, o options, results []result, pgVersion, load strin
 			pg += s.pgCPU
 		}
 		fmt.Fprintf(w, "| %d | %d | %s | %.0f | %s | %s / %s | %s | %s (%s) | %s | %.0f %% of %d cores | %d | %.1f / %.1f | %s |\n",
-			r.replicas, r.run, secs(b.wall), float64(b.chats)/b.wall.Seconds(), secs(b.ingested),
-			secs(percentile(b.replies, 50)), secs(percentile(b.replies, 90)),
-			secs(gw), secs(pg), secs(b.pgCPU), secs(b.benchCPU), 100*b.machine, b.cores, len(b.notices),
+			r.replicas, r.run, report.Secs(b.wall), float64(b.chats)/b.wall.Seconds(), report.Secs(b.ingested),
+			report.Secs(percentile(b.replies, 50)), report.Secs(percentile(b.replies, 90)),
+			report.Secs(gw), report.Secs(pg), report.Secs(b.pgCPU), report.Secs(b.benchCPU), 100*b.machine, b.cores, len(b.notices),
 			float64(b.store.writes)/float64(b.chats), float64(b.store.scans)/float64(b.chats), gaps(b.store))
 	}
 	fmt.Fprintln(w)
@@ -57,10 +57,10 @@ func writeReport(w io.Writer, o options, results []result, pgVersion, load strin
 			}
 			per := "–"
 			if s.answers > 0 {
-				per = ms(s.cpu / time.Duration(s.answers))
+				per = report.MS(s.cpu / time.Duration(s.answers))
 			}
 			fmt.Fprintf(w, "| %d | %d | %s | %d | %d | %s | %s | %s | %s | %.1f (%.1f) |\n",
-				r.replicas, r.run, s.id, s.answers, s.accepted, secs(s.cpu), per, peak, secs(s.pgCPU), s.active, s.lockWait)
+				r.replicas, r.run, s.id, s.answers, s.accepted, report.Secs(s.cpu), per, peak, report.Secs(s.pgCPU), s.active, s.lockWait)
 		}
 	}
 	fmt.Fprintln(w)
@@ -80,7 +80,7 @@ func writeReport(w io.Writer, o options, results []result, pgVersion, load strin
 			if len(walls)%2 == 0 {
 				med = (walls[len(walls)/2-1] + walls[len(walls)/2]) / 2
 			}
-			fmt.Fprintf(w, "| %d | %d | %s (%s–%s) | %.0f |\n", n, len(walls), secs(med), secs(walls[0]), secs(walls[len(walls)-1]),
+			fmt.Fprintf(w, "| %d | %d | %s (%s–%s) | %.0f |\n", n, len(walls), report.Secs(med), report.Secs(walls[0]), report.Secs(walls[len(walls)-1]),
 				float64(o.chats)/med.Seconds())
 		}
 		fmt.Fprintln(w)
@@ -100,23 +100,6 @@ func gaps(st tableStats) string {
 	}
 	if len(parts) == 0 {
 		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
-
-func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-// timeline shows when the first, 10 %, 50 %, 90 % and last of ts happened.
-func timeline(ts []time.Duration) string {
-	if len(ts) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, p := range []float64{0, 10, 50, 90, 100} {
-		k := max(int(p/100*float64(len(ts))), 1)
-		parts = append(parts, fmt.Sprintf("%d: %s", k, ms(ts[k-1])))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -21,7 +21,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"switchboard/bench/internal/host"
+	breport "switchboard/bench/internal/report"
 	"time"
 
 	"switchboard/bench/internal/gateway"
@@ -101,7 +101,7 @@ func run(o options, out, progress io.Writer) error {
 		s.Users = max(s.Users, n)
 	}
 	s.MaxConcurrentTurns = max(s.MaxConcurrentTurns, s.Users)
-	rep := report{opts: o, settings: s, date: time.Now(), machine: host.Machine(), load: host.LoadAverage()}
+	rep := report{opts: o, settings: s, date: time.Now(), machine: breport.Machine(), load: breport.LoadAverage()}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -130,7 +130,7 @@ func run(o options, out, progress io.Writer) error {
 		rep.bursts = append(rep.bursts, b)
 		if o.verbose {
 			fmt.Fprintf(progress, "  gateway CPU %s; pushed in %s; model requests arrived (k-th: time) %s; replies %s\n",
-				ms(b.cpu), ms(b.pushed), timeline(b.modelAt), timeline(b.replies))
+				breport.MS(b.cpu), breport.MS(b.pushed), breport.Timeline(b.modelAt), breport.Timeline(b.replies))
 		}
 	}
 	fmt.Fprintf(progress, "row 6: a conversation of %d turns…\n", o.turns)
@@ -138,20 +138,7 @@ func run(o options, out, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("tokens: %w", err)
 	}
-	rep.load += " (start), " + host.LoadAverage() + " (end)"
+	rep.load += " (start), " + breport.LoadAverage() + " (end)"
 	rep.write(out)
 	return nil
-}
-
-// timeline shows when the first, 10 %, 50 %, 90 % and last of ts happened.
-func timeline(ts []time.Duration) string {
-	if len(ts) == 0 {
-		return "none"
-	}
-	var parts []string
-	for _, p := range []float64{0, 10, 50, 90, 100} {
-		k := max(int(p/100*float64(len(ts))), 1)
-		parts = append(parts, fmt.Sprintf("%d: %s", k, ms(ts[k-1])))
-	}
-	return strings.Join(parts, ", ")
 }

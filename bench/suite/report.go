@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	breport "switchboard/bench/internal/report"
 	"time"
 )
 
@@ -46,7 +47,7 @@ func (rep report) rows() []row {
 	slices.Sort(ready)
 	med := percentile(ready, 50)
 	rows = append(rows, row{"1", fmt.Sprintf("start to ready (`/readyz` 200), fresh database; median of %d (min–max)", len(ready)),
-		fmt.Sprintf("%s (%s–%s)", ms(med), ms(ready[0]), ms(ready[len(ready)-1])), "< " + ms(targetReady), med < targetReady})
+		fmt.Sprintf("%s (%s–%s)", breport.MS(med), breport.MS(ready[0]), breport.MS(ready[len(ready)-1])), "< " + breport.MS(targetReady), med < targetReady})
 	idle := mb(rep.startup.idleKB)
 	rows = append(rows, row{"2", "idle RSS (VmRSS; in brackets RssAnon, the part that is not pages of the binary and libraries)",
 		fmt.Sprintf("%.1f MB (%.1f MB)", idle, mb(rep.startup.anonKB)), fmt.Sprintf("≤ %.0f MB", targetIdleMB), idle <= targetIdleMB})
@@ -55,16 +56,16 @@ func (rep report) rows() []row {
 	slices.Sort(lat)
 	p99 := percentile(lat, 99)
 	rows = append(rows, row{"3", fmt.Sprintf("gateway overhead per message, p50 / p99 / max (%d messages one after another, model answers at once)", len(lat)),
-		fmt.Sprintf("%s / %s / %s", ms(percentile(lat, 50)), ms(p99), ms(lat[len(lat)-1])), "p99 < " + ms(targetP99), p99 < targetP99})
+		fmt.Sprintf("%s / %s / %s", breport.MS(percentile(lat, 50)), breport.MS(p99), breport.MS(lat[len(lat)-1])), "p99 < " + breport.MS(targetP99), p99 < targetP99})
 
 	var peak *burstResult
 	for i, b := range rep.bursts {
 		replies := slices.Clone(b.replies)
 		slices.Sort(replies)
-		r := row{"4", fmt.Sprintf("%d chat(s) at once, model latency %s: wall time, throughput (reply time p50)", b.chats, secs(rep.opts.latency)),
-			fmt.Sprintf("%s, %.0f msg/s (%s)", secs(b.wall), float64(b.chats)/b.wall.Seconds(), secs(percentile(replies, 50))), "", false}
+		r := row{"4", fmt.Sprintf("%d chat(s) at once, model latency %s: wall time, throughput (reply time p50)", b.chats, breport.Secs(rep.opts.latency)),
+			fmt.Sprintf("%s, %.0f msg/s (%s)", breport.Secs(b.wall), float64(b.chats)/b.wall.Seconds(), breport.Secs(percentile(replies, 50))), "", false}
 		if b.chats == targetBurstChat && rep.opts.latency == time.Second {
-			r.target, r.ok = "≤ "+secs(targetBurstWall), b.wall <= targetBurstWall
+			r.target, r.ok = "≤ "+breport.Secs(targetBurstWall), b.wall <= targetBurstWall
 		}
 		rows = append(rows, r)
 		if peak == nil || b.chats > peak.chats {
@@ -133,8 +134,8 @@ func (rep report) notes() []string {
 		slices.Sort(last)
 		notes = append(notes, fmt.Sprintf("Row 3: the gateway used %s of CPU per message. The chat's history grows with every message "+
 			"(%d warm-up messages came first): p50 / p99 of the first %d measured messages %s / %s, of the last %d %s / %s.",
-			ms(rep.overhead.cpu/time.Duration(n)), rep.opts.warm, third, ms(percentile(first, 50)), ms(percentile(first, 99)),
-			third, ms(percentile(last, 50)), ms(percentile(last, 99))))
+			breport.MS(rep.overhead.cpu/time.Duration(n)), rep.opts.warm, third, breport.MS(percentile(first, 50)), breport.MS(percentile(first, 99)),
+			third, breport.MS(percentile(last, 50)), breport.MS(percentile(last, 99))))
 	}
 	for _, b := range rep.bursts {
 		last := time.Duration(0)
@@ -142,9 +143,9 @@ func (rep report) notes() []string {
 			last = b.modelAt[len(b.modelAt)-1]
 		}
 		note := fmt.Sprintf("Row 4, %d chat(s): the last model request arrived %s after the first message, the last reply %s",
-			b.chats, secs(last), secs(b.wall))
+			b.chats, breport.Secs(last), breport.Secs(b.wall))
 		if b.chats >= 100 { // /proc counts CPU time in 10 ms ticks
-			note += fmt.Sprintf("; the gateway used %s of CPU (%s per message), the fakes %s", secs(b.cpu), ms(b.cpu/time.Duration(b.chats)), secs(b.fakesCPU))
+			note += fmt.Sprintf("; the gateway used %s of CPU (%s per message), the fakes %s", breport.Secs(b.cpu), breport.MS(b.cpu/time.Duration(b.chats)), breport.Secs(b.fakesCPU))
 		}
 		notes = append(notes, note+".")
 	}
@@ -181,14 +182,6 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	rank := int(math.Ceil(p/100*float64(len(sorted)))) - 1
 	return sorted[min(max(rank, 0), len(sorted)-1)]
-}
-
-func ms(d time.Duration) string {
-	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
-}
-
-func secs(d time.Duration) string {
-	return fmt.Sprintf("%.2f s", d.Seconds())
 }
 
 // mb converts kB (KiB, as /proc reports) to MB.
