@@ -536,11 +536,7 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.cycle.dead() {
 		panic(http.ErrAbortHandler)
 	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(answer)
+	answerWith(w, resp, answer)
 	_ = http.NewResponseController(w).Flush()
 	if sent != "" {
 		p.cycle.event(evSendAnswered)

@@ -226,3 +226,12 @@ func forwardTo(r *http.Request, body []byte, upstream string, send bool) (*http.
 	}
 	return resp, answer
 }
+
+// answerWith writes a forwarded answer back to the tap's client.
+func answerWith(w http.ResponseWriter, resp *http.Response, answer []byte) {
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(answer)
+}

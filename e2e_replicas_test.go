@@ -431,11 +431,7 @@ func (p *replicaTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.sends.record(a.Result.MessageID, replicaSend{replica: p.replica, at: time.Now()})
 		}
 	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(answer)
+	answerWith(w, resp, answer)
 }
 
 // ---- the load balancer in front of the webhooks ----
