@@ -57,7 +57,9 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- ch.Run(ctx, channels.SinkFunc(func(context.Context, channels.Inbound) error { return nil })) }()
+	go func() {
+		done <- ch.Run(ctx, channels.SinkFunc(func(context.Context, channels.Inbound) error { return nil }))
+	}()
 	wctx, wcancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer wcancel()
 	id, err := f.WaitIdentify(wctx, 1)
