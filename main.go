@@ -47,7 +47,23 @@ func main() {
 	stopProfile := cpuProfile(os.Getenv("SWITCHBOARD_CPUPROFILE"))
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stopProfile()
+	memProfile(os.Getenv("SWITCHBOARD_MEMPROFILE"))
 	os.Exit(code)
+}
+
+// memProfile writes a heap profile to path (%p: the process id), if path is
+// set: its alloc_space and alloc_objects views are where the run allocated.
+func memProfile(path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Create(strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid())))
+	if err == nil {
+		err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "switchboard: SWITCHBOARD_MEMPROFILE: %v\n", err)
+	}
 }
 
 // cpuProfile writes a CPU profile of the whole run to path (for `go tool

@@ -37,15 +37,25 @@ func (s *Store) openDB(path string) *sql.DB {
 	if s.readOnly {
 		name += "&mode=ro"
 	}
-	drv := &sqlite3.SQLiteDriver{}
-	if n := s.maxPages; n > 0 {
-		drv.ConnectHook = func(c *sqlite3.SQLiteConn) error {
+	drv := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		if n := s.maxPages; n > 0 {
 			if _, err := c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", n), nil); err != nil {
 				return fmt.Errorf("set max_page_count: %w", err)
 			}
+		}
+		if s.readOnly {
 			return nil
 		}
-	}
+		// The checkpointer copies the WAL into the file instead (see there).
+		if _, err := c.Exec("PRAGMA wal_autocheckpoint = 0", nil); err != nil {
+			return fmt.Errorf("set wal_autocheckpoint: %w", err)
+		}
+		c.RegisterCommitHook(func() int {
+			s.walDirty.Store(true)
+			return 0
+		})
+		return nil
+	}}
 	return sql.OpenDB(connector{name: name, drv: drv})
 }
 

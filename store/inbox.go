@@ -80,7 +80,7 @@ func (s *Store) FinishInbox(ctx context.Context, id int64, status string) error 
 	if status != InboxDone && status != InboxSkipped {
 		return fmt.Errorf("store: finish inbox %d: invalid status %q", id, status)
 	}
-	res, err := s.db.ExecContext(ctx, sqlFinishInbox, status, s.nowMS(), id)
+	res, err := s.write(ctx, sqlFinishInbox, status, s.nowMS(), id)
 	if err != nil {
 		return fmt.Errorf("store: finish inbox %d: %w", id, err)
 	}
@@ -118,7 +118,7 @@ func (s *Store) PendingInboxOf(ctx context.Context, channel, chat string) ([]Inb
 // confirmed. turnID may be 0. The same non-empty platformMsgID recorded twice
 // for one item counts once.
 func (s *Store) RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error {
-	_, err := s.db.ExecContext(ctx, sqlInsertDelivery, inboxID, nullID(turnID), platformMsgID, s.nowMS())
+	_, err := s.write(ctx, sqlInsertDelivery, inboxID, nullID(turnID), platformMsgID, s.nowMS())
 	if isForeignKey(err) {
 		return fmt.Errorf("store: record delivery for inbox %d, turn %d: %w", inboxID, turnID, ErrNotFound)
 	}

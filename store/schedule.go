@@ -586,7 +586,7 @@ func (s *Store) queryRuns(ctx context.Context, query string, args ...any) ([]Sch
 // RecordScheduleDelivery records a message the platform confirmed for a run.
 // turnID may be 0. The same non-empty platformMsgID recorded twice counts once.
 func (s *Store) RecordScheduleDelivery(ctx context.Context, runID, turnID int64, platformMsgID string) error {
-	_, err := s.db.ExecContext(ctx, sqlInsertSchDel, runID, nullID(turnID), platformMsgID, s.nowMS())
+	_, err := s.write(ctx, sqlInsertSchDel, runID, nullID(turnID), platformMsgID, s.nowMS())
 	if isForeignKey(err) {
 		return fmt.Errorf("store: record delivery for schedule run %d, turn %d: %w", runID, turnID, ErrNotFound)
 	}

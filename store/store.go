@@ -72,11 +72,14 @@ type Store struct {
 
 	maxPages int  // WithMaxPages; 0: no cap
 	readOnly bool // WithReadOnly
-	// writeMu queues this process's SQLite transactions in Go. Left to
-	// SQLite's busy handler, which polls with sleeps, some of a thousand
-	// concurrent writers waited past busyTimeout and failed with "database
-	// is locked" (TestLoadThousandChats); other processes still wait in it.
-	writeMu sync.Mutex
+	// group queues this process's SQLite transactions for groupCommit, and
+	// groupLead is held by the caller running them. Left to SQLite's busy
+	// handler, which polls with sleeps, some of a thousand concurrent
+	// writers waited past busyTimeout and failed with "database is locked"
+	// (TestLoadThousandChats); other processes still wait in it.
+	groupMu   sync.Mutex
+	group     []*groupTx
+	groupLead chan struct{}
 	// writeErr holds the last write that failed because the database could
 	// not take writes (see Unavailable), until a write succeeds; Ping
 	// reports it.
@@ -84,6 +87,12 @@ type Store struct {
 	// hbConn is the connection Heartbeat keeps for itself (see there).
 	hbMu   sync.Mutex
 	hbConn *sql.Conn
+	// history caches recent messages (SQLite only; see historyCache).
+	history *historyCache
+	// walDirty is set by every commit on SQLite and cleared by the
+	// checkpointer, which stopCheckpoint ends.
+	walDirty       atomic.Bool
+	stopCheckpoint func()
 }
 
 // Option configures a Store at Open.
@@ -92,7 +101,7 @@ type Option func(*Store)
 // newStore is a Store of the dialect with opts applied, before its pool is
 // opened (setDB).
 func newStore(d *dialect, opts []Option) *Store {
-	s := &Store{d: d, now: time.Now}
+	s := &Store{d: d, now: time.Now, groupLead: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -148,6 +157,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s := newStore(sqliteDialect, opts)
+	s.history = newHistoryCache(historyBudget)
 	db := s.openDB(path)
 	db.SetMaxOpenConns(maxIdleConns)
 	db.SetMaxIdleConns(maxIdleConns)
@@ -160,6 +170,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := migrate(ctx, db, sqliteDialect, migrations, s.nowMS()); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if !s.readOnly {
+		s.startCheckpointer()
 	}
 	return s, nil
 }
@@ -202,6 +215,9 @@ var testHookConnectRetry func()
 
 // Close closes the database.
 func (s *Store) Close() error {
+	if s.stopCheckpoint != nil {
+		s.stopCheckpoint()
+	}
 	s.hbMu.Lock()
 	if s.hbConn != nil {
 		_ = s.hbConn.Close()
@@ -232,7 +248,8 @@ const (
 // inTx runs fn in one transaction and commits it if fn returns nil.
 //
 // On SQLite the transaction is IMMEDIATE (_txlock): it holds the write lock
-// from BEGIN, so transactions run one after the other.
+// from BEGIN, so transactions run one after the other; this process's
+// concurrent ones share one (see groupCommit).
 //
 // On Postgres it is SERIALIZABLE: the outcome is that of some one-at-a-time
 // order, which is what IMMEDIATE transactions give on SQLite, so every
@@ -246,9 +263,7 @@ const (
 func (s *Store) inTx(ctx context.Context, fn func(tx conn) error) (err error) {
 	defer func() { s.noteWrite(err) }()
 	if !s.d.postgres {
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
-		return s.txOnce(ctx, nil, fn)
+		return s.groupCommit(ctx, fn)
 	}
 	serializable := &sql.TxOptions{Isolation: sql.LevelSerializable}
 	deadline := time.Now().Add(busyTimeout)

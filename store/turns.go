@@ -294,30 +294,10 @@ func scanMessage(r rowScanner) (Message, error) {
 }
 
 // Messages returns all messages of the session in order, hidden ones included.
+// It reads the database, not the history cache: a dashboard reading an old
+// session should not push out the sessions that turns are reading.
 func (s *Store) Messages(ctx context.Context, sessionID int64) ([]Message, error) {
-	return s.MessagesAfter(ctx, sessionID, 0)
-}
-
-// MessagesAfter returns the session's messages with id > afterID, in order
-// (e.g. after a compaction summary's upToMessageID).
-func (s *Store) MessagesAfter(ctx context.Context, sessionID, afterID int64) ([]Message, error) {
-	rows, err := s.db.QueryContext(ctx, sqlMessages, sessionID, afterID)
-	if err != nil {
-		return nil, fmt.Errorf("store: messages of session %d: %w", sessionID, err)
-	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: messages of session %d: %w", sessionID, err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: messages of session %d: %w", sessionID, err)
-	}
-	return out, nil
+	return s.queryMessages(ctx, sessionID, 0)
 }
 
 func scanTurn(r rowScanner) (Turn, error) {

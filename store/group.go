@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// maxGroup bounds the transactions one group commit takes, so that a
+// caller at the end of a long queue is not held by an ever longer one.
+const maxGroup = 64
+
+// groupTx is one caller's transaction, queued for a group commit.
+type groupTx struct {
+	ctx  context.Context
+	fn   func(tx conn) error
+	err  error
+	done chan struct{}
+}
+
+// groupCommit runs fn in a SQLite transaction shared with the other callers
+// waiting at that moment: one BEGIN and one COMMIT for the lot, each fn in
+// a savepoint of its own, so a fn that fails rolls back its own writes
+// only. The caller that finds the write lock free leads: it takes the queue
+// (its own fn included), runs it and hands every caller its result after
+// the COMMIT. A commit writes each changed page to the write-ahead log, and
+// a turn's few small transactions change the same pages of the same tables
+// as everybody else's: a thousand chats at once spent a sixth of the
+// gateway's CPU committing them one by one.
+//
+// If the shared transaction fails as a whole (COMMIT fails, or SQLite
+// rolls it back itself, as on a full disk), each fn is run again in a
+// transaction of its own, so every caller gets its own outcome. As on
+// Postgres (see inTx), fn must set everything it reports afresh on each
+// run.
+func (s *Store) groupCommit(ctx context.Context, fn func(tx conn) error) error {
+	me := &groupTx{ctx: ctx, fn: fn, done: make(chan struct{})}
+	s.groupMu.Lock()
+	s.group = append(s.group, me)
+	s.groupMu.Unlock()
+	select {
+	case <-me.done:
+		return me.err
+	case s.groupLead <- struct{}{}:
+	}
+	defer func() { <-s.groupLead }()
+	for {
+		select {
+		case <-me.done:
+			return me.err
+		default:
+		}
+		s.groupMu.Lock()
+		n := min(len(s.group), maxGroup)
+		batch := s.group[:n:n]
+		// A fresh array for the rest: the taken entries' closures would
+		// stay reachable through the old one.
+		if n == len(s.group) {
+			s.group = nil
+		} else {
+			s.group = slices.Clone(s.group[n:])
+		}
+		s.groupMu.Unlock()
+		s.runGroup(batch)
+	}
+}
+
+// runGroup runs batch as described at groupCommit and closes each done.
+func (s *Store) runGroup(batch []*groupTx) {
+	defer func() {
+		for _, g := range batch {
+			close(g.done)
+		}
+	}()
+	if testHookGroup != nil {
+		testHookGroup(len(batch))
+	}
+	if len(batch) == 1 {
+		g := batch[0]
+		g.err = s.txOnce(g.ctx, nil, g.fn)
+		return
+	}
+	err := s.txOnce(context.Background(), nil, func(tx conn) error {
+		// A cancelled context interrupts the connection's statement, and
+		// SQLite then rolls back the whole transaction: one caller's
+		// cancellation must not undo the others' writes.
+		shared := conn{q: uncancelled{tx.q}, d: tx.d}
+		for _, g := range batch {
+			if g.err = g.ctx.Err(); g.err != nil {
+				continue
+			}
+			if _, err := tx.q.ExecContext(context.Background(), "SAVEPOINT g"); err != nil {
+				return err
+			}
+			g.err = g.fn(shared)
+			if g.err != nil {
+				if _, err := tx.q.ExecContext(context.Background(), "ROLLBACK TO g"); err != nil {
+					return fmt.Errorf("%w: %w", errGroupBroken, err)
+				}
+			}
+			if _, err := tx.q.ExecContext(context.Background(), "RELEASE g"); err != nil {
+				return fmt.Errorf("%w: %w", errGroupBroken, err)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		return
+	}
+	for _, g := range batch {
+		g.err = s.txOnce(g.ctx, nil, g.fn)
+	}
+}
+
+// testHookGroup, if set, gets the size of each group runGroup runs.
+var testHookGroup func(size int)
+
+// errGroupBroken is a savepoint that failed: SQLite has rolled back the
+// shared transaction (on a full disk, say).
+var errGroupBroken = errors.New("group commit broken")
+
+// uncancelled runs statements as if their context had no cancellation.
+type uncancelled struct{ q querier }
+
+func (u uncancelled) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return u.q.ExecContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (u uncancelled) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return u.q.QueryContext(context.WithoutCancel(ctx), query, args...)
+}
+
+func (u uncancelled) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return u.q.QueryRowContext(context.WithoutCancel(ctx), query, args...)
+}
+
+// write runs one write statement: on SQLite in a group commit, where it
+// shares the COMMIT of concurrent transactions; on Postgres on its own.
+func (s *Store) write(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s.d.postgres {
+		return s.db.ExecContext(ctx, query, args...)
+	}
+	var res sql.Result
+	err := s.inTx(ctx, func(tx conn) error {
+		var err error
+		res, err = tx.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}

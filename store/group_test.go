@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"switchboard/internal/waitfor"
+)
+
+// groupRound holds the write lock with one transaction, queues n more
+// behind it, releases it, and returns each queued caller's error and the
+// sizes of the groups that ran. fn(i) is caller i's transaction, ctx(i)
+// its context.
+func groupRound(t *testing.T, s *Store, n int, fn func(i int) func(tx conn) error, ctx func(i int) context.Context) ([]error, []int) {
+	t.Helper()
+	var mu sync.Mutex
+	var sizes []int
+	testHookGroup = func(size int) {
+		mu.Lock()
+		sizes = append(sizes, size)
+		mu.Unlock()
+	}
+	t.Cleanup(func() { testHookGroup = nil })
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = s.inTx(t.Context(), func(tx conn) error {
+			close(entered)
+			<-release
+			return nil
+		})
+	})
+	<-entered
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = s.inTx(ctx(i), fn(i)) })
+	}
+	queued := func() bool {
+		s.groupMu.Lock()
+		defer s.groupMu.Unlock()
+		return len(s.group) == n
+	}
+	if err := waitfor.Poll(t.Context(), time.Millisecond, queued); err != nil {
+		t.Fatalf("%d callers never queued: %v", n, err)
+	}
+	close(release)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return errs, slices.Clone(sizes)
+}
+
+func setKey(key string) func(tx conn) error {
+	return func(tx conn) error {
+		_, err := tx.ExecContext(context.Background(), sqlSetState, key, "v", 0)
+		return err
+	}
+}
+
+func stateKeys(t *testing.T, s *Store, prefix string, n int) []int {
+	t.Helper()
+	var have []int
+	for i := range n {
+		if _, ok, err := s.GetState(t.Context(), fmt.Sprint(prefix, i)); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			have = append(have, i)
+		}
+	}
+	return have
+}
+
+// TestGroupCommit: the transactions queued behind a running one commit
+// together, and each caller still gets its own outcome: a transaction that
+// fails, or whose caller gave up, leaves no trace and does not undo the
+// others'.
+func TestGroupCommit(t *testing.T) {
+	s, _, _ := backends[0].openTest(t)
+	const n = 10
+	errFail := errors.New("this one fails")
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	errs, sizes := groupRound(t, s, n, func(i int) func(tx conn) error {
+		if i == 3 {
+			return func(tx conn) error {
+				if err := setKey("g3")(tx); err != nil {
+					return err
+				}
+				return errFail
+			}
+		}
+		return setKey(fmt.Sprint("g", i))
+	}, func(i int) context.Context {
+		if i == 5 {
+			return cancelled
+		}
+		return t.Context()
+	})
+	if !slices.Equal(sizes, []int{1, n}) {
+		t.Errorf("groups of %v, want [1 %d]: the queued transactions share one", sizes, n)
+	}
+	for i, err := range errs {
+		switch {
+		case i == 3 && !errors.Is(err, errFail):
+			t.Errorf("caller 3: %v, want its own error", err)
+		case i == 5 && !errors.Is(err, context.Canceled):
+			t.Errorf("caller 5: %v, want context.Canceled", err)
+		case i != 3 && i != 5 && err != nil:
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	if have, want := stateKeys(t, s, "g", n), []int{0, 1, 2, 4, 6, 7, 8, 9}; !slices.Equal(have, want) {
+		t.Errorf("committed %v, want %v", have, want)
+	}
+}
+
+// TestGroupCommitBroken: when the shared transaction is lost (here a
+// caller ends it; SQLite does the same on some I/O errors), every caller's
+// transaction runs again on its own: the others are committed, and only the
+// one at fault fails.
+func TestGroupCommitBroken(t *testing.T) {
+	s, _, _ := backends[0].openTest(t)
+	const n = 6
+	errs, sizes := groupRound(t, s, n, func(i int) func(tx conn) error {
+		if i == 2 {
+			return func(tx conn) error {
+				_, err := tx.ExecContext(context.Background(), "ROLLBACK")
+				return err
+			}
+		}
+		return setKey(fmt.Sprint("b", i))
+	}, func(int) context.Context { return t.Context() })
+	if !slices.Equal(sizes, []int{1, n}) {
+		t.Errorf("groups of %v, want [1 %d]", sizes, n)
+	}
+	for i, err := range errs {
+		if (i == 2) != (err != nil) {
+			t.Errorf("caller %d: error %v", i, err)
+		}
+	}
+	if have, want := stateKeys(t, s, "b", n), []int{0, 1, 3, 4, 5}; !slices.Equal(have, want) {
+		t.Errorf("committed %v, want %v", have, want)
+	}
+}
