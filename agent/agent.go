@@ -44,6 +44,7 @@ type Store interface {
 	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
 	CommitStep(ctx context.Context, turnID int64, step int, msgs []store.StepMessage, usage llm.Usage) ([]int64, error)
 	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
+	// MessagesAfter may share the messages it returns: read them only.
 	MessagesAfter(ctx context.Context, sessionID, afterID int64) ([]store.Message, error)
 	LatestSummary(ctx context.Context, sessionID int64) (string, int64, bool, error)
 	SaveSummary(ctx context.Context, sessionID, upToMessageID int64, text string) error
@@ -329,6 +330,7 @@ func (a *Agent) begin(ctx context.Context, st *turnState) error {
 	if err != nil {
 		return fmt.Errorf("agent: load history: %w", err)
 	}
+	st.hist = make([]entry, 0, len(msgs))
 	for _, m := range msgs {
 		e := entry{Message: m.Message, id: m.ID, turnID: m.TurnID, hidden: m.Hidden}
 		if st.t.ResumeTurnID != 0 && m.TurnID == st.t.ResumeTurnID {

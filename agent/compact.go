@@ -223,6 +223,28 @@ func (a *Agent) render(st *turnState) []llm.Message {
 	return out
 }
 
+// pairedInOrder reports whether msgs need no repair: each assistant
+// message's tool calls are followed by exactly their results, in order, and
+// no other message is a tool result.
+func pairedInOrder(msgs []llm.Message) bool {
+	for i := 0; i < len(msgs); i++ {
+		m := msgs[i]
+		if m.Role == llm.RoleTool {
+			return false
+		}
+		if m.Role != llm.RoleAssistant {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			i++
+			if i >= len(msgs) || msgs[i].Role != llm.RoleTool || msgs[i].ToolCallID != c.ID {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // orphanResult is the synthetic result for a call that never got one.
 const orphanResult = "error: no result was recorded for this call (the turn was interrupted)"
 
@@ -231,6 +253,9 @@ const orphanResult = "error: no result was recorded for this call (the turn was 
 // added for a missing one), and tool results without a preceding call are
 // dropped. It returns a new slice.
 func RepairOrphans(msgs []llm.Message) []llm.Message {
+	if pairedInOrder(msgs) {
+		return msgs
+	}
 	out := make([]llm.Message, 0, len(msgs))
 	for i := 0; i < len(msgs); i++ {
 		m := msgs[i]

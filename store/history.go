@@ -43,9 +43,10 @@ func newHistoryCache(budget int) *historyCache {
 	return &historyCache{budget: budget, byID: make(map[int64]*list.Element)}
 }
 
-// get returns a copy of the cached messages of the session with id > after,
-// and the id up to which the cache is complete; ok is false when the cache
-// cannot answer (no entry, or after is below its floor).
+// get returns the cached messages of the session with id > after, and the
+// id up to which the cache is complete; ok is false when the cache cannot
+// answer (no entry, or after is below its floor). The slice is shared:
+// callers must not modify its elements.
 func (c *historyCache) get(session, after int64) (msgs []Message, last int64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -58,16 +59,24 @@ func (c *historyCache) get(session, after int64) (msgs []Message, last int64, ok
 		return nil, 0, false
 	}
 	c.lru.MoveToFront(el)
+	return e.view(after), max(e.last, after), true
+}
+
+// view is the entry's messages with id > after, shared: its capacity ends
+// at its length, so appending to it copies, and the entry only ever
+// appends past it or replaces its array.
+func (e *historyEntry) view(after int64) []Message {
 	i := firstAfter(e.msgs, after)
-	return append([]Message(nil), e.msgs[i:]...), max(e.last, after), true
+	return e.msgs[i:len(e.msgs):len(e.msgs)]
 }
 
 // put records that fresh are every message of the session with
 // from < id <= upTo. When the session's entry was complete up to from, they
 // extend it; otherwise they replace it. Messages at or below floor are
 // dropped: the reader asked only for those above it (a summary covers the
-// rest), and so will the next turn.
-func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) {
+// rest), and so will the next turn. It returns the entry's messages above
+// floor (shared, as with get), or ok false if the entry was not kept.
+func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) (msgs []Message, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var e *historyEntry
@@ -100,11 +109,12 @@ func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) {
 	e.last = upTo
 	if e.size > c.budget { // it alone would push out every other session
 		c.drop(c.byID[session])
-		return
+		return nil, false
 	}
-	for c.size > c.budget && c.lru.Len() > 0 {
+	for c.size > c.budget && c.lru.Len() > 1 {
 		c.drop(c.lru.Back())
 	}
+	return e.view(floor), true
 }
 
 func (c *historyCache) drop(el *list.Element) {
@@ -137,7 +147,8 @@ func messageSize(m Message) int {
 
 // MessagesAfter returns the session's messages with id > afterID, in order
 // (e.g. after a compaction summary's upToMessageID). On SQLite it reads
-// only what the history cache does not hold yet.
+// only what the history cache does not hold yet, and the messages it
+// returns are shared with the cache: callers must not modify them.
 func (s *Store) MessagesAfter(ctx context.Context, sessionID, afterID int64) ([]Message, error) {
 	if s.history == nil {
 		return s.queryMessages(ctx, sessionID, afterID)
@@ -154,7 +165,9 @@ func (s *Store) MessagesAfter(ctx context.Context, sessionID, afterID int64) ([]
 	if n := len(fresh); n > 0 {
 		upTo = fresh[n-1].ID
 	}
-	s.history.put(sessionID, afterID, last, upTo, fresh)
+	if all, ok := s.history.put(sessionID, afterID, last, upTo, fresh); ok {
+		return all, nil
+	}
 	if len(cached) == 0 {
 		return fresh, nil
 	}
