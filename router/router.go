@@ -34,6 +34,12 @@ const (
 	DefaultTurnTimeout = 10 * time.Minute
 	// typingEvery refreshes typing indicators; Telegram shows one for ~5 s.
 	typingEvery = 4 * time.Second
+	// typingInFlight bounds the typing indicators being sent at once on a
+	// channel. They are cosmetic: in a burst, a beat that finds them all
+	// taken is skipped (the next comes typingEvery later) instead of
+	// competing with the replies for connections and the platform's rate
+	// limit (Telegram answers 429 past about 30 requests a second).
+	typingInFlight = 8
 )
 
 // ErrShuttingDown is returned by Deliver once shutdown has begun.
@@ -194,6 +200,7 @@ type Router struct {
 	log      *slog.Logger
 	channels map[string]channels.Channel
 	sem      chan struct{}
+	typing   map[string]chan struct{} // per channel, typingInFlight slots; under mu
 
 	mu      sync.Mutex
 	queues  map[string]*chatQueue
@@ -282,6 +289,7 @@ func New(cfg Config) (*Router, error) {
 		inflight: map[int64]bool{},
 		held:     map[string]bool{},
 		pinned:   map[string]int{},
+		typing:   map[string]chan struct{}{},
 	}
 	r.idle = sync.NewCond(&r.mu)
 	for _, ch := range cfg.Channels {

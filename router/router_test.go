@@ -398,6 +398,71 @@ func TestTypingKeptAlive(t *testing.T) {
 	})
 }
 
+// blockingTyper is a channel whose typing indicators take until released.
+type blockingTyper struct {
+	*fakeChannel
+	release chan struct{}
+}
+
+func (b blockingTyper) Typing(ctx context.Context, chat string) error {
+	_ = b.fakeChannel.Typing(ctx, chat)
+	<-b.release
+	return nil
+}
+
+// Typing indicators are bounded per channel: with typingInFlight of them
+// still being sent (a slow platform, a burst of turns), a further turn's
+// beat is skipped rather than queued, and it types again at its next
+// refresh once slots are free.
+func TestTypingBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		runner := newFakeRunner()
+		ch := blockingTyper{newFakeChannel(), make(chan struct{})}
+		r, _ := New(Config{Store: st, Agent: runner, MaxConcurrentTurns: 2 * typingInFlight,
+			NewTicker: func(d time.Duration) Ticker { return stoppedTicker{} }})
+		r.AddChannel(ch, everyone)
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		typing := func() int {
+			ch.mu.Lock()
+			defer ch.mu.Unlock()
+			return ch.typing
+		}
+		var releases []chan struct{}
+		for i := range typingInFlight + 2 {
+			text := fmt.Sprint("slow ", i)
+			releases = append(releases, runner.hold(text))
+			if err := r.Deliver(t.Context(), msg(fmt.Sprint("c", i), "u", text)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if n := typing(); n != typingInFlight {
+			t.Fatalf("%d typing indicators sent for %d turns, want %d: the rest wait for none", n, typingInFlight+2, typingInFlight)
+		}
+		close(ch.release)
+		synctest.Wait()
+		<-time.NewTimer(typingEvery).C
+		synctest.Wait()
+		if n := typing(); n != 2*typingInFlight+2 {
+			t.Fatalf("%d typing indicators after a refresh, want %d (every turn types again)", n, 2*typingInFlight+2)
+		}
+		for _, rel := range releases {
+			close(rel)
+		}
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Shutdown(context.Background())
+	})
+}
+
 // After a restart, stored but unfinished messages are handled; one whose
 // reply was already delivered is not answered again.
 func TestRestartReplaysPending(t *testing.T) {

@@ -378,6 +378,11 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
 	r.mu.Lock()
 	typer, ok := r.channels[in.Channel].(channels.Typer)
+	slots := r.typing[in.Channel]
+	if ok && slots == nil {
+		slots = make(chan struct{}, typingInFlight)
+		r.typing[in.Channel] = slots
+	}
 	r.mu.Unlock()
 	if !ok {
 		return func() {}
@@ -395,8 +400,13 @@ func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
 	)
 	beat = func() {
 		defer wg.Done()
-		if err := typer.Typing(ctx, in.ChatID); err != nil && ctx.Err() == nil {
-			r.log.Debug("typing indicator", "channel", in.Channel, "err", err)
+		select {
+		case slots <- struct{}{}:
+			if err := typer.Typing(ctx, in.ChatID); err != nil && ctx.Err() == nil {
+				r.log.Debug("typing indicator", "channel", in.Channel, "err", err)
+			}
+			<-slots
+		default: // typingInFlight already being sent: skip this beat
 		}
 		mu.Lock()
 		defer mu.Unlock()
