@@ -17,6 +17,7 @@ import (
 	"switchboard/cluster"
 	"switchboard/config"
 	"switchboard/httpapi"
+	"switchboard/internal/gcpace"
 	"switchboard/internal/logging"
 	"switchboard/llm"
 	"switchboard/mcpclient"
@@ -138,6 +139,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		},
 		Learning: lrn.commands(),
 		OnSend:   mon.onSend,
+		Load:     gcpace.New().Observe,
 		Prepare: func(ctx context.Context, in channels.Inbound) router.Prepared {
 			reg := lrn.skills(ctx, watcher.Current())
 			turn := reg.ForTurn(in.Channel, string(in.ChatType), in.Text)

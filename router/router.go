@@ -177,6 +177,10 @@ type Config struct {
 	// OnSend observes the outcome of every message sent to a chat
 	// (metrics: send failures); may be nil.
 	OnSend func(channel string, err error)
+	// Load observes the number of chats with a turn running or queued each
+	// time it changes (the GC pacer); it runs under the router's lock and
+	// must be quick. May be nil.
+	Load func(running int)
 	// NewTicker makes the approval sweep's ticker; nil uses time.NewTicker.
 	NewTicker func(d time.Duration) Ticker
 	Logger    *slog.Logger
@@ -547,6 +551,7 @@ func (r *Router) enqueue(it item) {
 	if !q.busy {
 		q.busy = true
 		r.running++
+		r.observeLoad()
 		r.workers.Add(1)
 		go r.work(key, q)
 	}
@@ -569,6 +574,7 @@ func (r *Router) work(key string, q *chatQueue) {
 			q.busy = false
 			q.current = nil
 			r.running--
+			r.observeLoad()
 			if len(q.items) == 0 {
 				delete(r.queues, key)
 			}
@@ -623,6 +629,13 @@ func (r *Router) work(key string, q *chatQueue) {
 		r.mu.Lock()
 		q.cancel = nil
 		r.mu.Unlock()
+	}
+}
+
+// observeLoad reports r.running to Config.Load; r.mu is held.
+func (r *Router) observeLoad() {
+	if r.cfg.Load != nil {
+		r.cfg.Load(r.running)
 	}
 }
 

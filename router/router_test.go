@@ -398,6 +398,51 @@ func TestTypingKeptAlive(t *testing.T) {
 	})
 }
 
+// Config.Load sees the number of chats with a turn running or queued as
+// it changes: up with each chat, down to 0 when they are done.
+func TestLoadObserved(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runner := newFakeRunner()
+	var mu sync.Mutex
+	var seen []int
+	r, _ := New(Config{Store: st, Agent: runner, MaxConcurrentTurns: 4,
+		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		Load: func(n int) {
+			mu.Lock()
+			seen = append(seen, n)
+			mu.Unlock()
+		}})
+	r.AddChannel(newFakeChannel(), everyone)
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Shutdown(context.Background()) }()
+	var releases []chan struct{}
+	for i := range 3 {
+		text := fmt.Sprint("held ", i)
+		releases = append(releases, runner.hold(text))
+		if err := r.Deliver(t.Context(), msg(fmt.Sprint("c", i), "u", text)); err != nil {
+			t.Fatal(err)
+		}
+		<-runner.started
+	}
+	for _, rel := range releases {
+		close(rel)
+	}
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{1, 2, 3}; len(seen) != 6 || !slices.Equal(seen[:3], want) || seen[5] != 0 {
+		t.Errorf("Load saw %v, want 1, 2, 3, then down to 0", seen)
+	}
+}
+
 // blockingTyper is a channel whose typing indicators take until released.
 type blockingTyper struct {
 	*fakeChannel
