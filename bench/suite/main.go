@@ -43,6 +43,7 @@ type options struct {
 	warm     int
 	messages int
 	chats    []int
+	repeat   int
 	latency  time.Duration
 	turns    int
 	window   int
@@ -57,6 +58,7 @@ func main() {
 	flag.IntVar(&o.warm, "warm", 20, "messages sent before row 3's measured ones")
 	flag.IntVar(&o.messages, "messages", 300, "messages measured for row 3")
 	flag.StringVar(&chats, "chats", "1,100,1000", "comma-separated numbers of chats sending at once (rows 4, 5)")
+	flag.IntVar(&o.repeat, "repeat", 3, "runs of each burst (rows 4 and 5 show the median and the range)")
 	flag.DurationVar(&o.latency, "latency", time.Second, "model latency for rows 4 and 5")
 	flag.IntVar(&o.turns, "turns", 100, "turns of the conversation of row 6")
 	flag.IntVar(&o.window, "context-window", 8192, "llm.context_window of every run")
@@ -71,8 +73,8 @@ func main() {
 		}
 		o.chats = append(o.chats, n)
 	}
-	if o.starts < 1 || o.messages < 1 || o.turns < 1 {
-		fmt.Fprintln(os.Stderr, "suite: -starts, -messages and -turns must be at least 1")
+	if o.starts < 1 || o.messages < 1 || o.turns < 1 || o.repeat < 1 {
+		fmt.Fprintln(os.Stderr, "suite: -starts, -messages, -turns and -repeat must be at least 1")
 		os.Exit(2)
 	}
 	if err := run(o, os.Stdout, os.Stderr); err != nil {
@@ -122,16 +124,20 @@ func run(o options, out, progress io.Writer) error {
 		return err
 	}
 	for _, n := range o.chats {
-		fmt.Fprintf(progress, "rows 4-5: %d chats at once, model latency %s…\n", n, o.latency)
-		b, err := measureBurst(ctx, bin, root, s, n, o.latency)
-		if err != nil {
-			return fmt.Errorf("burst: %w", err)
+		fmt.Fprintf(progress, "rows 4-5: %d chats at once, model latency %s, %d runs…\n", n, o.latency, o.repeat)
+		var runs []burstResult
+		for range o.repeat {
+			b, err := measureBurst(ctx, bin, root, s, n, o.latency)
+			if err != nil {
+				return fmt.Errorf("burst: %w", err)
+			}
+			runs = append(runs, b)
+			if o.verbose {
+				fmt.Fprintf(progress, "  wall %s, peak %.1f MB; gateway CPU %s; pushed in %s; model requests arrived (k-th: time) %s; replies %s\n",
+					breport.Secs(b.wall), mb(b.peakKB), breport.MS(b.cpu), breport.MS(b.pushed), breport.Timeline(b.modelAt), breport.Timeline(b.replies))
+			}
 		}
-		rep.bursts = append(rep.bursts, b)
-		if o.verbose {
-			fmt.Fprintf(progress, "  gateway CPU %s; pushed in %s; model requests arrived (k-th: time) %s; replies %s\n",
-				breport.MS(b.cpu), breport.MS(b.pushed), breport.Timeline(b.modelAt), breport.Timeline(b.replies))
-		}
+		rep.bursts = append(rep.bursts, medianRun(runs))
 	}
 	fmt.Fprintf(progress, "row 6: a conversation of %d turns…\n", o.turns)
 	rep.tokens, err = measureTokens(ctx, bin, root, s, o.turns)

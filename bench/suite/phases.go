@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -111,8 +112,11 @@ func measureOverhead(ctx context.Context, r *rig, warm, n int) (overheadResult, 
 	return res, nil
 }
 
-// burstResult is rows 4 and 5 for one N.
+// burstResult is rows 4 and 5 for one N: one run, or (medianRun) the run
+// of median wall time with every run's wall time and peak.
 type burstResult struct {
+	walls    []time.Duration // of every run, sorted
+	peaks    []int           // VmHWM of every run, sorted
 	chats    int
 	wall     time.Duration   // first message pushed → last reply arrived
 	replies  []time.Duration // each reply's arrival after the first push, in order
@@ -121,6 +125,20 @@ type burstResult struct {
 	cpu      time.Duration   // CPU time the gateway used from the first push to the last reply
 	fakesCPU time.Duration   // CPU time the suite (the fakes) used meanwhile
 	modelAt  []time.Duration // each model request's arrival after the first push, in order
+}
+
+// medianRun is the run of median wall time, with the walls and peaks of
+// all runs.
+func medianRun(runs []burstResult) burstResult {
+	slices.SortFunc(runs, func(a, b burstResult) int { return cmp.Compare(a.wall, b.wall) })
+	m := runs[len(runs)/2]
+	m.walls, m.peaks = nil, nil
+	for _, r := range runs {
+		m.walls = append(m.walls, r.wall)
+		m.peaks = append(m.peaks, r.peakKB)
+	}
+	slices.Sort(m.peaks)
+	return m
 }
 
 // measureBurst starts a fresh gateway, then N private chats each send one

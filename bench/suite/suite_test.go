@@ -114,3 +114,33 @@ func TestMarks(t *testing.T) {
 		t.Errorf("table lacks row 6 as expected:\n%s", out.String())
 	}
 }
+
+// Repeated bursts: rows 4 and 5 judge the median run and show the range.
+func TestMedianRun(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	runs := []burstResult{
+		{chats: 1000, wall: ms(2700), peakKB: 140000},
+		{chats: 1000, wall: ms(2200), peakKB: 150000},
+		{chats: 1000, wall: ms(2300), peakKB: 145000},
+	}
+	m := medianRun(runs)
+	if m.wall != ms(2300) || m.peakKB != 145000 || m.medianPeakKB() != 145000 {
+		t.Errorf("median run: wall %s, peak %d kB (median %d); want 2.3 s and 145000", m.wall, m.peakKB, m.medianPeakKB())
+	}
+	rep := report{opts: options{latency: time.Second}, bursts: []burstResult{m},
+		startup:  startupResult{ready: []time.Duration{ms(90)}},
+		overhead: overheadResult{times: []time.Duration{ms(3)}},
+		tokens:   tokenResult{actual: []int{100}, naive: []int{100}}}
+	for _, r := range rep.rows() {
+		switch r.n {
+		case "4":
+			if r.mark() != "✓" || !strings.Contains(r.result, "2.30 s (2.20 s–2.70 s)") || !strings.Contains(r.what, "median of 3 runs") {
+				t.Errorf("row 4: %q %q, want the median 2.30 s with its range, ✓", r.result, r.mark())
+			}
+		case "5":
+			if r.mark() != "✓" || !strings.Contains(r.result, "(143.4–153.6 MB)") {
+				t.Errorf("row 5: %q %q, want the median 148.5 MB with its range, ✓", r.result, r.mark())
+			}
+		}
+	}
+}
