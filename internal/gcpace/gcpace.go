@@ -6,7 +6,8 @@
 // Between collections the Go heap grows by GOGC percent (Go's default is
 // 100) of what was live, goroutine stacks included. With a heap of a few
 // megabytes the collector ran every few messages, a tenth of a message's
-// CPU; at Normal it runs half as often, for a few megabytes more. A
+// CPU and the slowest replies; at Normal it runs a quarter as often, for a
+// few megabytes more (idle RSS did not change measurably). A
 // thousand turns waiting on the model, by contrast, hold tens of megabytes
 // of stacks and requests, and the heap would grow by twice as much again
 // before the next collection; at Many it grows by less, for a few more
@@ -23,7 +24,7 @@ import (
 // back to Calm (apart, so that a load around one threshold does not flip
 // the target).
 const (
-	Normal = 200
+	Normal = 400
 	Many   = 70
 	Busy   = 64
 	Calm   = 16
