@@ -41,6 +41,7 @@ type app struct {
 	sched  *schedule.Scheduler // started after the router, stopped before it
 	mon    *monitor            // metrics, dashboard activity, the HTTP API channel
 	learn  *learner            // memories, profiles, skill reviews after each turn
+	pacer  *gcpace.Pacer       // the GC target by load; nil if GOGC is set
 	// replica is this process among replicas sharing a PostgreSQL store;
 	// nil on SQLite.
 	replica *cluster.Replica
@@ -121,6 +122,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		shared = replica
 		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
 	}
+	pacer := gcpace.New()
 	rt, err := router.New(router.Config{
 		Cluster: shared,
 		Store:   st, Agent: ag,
@@ -139,7 +141,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		},
 		Learning: lrn.commands(),
 		OnSend:   mon.onSend,
-		Load:     gcpace.New().Observe,
+		Load:     pacer.Observe,
 		Prepare: func(ctx context.Context, in channels.Inbound) router.Prepared {
 			reg := lrn.skills(ctx, watcher.Current())
 			turn := reg.ForTurn(in.Channel, string(in.ChatType), in.Text)
@@ -167,6 +169,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		},
 	})
 	if err != nil {
+		pacer.Stop()
 		lrn.close()
 		st.Close()
 		mcp.Close()
@@ -174,10 +177,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	}
 	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
 	return &app{cfg: cfg, log: log, store: st, skills: watcher, mcp: mcp, model: model, agent: ag, router: rt, sched: sched, mon: mon, learn: lrn,
-		replica: replica}, nil
+		pacer: pacer, replica: replica}, nil
 }
 
 func (a *app) close() {
+	a.pacer.Stop()
 	a.learn.close()
 	if err := a.mcp.Close(); err != nil {
 		a.log.Warn("close MCP servers", "err", err)

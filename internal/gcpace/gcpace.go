@@ -35,8 +35,10 @@ type Pacer struct {
 	busy, calm, normal, many int
 	set                      func(int) int // debug.SetGCPercent
 
-	mu   sync.Mutex
-	high bool // Many is in force
+	mu       sync.Mutex
+	high     bool // Many is in force
+	previous int  // the target before New, which Stop restores
+	stopped  bool
 }
 
 // New sets the Normal target and returns a Pacer, or nil if the operator
@@ -49,8 +51,22 @@ func New() *Pacer {
 }
 
 func newPacer(set func(int) int) *Pacer {
-	set(Normal)
-	return &Pacer{busy: Busy, calm: Calm, normal: Normal, many: Many, set: set}
+	previous := set(Normal)
+	return &Pacer{busy: Busy, calm: Calm, normal: Normal, many: Many, set: set, previous: previous}
+}
+
+// Stop puts back the target the process had before New; Observe does
+// nothing after it.
+func (p *Pacer) Stop() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.stopped {
+		p.set(p.previous)
+		p.stopped = true
+	}
 }
 
 // Observe takes the number of turns running or queued now. It is cheap
@@ -62,6 +78,7 @@ func (p *Pacer) Observe(running int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
+	case p.stopped:
 	case !p.high && running >= p.busy:
 		p.set(p.many)
 		p.high = true

@@ -16,8 +16,12 @@ func TestPacer(t *testing.T) {
 	for _, n := range []int{0, 1, 10, Busy - 1, Busy, Busy + 500, Busy, Calm + 1, Calm, 3, 0, Busy, 0} {
 		p.Observe(n)
 	}
-	if want := []int{Normal, Many, Normal, Many, Normal}; !slices.Equal(calls, want) {
-		t.Errorf("targets set %v, want %v", calls, want)
+	p.Observe(Busy)
+	p.Stop()
+	p.Observe(Busy)
+	p.Stop()
+	if want := []int{Normal, Many, Normal, Many, Normal, Many, 100}; !slices.Equal(calls, want) {
+		t.Errorf("targets set %v, want %v (the last: the process's own, back at Stop)", calls, want)
 	}
 }
 
