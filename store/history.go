@@ -75,7 +75,8 @@ func (e *historyEntry) view(after int64) []Message {
 // extend it; otherwise they replace it. Messages at or below floor are
 // dropped: the reader asked only for those above it (a summary covers the
 // rest), and so will the next turn. It returns the entry's messages above
-// floor (shared, as with get), or ok false if the entry was not kept.
+// floor (shared, as with get), or ok false if the entry was not kept or
+// does not hold them all.
 func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) (msgs []Message, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -100,6 +101,9 @@ func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) (m
 		}
 		e.msgs = append([]Message(nil), e.msgs[i:]...)
 	}
+	// The entry answers the reader only if it holds every message above
+	// floor: not if it was dropped or moved up since the reader's get.
+	covers := e.floor <= floor
 	e.floor = max(e.floor, floor)
 	for _, m := range fresh {
 		e.size += messageSize(m)
@@ -113,6 +117,9 @@ func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) (m
 	}
 	for c.size > c.budget && c.lru.Len() > 1 {
 		c.drop(c.lru.Back())
+	}
+	if !covers {
+		return nil, false
 	}
 	return e.view(floor), true
 }

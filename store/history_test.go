@@ -113,6 +113,15 @@ func TestHistoryCacheBudget(t *testing.T) {
 	if sum != c.size || c.size > c.budget {
 		t.Errorf("size %d, entries sum to %d, budget %d", c.size, sum, c.budget)
 	}
+	// The reader's entry was dropped between its get and its put: put
+	// keeps what it is given but does not claim to hold the rest.
+	if _, _, ok := c.get(4, 0); !ok {
+		t.Fatal("session 4 not cached")
+	}
+	c.drop(c.byID[4])
+	if got, ok := c.put(4, 0, 1, 2, []Message{msg(2, "0123456789")}); ok {
+		t.Errorf("put after a drop answered %+v, want ok false: message 1 is missing", got)
+	}
 	// A session bigger than the whole budget is not kept.
 	c.put(5, 0, 0, 1, []Message{msg(1, string(make([]byte, 4*one)))})
 	if _, _, ok := c.get(5, 0); ok {
