@@ -100,7 +100,7 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 	}, log.With("component", "skills"))
 	ag, err := agent.New(agent.Config{
 		Model: mon.model, Store: st,
-		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), webTools(cfg), fileTools(cfg), mcp.Source(), sched.Source()},
+		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), webTools(cfg), fileTools(cfg, watcher.Current), mcp.Source(), sched.Source()},
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
 		Location:             loc,
 		ContextWindow:        cfg.LLM.ContextWindow,

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"slices"
+
 	"switchboard/agent"
 	"switchboard/config"
+	"switchboard/skills"
 	"switchboard/tools"
 )
 
@@ -19,7 +22,18 @@ func webTools(cfg *config.Config) agent.Source {
 }
 
 // fileTools is the workspace file tool source configured by tools.files.
-func fileTools(cfg *config.Config) agent.Source {
+// With command tools on, the files the skills' command tools run or name
+// (skills.Registry.CommandFiles) are read-only to it: the default folders
+// are the same, and a model that could rewrite a script would choose what
+// the next command runs.
+func fileTools(cfg *config.Config, current func() *skills.Registry) agent.Source {
 	f := cfg.Tools.Files
-	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes})
+	var protected func(string) bool
+	if cfg.Tools.Command.Enabled {
+		protected = func(p string) bool {
+			return slices.Contains(current().CommandFiles(cfg.Tools.Command.Workspace), p)
+		}
+	}
+	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes,
+		Protected: protected})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -259,4 +260,48 @@ func (w *Watcher) report(r *Registry) {
 	for _, p := range r.problems {
 		w.log.Warn("skill skipped or incomplete", "problem", p.Error())
 	}
+}
+
+// CommandFiles returns the files, under the command workspace ws, that the
+// registry's command tools run or name literally: a relative program path
+// (a script in the workspace) and every argument without a placeholder
+// that is not an option, as absolute paths with symbolic links resolved
+// where they exist. Whatever writes into the workspace on the model's
+// behalf must leave them alone, or a model could rewrite what a command
+// runs.
+func (r *Registry) CommandFiles(ws string) []string {
+	base := resolved(ws)
+	var out []string
+	for _, s := range r.skills {
+		for _, d := range s.DefineTools {
+			if d.Kind != "command" {
+				continue
+			}
+			for i, a := range d.Argv {
+				switch {
+				case strings.ContainsAny(a, "{}"), strings.HasPrefix(a, "-"), strings.TrimSpace(a) == "",
+					i == 0 && !strings.ContainsRune(a, filepath.Separator):
+					continue // a template, an option, or a program on PATH
+				}
+				p := a
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(base, a)
+				}
+				out = append(out, resolved(p))
+			}
+		}
+	}
+	return out
+}
+
+// resolved is p as an absolute path with symbolic links resolved as far as
+// it exists.
+func resolved(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
 }

@@ -191,3 +191,45 @@ func FuzzDecode(f *testing.F) {
 		_ = r.ForTurn("console", "dm", string(data)).Tools(agent.TurnInfo{})
 	})
 }
+
+// CommandFiles: the scripts and literal paths command tools name, under
+// the workspace; not placeholders, options or programs on PATH.
+func TestCommandFiles(t *testing.T) {
+	fsys := fstest.MapFS{
+		"ops.yaml": {Data: []byte(`name: ops
+description: o
+instructions: i
+define_tools:
+  - name: report
+    description: r
+    kind: command
+    parameters: {type: object, properties: {day: {type: string}}}
+    argv: [./scripts/report.sh, "{day}", -v, notes.txt]
+  - name: find
+    description: f
+    kind: command
+    parameters: {type: object, properties: {p: {type: string}}}
+    argv: [grep, -n, "{p}", data/list.txt]
+  - name: ask
+    description: a
+    kind: prompt
+    prompt: "say notes.txt"
+`)},
+	}
+	r := Load(fsys, nil, Env{})
+	if len(r.Problems()) > 0 {
+		t.Fatal(r.Problems())
+	}
+	ws := t.TempDir()
+	real, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.CommandFiles(ws)
+	want := []string{filepath.Join(real, "scripts/report.sh"), filepath.Join(real, "notes.txt"), filepath.Join(real, "data/list.txt")}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("CommandFiles = %q, want %q", got, want)
+	}
+}

@@ -42,6 +42,10 @@ type FilesConfig struct {
 	// (<channel>/<chat key>), so chats never see each other's files.
 	PerChat  bool
 	MaxBytes int // largest file read, written or edited
+	// Protected reports whether an absolute path (symbolic links resolved)
+	// is a file that file_write and file_edit must not change: one a
+	// command tool runs or names. May be nil.
+	Protected func(path string) bool
 }
 
 // Files returns the workspace file tool source; nothing when cfg.Enabled is
@@ -127,7 +131,7 @@ var templates = func() map[string]*agent.Tool {
 
 // tools returns the file tools bound to dir.
 func (s *fileSource) tools(dir string) []*agent.Tool {
-	ws := &workspace{dir: dir, max: s.cfg.MaxBytes, mu: &s.mu}
+	ws := &workspace{dir: dir, max: s.cfg.MaxBytes, mu: &s.mu, protected: s.cfg.Protected}
 	fns := map[string]func(context.Context, json.RawMessage) (string, error){
 		FileReadTool: ws.read, FileWriteTool: ws.write, FileListTool: ws.list, FileEditTool: ws.edit,
 	}
@@ -145,9 +149,30 @@ func (s *fileSource) tools(dir string) []*agent.Tool {
 // the directory through .. or a symbolic link; paths are also checked
 // beforehand so the model learns why.
 type workspace struct {
-	dir string
-	max int
-	mu  *sync.Mutex
+	dir       string
+	max       int
+	mu        *sync.Mutex
+	protected func(path string) bool // FilesConfig.Protected
+}
+
+// mayChange refuses rel if it, or the file it links to, is protected.
+func (w *workspace) mayChange(rel string) error {
+	if w.protected == nil {
+		return nil
+	}
+	dir, err := filepath.Abs(w.dir)
+	if err != nil {
+		return fmt.Errorf("the workspace folder: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	p := filepath.Join(dir, rel)
+	real, err := filepath.EvalSymlinks(p)
+	if w.protected(p) || (err == nil && w.protected(real)) {
+		return fmt.Errorf("%q is run or read by a command tool of a skill; the file tools may read it but not change it", filepath.ToSlash(rel))
+	}
+	return nil
 }
 
 // open creates the directory if needed and opens it as a root.
@@ -307,6 +332,9 @@ func (w *workspace) write(_ context.Context, args json.RawMessage) (string, erro
 	if err != nil {
 		return "", err
 	}
+	if err := w.mayChange(rel); err != nil {
+		return "", err
+	}
 	if len(a.Content) > w.max {
 		return "", fmt.Errorf("the content is %s, more than the %s a file may have (tools.files.max_bytes); write it in smaller files", size(len(a.Content)), size(w.max))
 	}
@@ -430,6 +458,9 @@ func (w *workspace) edit(_ context.Context, args json.RawMessage) (string, error
 	}
 	rel, err := w.rel(a.Path, "")
 	if err != nil {
+		return "", err
+	}
+	if err := w.mayChange(rel); err != nil {
 		return "", err
 	}
 	if a.OldText == "" {

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"switchboard/agent"
+	"switchboard/config"
+	"switchboard/skills"
+)
+
+// With command tools on, and the file tools in the same folder (the
+// defaults), file_write and file_edit refuse the files a command skill runs
+// or names, also through a symbolic link, and change the others; with
+// command tools off nothing runs them, and the file tools may.
+func TestFileToolsLeaveCommandScripts(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "workspace")
+	if err := os.MkdirAll(filepath.Join(ws, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(ws, "scripts", "report.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho report\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("scripts/report.sh", filepath.Join(ws, "link.sh")); err != nil {
+		t.Fatal(err)
+	}
+	reg := skills.Load(fstest.MapFS{"ops.yaml": {Data: []byte(`name: ops
+description: o
+instructions: i
+define_tools:
+  - name: report
+    description: r
+    kind: command
+    argv: [./scripts/report.sh, notes.txt]
+`)}}, nil, skills.Env{})
+	if len(reg.Problems()) > 0 {
+		t.Fatal(reg.Problems())
+	}
+	call := func(src agent.Source, name string, args map[string]string) (string, error) {
+		t.Helper()
+		for _, tool := range src.Tools(agent.TurnInfo{Channel: "test", ChatKey: "c1"}) {
+			if tool.Name == name {
+				b, _ := json.Marshal(args)
+				return tool.Fn(t.Context(), b)
+			}
+		}
+		t.Fatalf("no tool %s", name)
+		return "", nil
+	}
+
+	cfg := config.Default()
+	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
+	cfg.Tools.Command.Enabled, cfg.Tools.Command.Workspace = true, ws
+	src := fileTools(cfg, func() *skills.Registry { return reg })
+	for _, tc := range []struct{ tool, path string }{
+		{"file_write", "scripts/report.sh"},
+		{"file_edit", "scripts/report.sh"},
+		{"file_write", "link.sh"},
+		{"file_write", "notes.txt"},
+	} {
+		_, err := call(src, tc.tool, map[string]string{"path": tc.path, "content": "rm -rf ~", "old_text": "echo report", "new_text": "rm -rf ~"})
+		if err == nil || !strings.Contains(err.Error(), "may read it but not change it") {
+			t.Errorf("%s %s: %v, want it refused", tc.tool, tc.path, err)
+		}
+	}
+	if b, _ := os.ReadFile(script); string(b) != "#!/bin/sh\necho report\n" {
+		t.Errorf("the script was changed: %q", b)
+	}
+	if _, err := call(src, "file_write", map[string]string{"path": "scripts/other.txt", "content": "fine"}); err != nil {
+		t.Errorf("file_write of another file: %v", err)
+	}
+	if out, err := call(src, "file_read", map[string]string{"path": "scripts/report.sh"}); err != nil || !strings.Contains(out, "echo report") {
+		t.Errorf("file_read of the script: %q, %v", out, err)
+	}
+
+	cfg.Tools.Command.Enabled = false
+	off := fileTools(cfg, func() *skills.Registry { return reg })
+	if _, err := call(off, "file_edit", map[string]string{"path": "scripts/report.sh", "old_text": "echo report", "new_text": "echo changed"}); err != nil {
+		t.Errorf("with command tools off, file_edit of the script: %v", err)
+	}
+}
