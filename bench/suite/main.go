@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	breport "switchboard/bench/internal/report"
@@ -64,6 +65,7 @@ func main() {
 	flag.IntVar(&o.window, "context-window", 8192, "llm.context_window of every run")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, database, serve.log)")
 	flag.BoolVar(&o.verbose, "v", false, "print the timeline of each burst to stderr")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the suite itself (the fakes) to this file")
 	flag.Parse()
 	for _, f := range strings.Split(chats, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -76,6 +78,17 @@ func main() {
 	if o.starts < 1 || o.messages < 1 || o.turns < 1 || o.repeat < 1 {
 		fmt.Fprintln(os.Stderr, "suite: -starts, -messages, -turns and -repeat must be at least 1")
 		os.Exit(2)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "suite: -cpuprofile: %v\n", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if err := run(o, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "suite: %v\n", err)
