@@ -221,6 +221,11 @@ type Watcher struct {
 	env     Env
 	log     *slog.Logger
 
+	// builtinFiles are the built-in skills' files, read once: they are
+	// embedded in the binary and never change.
+	builtinFiles []file
+	builtinErr   error
+
 	mu      sync.Mutex
 	current *Registry
 }
@@ -231,22 +236,29 @@ func NewWatcher(dir, builtin fs.FS, env Env, log *slog.Logger) *Watcher {
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{dir: dir, builtin: builtin, env: env, log: log}
+	w.builtinFiles, w.builtinErr = readFiles(builtin, "builtin:")
 	w.current = Load(dir, builtin, env)
 	w.report(w.current)
 	return w
 }
 
 // Current returns the registry for the files as they are now.
+//
+// It reads the folder every time, outside the lock, so that turns starting
+// at once do not wait for each other's reads; only a changed folder is
+// loaded again, under it.
 func (w *Watcher) Current() *Registry {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	bf, err1 := readFiles(w.builtin, "builtin:")
-	uf, err2 := readFiles(w.dir, "")
-	if err := errors.Join(err1, err2); err != nil {
+	uf, err := readFiles(w.dir, "")
+	if err := errors.Join(w.builtinErr, err); err != nil {
 		w.log.Warn("skills: cannot read the skills folder; keeping the loaded skills", "err", err)
+		w.mu.Lock()
+		defer w.mu.Unlock()
 		return w.current
 	}
-	if fingerprint(append(bf, uf...)) == w.current.version {
+	version := fingerprint(append(slices.Clip(w.builtinFiles), uf...))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if version == w.current.version {
 		return w.current
 	}
 	r := Load(w.dir, w.builtin, w.env)
