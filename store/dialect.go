@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,15 +150,49 @@ type conn struct {
 }
 
 func (c conn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
+	return c.q.ExecContext(ctx, c.d.rebind(query), c.d.args(args)...)
 }
 
 func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
+	return c.q.QueryContext(ctx, c.d.rebind(query), c.d.args(args)...)
 }
 
 func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
+	return c.q.QueryRowContext(ctx, c.d.rebind(query), c.d.args(args)...)
+}
+
+// args makes the arguments storable: PostgreSQL text cannot hold the NUL
+// character (a command's output or a user's message may), and a write
+// with one fails; it is stored as U+FFFD, the replacement character.
+// SQLite stores it as it is. Byte slices (BYTEA) are left alone.
+func (d *dialect) args(args []any) []any {
+	if !d.postgres {
+		return args
+	}
+	var out []any
+	set := func(i int, v any) {
+		if out == nil {
+			out = slices.Clone(args)
+		}
+		out[i] = v
+	}
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			if strings.IndexByte(v, 0) >= 0 {
+				set(i, strings.ReplaceAll(v, "\x00", "\uFFFD"))
+			}
+		case sql.NullString:
+			if strings.IndexByte(v.String, 0) >= 0 {
+				v.String = strings.ReplaceAll(v.String, "\x00", "\uFFFD")
+				set(i, v)
+			}
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
 
 // insert runs an INSERT into a table with an id column and returns the new

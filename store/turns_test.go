@@ -611,3 +611,43 @@ func TestFinishTurnFinishesItsInbox(t *testing.T) {
 		}
 	})
 }
+
+// A NUL character, which PostgreSQL text cannot hold, does not fail the
+// write: SQLite stores it as it is, PostgreSQL as U+FFFD. Bytes (BYTEA)
+// keep it on both.
+func TestNULInText(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		f := newFixture(t, s, "1")
+		payload := []byte("raw\x00bytes")
+		inbox, _, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "1", MessageID: "n\x00ul", UserID: "u1", Payload: payload})
+		if err != nil {
+			t.Fatalf("Intake: %v", err)
+		}
+		turn, _, err := s.BeginTurn(ctx, TurnStart{ChatID: f.chat.ID, SessionID: f.sess.ID, InboxID: inbox, UserID: "u1",
+			Channel: "telegram", Kind: "user"}, []llm.Message{{Role: llm.RoleUser, Content: "a\x00b"}})
+		if err != nil {
+			t.Fatalf("BeginTurn: %v", err)
+		}
+		if _, err := s.CommitStep(ctx, turn, 1, []StepMessage{{Message: llm.Message{Role: llm.RoleAssistant, Content: "out\x00put",
+			ToolCalls: []llm.ToolCall{{ID: "c1", Name: "run", Arguments: `{"x":"\u0000"}`}}}}}, llm.Usage{}); err != nil {
+			t.Fatalf("CommitStep: %v", err)
+		}
+		msgs, err := s.Messages(ctx, f.sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"a\x00b", "out\x00put"}
+		if db.name == DriverPostgres {
+			want = []string{"a\uFFFDb", "out\uFFFDput"}
+		}
+		if len(msgs) != 2 || msgs[0].Content != want[0] || msgs[1].Content != want[1] {
+			t.Fatalf("stored %+v, want contents %q", msgs, want)
+		}
+		pending, err := s.PendingInbox(ctx)
+		if err != nil || len(pending) != 1 || string(pending[0].Payload) != string(payload) {
+			t.Errorf("inbox payload %+v (%v), want the bytes as given", pending, err)
+		}
+	})
+}
