@@ -104,8 +104,10 @@ func TestTelegramApprovalButton(t *testing.T) {
 	if sent[1].Text != "All clean now." {
 		t.Fatalf("answer = %q", sent[1].Text)
 	}
-	if len(tg.CallbackAnswers()) != 1 {
-		t.Fatalf("callback answers = %+v", tg.CallbackAnswers())
+	// The press is answered once Deliver returned, which races with the
+	// resumed turn's reply: wait for it.
+	if err := tg.WaitCalls(waitCtx(t), "answerCallbackQuery", 1); err != nil || len(tg.CallbackAnswers()) != 1 {
+		t.Fatalf("callback answers = %+v (%v)", tg.CallbackAnswers(), err)
 	}
 	// A second press of the same button is a no-op.
 	tg.PushCallback(501, 501, "ada", q.MessageID, buttons[0][0].CallbackData)
