@@ -159,8 +159,11 @@ func TestDiscordApprovalButton(t *testing.T) {
 	if got := dc.SentTo(dm)[1].Content; got != "All clean now." {
 		t.Fatalf("answer = %q", got)
 	}
-	if len(dc.InteractionResponses()) != 1 {
-		t.Fatalf("interaction responses = %+v", dc.InteractionResponses())
+	// The press is answered once Deliver returned, which races with the
+	// resumed turn's reply: wait for it.
+	err := dc.WaitFor(waitCtx(t), func() bool { return len(dc.InteractionResponses()) >= 1 })
+	if err != nil || len(dc.InteractionResponses()) != 1 {
+		t.Fatalf("interaction responses = %+v (%v)", dc.InteractionResponses(), err)
 	}
 	if code := serve.stop(t); code != 0 {
 		t.Fatalf("serve exited %d", code)
