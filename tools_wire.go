@@ -1,8 +1,6 @@
 package main
 
 import (
-	"slices"
-
 	"switchboard/agent"
 	"switchboard/config"
 	"switchboard/skills"
@@ -28,11 +26,9 @@ func webTools(cfg *config.Config) agent.Source {
 // the next command runs.
 func fileTools(cfg *config.Config, current func() *skills.Registry) agent.Source {
 	f := cfg.Tools.Files
-	var protected func(string) bool
+	var protected func() []string
 	if cfg.Tools.Command.Enabled {
-		protected = func(p string) bool {
-			return slices.Contains(current().CommandFiles(cfg.Tools.Command.Workspace), p)
-		}
+		protected = func() []string { return current().CommandFiles(cfg.Tools.Command.Workspace) }
 	}
 	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes,
 		Protected: protected})

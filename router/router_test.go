@@ -338,6 +338,38 @@ func TestCommands(t *testing.T) {
 	}
 }
 
+// startRouter starts a router with cfg on a fresh store, cfg.Agent as its
+// runner and ch as its one channel, open to everyone; the store is closed
+// when the test ends.
+func startRouter(t *testing.T, cfg Config, ch channels.Channel) *Router {
+	t.Helper()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg.Store = st
+	if cfg.NewTicker == nil {
+		cfg.NewTicker = func(time.Duration) Ticker { return stoppedTicker{} }
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddChannel(ch, everyone)
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// typed is how many typing indicators the channel was sent.
+func (c *fakeChannel) typed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.typing
+}
+
 // manualTicker is a ticker the test drives (the approval sweep's).
 type manualTicker struct{ c chan time.Time }
 
@@ -348,23 +380,10 @@ func (m manualTicker) Stop()               {}
 // turn runs (here a long tool), and stops with the turn.
 func TestTypingKeptAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
 		runner := newFakeRunner()
 		ch := newFakeChannel()
-		r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(d time.Duration) Ticker { return stoppedTicker{} }})
-		r.AddChannel(ch, everyone)
-		if err := r.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		typing := func() int {
-			ch.mu.Lock()
-			defer ch.mu.Unlock()
-			return ch.typing
-		}
+		r := startRouter(t, Config{Agent: runner}, ch)
+		typing := ch.typed
 		release := runner.hold("slow")
 		if err := r.Deliver(t.Context(), msg("c1", "u", "slow")); err != nil {
 			t.Fatal(err)
@@ -401,25 +420,14 @@ func TestTypingKeptAlive(t *testing.T) {
 // Config.Load sees the number of chats with a turn running or queued as
 // it changes: up with each chat, down to 0 when they are done.
 func TestLoadObserved(t *testing.T) {
-	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	runner := newFakeRunner()
 	var mu sync.Mutex
 	var seen []int
-	r, _ := New(Config{Store: st, Agent: runner, MaxConcurrentTurns: 4,
-		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		Load: func(n int) {
-			mu.Lock()
-			seen = append(seen, n)
-			mu.Unlock()
-		}})
-	r.AddChannel(newFakeChannel(), everyone)
-	if err := r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 4, Load: func(n int) {
+		mu.Lock()
+		seen = append(seen, n)
+		mu.Unlock()
+	}}, newFakeChannel())
 	defer func() { _ = r.Shutdown(context.Background()) }()
 	var releases []chan struct{}
 	for i := range 3 {
@@ -461,24 +469,10 @@ func (b blockingTyper) Typing(ctx context.Context, chat string) error {
 // refresh once slots are free.
 func TestTypingBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
 		runner := newFakeRunner()
 		ch := blockingTyper{newFakeChannel(), make(chan struct{})}
-		r, _ := New(Config{Store: st, Agent: runner, MaxConcurrentTurns: 2 * typingInFlight,
-			NewTicker: func(d time.Duration) Ticker { return stoppedTicker{} }})
-		r.AddChannel(ch, everyone)
-		if err := r.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		typing := func() int {
-			ch.mu.Lock()
-			defer ch.mu.Unlock()
-			return ch.typing
-		}
+		r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 2 * typingInFlight}, ch)
+		typing := ch.typed
 		var releases []chan struct{}
 		for i := range typingInFlight + 2 {
 			text := fmt.Sprint("slow ", i)

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"slices"
 )
 
@@ -96,12 +94,14 @@ func (s *Store) runGroup(batch []*groupTx) {
 			}
 			g.err = g.fn(shared)
 			if g.err != nil {
+				// Fails when SQLite has rolled back the shared
+				// transaction itself (on a full disk, say).
 				if _, err := tx.q.ExecContext(context.Background(), "ROLLBACK TO g"); err != nil {
-					return fmt.Errorf("%w: %w", errGroupBroken, err)
+					return err
 				}
 			}
 			if _, err := tx.q.ExecContext(context.Background(), "RELEASE g"); err != nil {
-				return fmt.Errorf("%w: %w", errGroupBroken, err)
+				return err
 			}
 		}
 		return nil
@@ -116,10 +116,6 @@ func (s *Store) runGroup(batch []*groupTx) {
 
 // testHookGroup, if set, gets the size of each group runGroup runs.
 var testHookGroup func(size int)
-
-// errGroupBroken is a savepoint that failed: SQLite has rolled back the
-// shared transaction (on a full disk, say).
-var errGroupBroken = errors.New("group commit broken")
 
 // uncancelled runs statements as if their context had no cancellation.
 type uncancelled struct{ q querier }

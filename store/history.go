@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 )
 
@@ -96,8 +97,9 @@ func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) (m
 	}
 	if i := firstAfter(e.msgs, floor); i > 0 {
 		for _, m := range e.msgs[:i] {
-			e.size -= messageSize(m)
-			c.size -= messageSize(m)
+			n := messageSize(m)
+			e.size -= n
+			c.size -= n
 		}
 		e.msgs = append([]Message(nil), e.msgs[i:]...)
 	}
@@ -106,8 +108,9 @@ func (c *historyCache) put(session, floor, from, upTo int64, fresh []Message) (m
 	covers := e.floor <= floor
 	e.floor = max(e.floor, floor)
 	for _, m := range fresh {
-		e.size += messageSize(m)
-		c.size += messageSize(m)
+		n := messageSize(m)
+		e.size += n
+		c.size += n
 	}
 	e.msgs = append(e.msgs, fresh...)
 	e.last = upTo
@@ -130,14 +133,10 @@ func (c *historyCache) drop(el *list.Element) {
 	c.size -= e.size
 }
 
-// firstAfter is the index of the first message with id > after.
+// firstAfter is the index of the first message with id > after (msgs are
+// in id order).
 func firstAfter(msgs []Message, after int64) int {
-	for i, m := range msgs {
-		if m.ID > after {
-			return i
-		}
-	}
-	return len(msgs)
+	return sort.Search(len(msgs), func(i int) bool { return msgs[i].ID > after })
 }
 
 // messageSize approximates the bytes a cached message holds.

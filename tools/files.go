@@ -42,10 +42,10 @@ type FilesConfig struct {
 	// (<channel>/<chat key>), so chats never see each other's files.
 	PerChat  bool
 	MaxBytes int // largest file read, written or edited
-	// Protected reports whether an absolute path (symbolic links resolved)
-	// is a file that file_write and file_edit must not change: one a
+	// Protected lists the files, as absolute paths with symbolic links
+	// resolved, that file_write and file_edit must not change: those a
 	// command tool runs or names. May be nil.
-	Protected func(path string) bool
+	Protected func() []string
 }
 
 // Files returns the workspace file tool source; nothing when cfg.Enabled is
@@ -152,7 +152,7 @@ type workspace struct {
 	dir       string
 	max       int
 	mu        *sync.Mutex
-	protected func(path string) bool // FilesConfig.Protected
+	protected func() []string // FilesConfig.Protected
 }
 
 // mayChange refuses rel if it, or the file it links to, is protected.
@@ -169,7 +169,8 @@ func (w *workspace) mayChange(rel string) error {
 	}
 	p := filepath.Join(dir, rel)
 	real, err := filepath.EvalSymlinks(p)
-	if w.protected(p) || (err == nil && w.protected(real)) {
+	protected := w.protected()
+	if slices.Contains(protected, p) || (err == nil && slices.Contains(protected, real)) {
 		return fmt.Errorf("%q is run or read by a command tool of a skill; the file tools may read it but not change it", filepath.ToSlash(rel))
 	}
 	return nil

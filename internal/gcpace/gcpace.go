@@ -32,8 +32,7 @@ const (
 
 // Pacer follows the number of turns running and sets the GC target.
 type Pacer struct {
-	busy, calm, normal, many int
-	set                      func(int) int // debug.SetGCPercent
+	set func(int) int // debug.SetGCPercent
 
 	mu       sync.Mutex
 	high     bool // Many is in force
@@ -52,7 +51,7 @@ func New() *Pacer {
 
 func newPacer(set func(int) int) *Pacer {
 	previous := set(Normal)
-	return &Pacer{busy: Busy, calm: Calm, normal: Normal, many: Many, set: set, previous: previous}
+	return &Pacer{set: set, previous: previous}
 }
 
 // Stop puts back the target the process had before New; Observe does
@@ -79,11 +78,11 @@ func (p *Pacer) Observe(running int) {
 	defer p.mu.Unlock()
 	switch {
 	case p.stopped:
-	case !p.high && running >= p.busy:
-		p.set(p.many)
+	case !p.high && running >= Busy:
+		p.set(Many)
 		p.high = true
-	case p.high && running <= p.calm:
-		p.set(p.normal)
+	case p.high && running <= Calm:
+		p.set(Normal)
 		p.high = false
 	}
 }
