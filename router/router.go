@@ -32,6 +32,9 @@ const (
 	DefaultMaxConcurrentTurns = 4
 	// DefaultTurnTimeout bounds a turn end to end, tools included.
 	DefaultTurnTimeout = 10 * time.Minute
+	// typingDelay is how long a turn runs before it shows a typing
+	// indicator: an answer within it (a command, a quick model) needs none.
+	typingDelay = 500 * time.Millisecond
 	// typingEvery refreshes typing indicators; Telegram shows one for ~5 s.
 	typingEvery = 4 * time.Second
 	// typingInFlight bounds the typing indicators being sent at once on a

@@ -376,8 +376,17 @@ type manualTicker struct{ c chan time.Time }
 func (m manualTicker) C() <-chan time.Time { return m.c }
 func (m manualTicker) Stop()               {}
 
-// Liveness: the typing indicator is refreshed every typingEvery while a
-// turn runs (here a long tool), and stops with the turn.
+// advance moves a synctest bubble's clock by d (it moves when every
+// goroutine in the bubble waits: a timer due by then fires at once) and
+// waits for what that started.
+func advance(d time.Duration) {
+	<-time.NewTimer(d).C
+	synctest.Wait()
+}
+
+// Liveness: the typing indicator shows once a turn has run typingDelay, is
+// refreshed every typingEvery while it runs (here a long tool), and stops
+// with the turn.
 func TestTypingKeptAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runner := newFakeRunner()
@@ -389,20 +398,18 @@ func TestTypingKeptAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if n := typing(); n != 1 {
-			t.Fatalf("typing sent %d times at the start; want 1", n)
+		if n := typing(); n != 0 {
+			t.Fatalf("typing sent %d times before typingDelay; want 0", n)
 		}
-		// The bubble's clock moves when every goroutine in it waits: a
-		// timer of typingEvery fires at once, with the refresh due with it.
-		advance := func(d time.Duration) {
-			<-time.NewTimer(d).C
-			synctest.Wait()
+		advance(typingDelay)
+		if n := typing(); n != 1 {
+			t.Fatalf("typing sent %d times after typingDelay; want 1", n)
 		}
 		for range 3 {
 			advance(typingEvery)
 		}
 		if n := typing(); n != 4 {
-			t.Fatalf("typing sent %d times; want 4 (start + 3 refreshes)", n)
+			t.Fatalf("typing sent %d times; want 4 (first + 3 refreshes)", n)
 		}
 		close(release)
 		if err := r.Drain(t.Context()); err != nil {
@@ -412,6 +419,29 @@ func TestTypingKeptAlive(t *testing.T) {
 		advance(3 * typingEvery)
 		if n := typing(); n != 4 {
 			t.Fatalf("typing sent %d times after the turn; want it stopped at 4", n)
+		}
+		_ = r.Shutdown(context.Background())
+	})
+}
+
+// A turn answered within typingDelay shows no typing indicator, and none
+// comes after its reply.
+func TestTypingNotForQuickReplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ch := newFakeChannel()
+		r := startRouter(t, Config{Agent: newFakeRunner()}, ch)
+		if err := r.Deliver(t.Context(), msg("c1", "u", "quick")); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.texts(); !slices.Equal(got, []string{"echo: quick"}) {
+			t.Fatalf("sent %q, want the echo", got)
+		}
+		advance(typingEvery)
+		if n := ch.typed(); n != 0 {
+			t.Errorf("typing sent %d times for a reply within typingDelay; want 0", n)
 		}
 		_ = r.Shutdown(context.Background())
 	})
@@ -481,14 +511,13 @@ func TestTypingBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		synctest.Wait()
+		advance(typingDelay)
 		if n := typing(); n != typingInFlight {
 			t.Errorf("%d typing indicators sent for %d turns, want %d: the rest wait for none", n, typingInFlight+2, typingInFlight)
 		}
 		close(ch.release)
 		synctest.Wait()
-		<-time.NewTimer(typingEvery).C
-		synctest.Wait()
+		advance(typingEvery)
 		if n := typing(); n != 2*typingInFlight+2 {
 			t.Errorf("%d typing indicators after a refresh, want %d (every turn types again)", n, 2*typingInFlight+2)
 		}

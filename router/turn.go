@@ -373,8 +373,11 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	return id, nil
 }
 
-// keepTyping shows the channel's typing indicator until the returned stop
-// function is called.
+// keepTyping shows the channel's typing indicator from typingDelay on
+// until the returned stop function is called. A reply that comes sooner
+// needs none: Telegram's documentation recommends the indicator only when
+// a response "will take a noticeable amount of time", and each one is a
+// request against the platform's rate limit.
 func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
 	r.mu.Lock()
 	typer, ok := r.channels[in.Channel].(channels.Typer)
@@ -416,7 +419,9 @@ func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
 		}
 	}
 	wg.Add(1)
-	go beat()
+	mu.Lock()
+	timer = time.AfterFunc(typingDelay, beat)
+	mu.Unlock()
 	return func() {
 		cancel()
 		mu.Lock()
