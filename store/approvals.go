@@ -76,6 +76,7 @@ func (s *Store) CreateApproval(ctx context.Context, a Approval, ttl time.Duratio
 		return 0, fmt.Errorf("store: create approval: %w", err)
 	}
 	now := s.nowMS()
+	defer s.noApproval.changed()
 	id, err := s.db.insertID(ctx, sqlInsertApproval, a.TurnID, nullID(a.InboxID), a.Channel, a.ChatKey, a.UserID,
 		string(calls), a.Origin, now, now+ttl.Milliseconds())
 	if err != nil {
@@ -102,7 +103,9 @@ func scanApproval(r rowScanner) (Approval, error) {
 
 // PendingApproval returns the chat's pending approval, if any.
 func (s *Store) PendingApproval(ctx context.Context, channel, chatKey string) (Approval, bool, error) {
-	a, ok, err := queryOne(ctx, s.db, scanApproval, sqlPendingApproval, channel, chatKey)
+	a, ok, err := lookupUnlessAbsent(s.noApproval, channel, chatKey, func() (Approval, bool, error) {
+		return queryOne(ctx, s.db, scanApproval, sqlPendingApproval, channel, chatKey)
+	})
 	if err != nil {
 		return Approval{}, false, fmt.Errorf("store: pending approval: %w", err)
 	}
@@ -125,6 +128,7 @@ func (s *Store) Approval(ctx context.Context, id int64) (Approval, error) {
 // superseded or expired). It reports false when the approval was no longer
 // pending: a second decision is a no-op.
 func (s *Store) DecideApproval(ctx context.Context, id int64, status, reason string) (bool, error) {
+	defer s.noApproval.changed()
 	res, err := s.db.ExecContext(ctx, sqlDecideApproval, status, reason, s.nowMS(), id)
 	if err != nil {
 		return false, fmt.Errorf("store: decide approval %d: %w", id, err)

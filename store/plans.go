@@ -49,6 +49,7 @@ func (s *Store) CreatePlan(ctx context.Context, p Plan) (int64, error) {
 		return 0, fmt.Errorf("store: create plan: %w", err)
 	}
 	now := s.nowMS()
+	defer s.noPlan.changed()
 	id, err := s.db.insertID(ctx, sqlInsertPlan, p.Channel, p.ChatKey, p.UserID, p.Task, string(steps), p.Origin, now, now)
 	if err != nil {
 		return 0, fmt.Errorf("store: create plan: %w", err)
@@ -74,7 +75,9 @@ func scanPlan(r rowScanner) (Plan, error) {
 
 // OpenPlan returns the chat's running or waiting plan, if any.
 func (s *Store) OpenPlan(ctx context.Context, channel, chatKey string) (Plan, bool, error) {
-	p, ok, err := queryOne(ctx, s.db, scanPlan, sqlOpenPlan, channel, chatKey)
+	p, ok, err := lookupUnlessAbsent(s.noPlan, channel, chatKey, func() (Plan, bool, error) {
+		return queryOne(ctx, s.db, scanPlan, sqlOpenPlan, channel, chatKey)
+	})
 	if err != nil {
 		return Plan{}, false, fmt.Errorf("store: open plan: %w", err)
 	}
@@ -103,6 +106,7 @@ func (s *Store) UpdatePlan(ctx context.Context, p Plan) error {
 	if p.WaitUntil != nil {
 		wait = sql.NullInt64{Int64: p.WaitUntil.UnixMilli(), Valid: true}
 	}
+	defer s.noPlan.changed()
 	if _, err := s.db.ExecContext(ctx, sqlUpdatePlan, string(steps), p.Current, p.Status, s.nowMS(), wait, p.ID); err != nil {
 		return fmt.Errorf("store: update plan %d: %w", p.ID, err)
 	}
@@ -112,6 +116,7 @@ func (s *Store) UpdatePlan(ctx context.Context, p Plan) error {
 // ClaimPlan moves a waiting plan to running; false if it was not waiting
 // (someone answered first): a second answer is a no-op.
 func (s *Store) ClaimPlan(ctx context.Context, id int64) (bool, error) {
+	defer s.noPlan.changed()
 	res, err := s.db.ExecContext(ctx, sqlClaimPlan, s.nowMS(), id)
 	if err != nil {
 		return false, fmt.Errorf("store: claim plan %d: %w", id, err)

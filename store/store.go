@@ -89,6 +89,9 @@ type Store struct {
 	hbConn *sql.Conn
 	// history caches recent messages (SQLite only; see historyCache).
 	history *historyCache
+	// noApproval and noPlan remember chats without a pending approval or
+	// an open plan (SQLite only; see absentSet).
+	noApproval, noPlan *absentSet
 	// walDirty is set by every commit on SQLite and cleared by the
 	// checkpointer, which stopCheckpoint ends.
 	walDirty       atomic.Bool
@@ -158,6 +161,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s := newStore(sqliteDialect, opts)
 	s.history = newHistoryCache(historyBudget)
+	s.noApproval, s.noPlan = newAbsentSet(), newAbsentSet()
 	db := s.openDB(path)
 	db.SetMaxOpenConns(maxIdleConns)
 	db.SetMaxIdleConns(maxIdleConns)
