@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"switchboard/agent"
 	"switchboard/channels"
 	"switchboard/store"
 )
@@ -75,6 +76,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	if err != nil || !ok {
 		return err
 	}
+	r.acquired(ctx, channel, chat)
 	items, err := c.PendingOf(ctx, channel, chat)
 	if err != nil {
 		r.mu.Lock()
@@ -258,7 +260,60 @@ func (r *Router) release(ctx context.Context, channel, chat string, idle func() 
 	if !ok {
 		return false, nil
 	}
-	return r.cfg.Cluster.ReleaseChat(ctx, channel, chat)
+	released, err := r.cfg.Cluster.ReleaseChat(ctx, channel, chat)
+	if released {
+		r.mu.Lock()
+		delete(r.owned, chatKey(channel, chat))
+		r.mu.Unlock()
+	}
+	return released, err
+}
+
+// runningTurnsStore lists a chat's turns still marked running
+// (*store.Store).
+type runningTurnsStore interface {
+	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
+}
+
+// acquired is called, under the chat's take lock, each time this process
+// has acquired or renewed the chat's lease. When the chat was not already
+// this process's, no turn of it runs here, and a turn of it still marked
+// running was cut off where its replica died (the lease passes on only
+// after that): one whose message is pending is resumed with that message;
+// any other (a job's, or one whose message was finished) is recorded as
+// cancelled, so that it does not stay running for ever.
+func (r *Router) acquired(ctx context.Context, channel, chat string) {
+	k := chatKey(channel, chat)
+	r.mu.Lock()
+	had := r.owned[k]
+	r.owned[k] = true
+	r.mu.Unlock()
+	rs, ok := r.cfg.Store.(runningTurnsStore)
+	if had || !ok {
+		return
+	}
+	turns, err := rs.RunningTurnsOf(ctx, channel, chat)
+	if err != nil {
+		r.log.Warn("look for turns a stopped replica left running", "channel", channel, "chat", chat, "err", err)
+		r.mu.Lock()
+		delete(r.owned, k) // look again at the next acquisition
+		r.mu.Unlock()
+		return
+	}
+	for _, t := range turns {
+		if t.InboxID != 0 {
+			if pending, err := r.cfg.Cluster.InboxPending(ctx, t.InboxID); err != nil || pending {
+				continue // resumed with its message (or looked at again next time)
+			}
+		}
+		err := r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopCancelled),
+			Status: "cancelled", Steps: t.Steps, Error: "interrupted: the replica running it stopped"})
+		if err != nil {
+			r.log.Warn("finish a turn a stopped replica left running", "turn_id", t.ID, "err", err)
+			continue
+		}
+		r.log.Info("finished a turn a stopped replica left running", "turn_id", t.ID, "kind", t.Kind, "channel", channel, "chat", chat)
+	}
 }
 
 // handBack gives the chat's lease back once its queue is empty; if messages
@@ -291,6 +346,9 @@ func (r *Router) hold(ctx context.Context, channel, chat string) bool {
 	for {
 		mu.Lock()
 		ok, err := r.cfg.Cluster.AcquireChat(ctx, channel, chat)
+		if err == nil && ok {
+			r.acquired(ctx, channel, chat)
+		}
 		mu.Unlock()
 		if err == nil && ok {
 			return true

@@ -16,6 +16,7 @@ import (
 	"switchboard/channels"
 	"switchboard/cluster"
 	"switchboard/internal/waitfor"
+	"switchboard/llm"
 	"switchboard/store"
 )
 
@@ -394,6 +395,70 @@ func TestClusterTakeOverAfterLeaseExpiry(t *testing.T) {
 	turns, err := st.RunningTurns(t.Context())
 	if err != nil || len(turns) != 0 {
 		t.Errorf("running turns after the takeover: %v %v", turns, err)
+	}
+}
+
+// Turns a dead replica left running: the replica that takes the chat over
+// resumes the one whose message is pending (here the fake runner answers
+// it, without turn rows of its own) and records any other, such as a job's,
+// as cancelled instead of leaving it running for ever.
+func TestClusterTakeOverEndsTurnsLeftRunning(t *testing.T) {
+	st := openShared(t)
+	log := &sharedLog{}
+	runner := newChatRunner()
+	const ttl = 2 * time.Second
+	a := newReplicaRouter(t, st, "a", ttl, runner, log)
+	newReplicaRouter(t, st, "b", ttl, runner, log) // takes the chat over
+	ctx := t.Context()
+
+	runner.hold("j/0") // never released: a dies in this turn
+	if err := a.r.Deliver(ctx, msg("j", "u", "j/0")); err != nil {
+		t.Fatal(err)
+	}
+	<-runner.started
+	// The rows a's agent would have written: the message's turn, and a
+	// job's turn in the same chat.
+	chat, err := st.EnsureChat(ctx, "fake", "j", "dm", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := st.PendingInboxOf(ctx, "fake", "j")
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending %v, %v; want j/0", pending, err)
+	}
+	begin := func(kind string, inbox int64) int64 {
+		t.Helper()
+		id, _, err := st.BeginTurn(ctx, store.TurnStart{ChatID: chat.ID, InboxID: inbox, UserID: "u", Channel: "fake", Kind: kind},
+			[]llm.Message{{Role: llm.RoleUser, Content: kind}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	userTurn, jobTurn := begin("user", pending[0].ID), begin("job", 0)
+
+	a.kill(t)
+	<-runner.finished // a's cut-off turn
+	runner.mu.Lock()
+	delete(runner.release, "j/0")
+	runner.mu.Unlock()
+	waitUntil(t, "b to answer j/0", func() bool { return len(log.snapshot()) >= 1 })
+	if got := log.snapshot(); got[0] != (sentBy{"b", "j", "echo: j/0"}) {
+		t.Fatalf("sends %v; want b's answer to j/0", got)
+	}
+	job, err := st.Turn(ctx, jobTurn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Status != "cancelled" || !strings.Contains(job.Error, "replica") {
+		t.Errorf("the job's turn: status %q, error %q; want cancelled, saying its replica stopped", job.Status, job.Error)
+	}
+	user, err := st.Turn(ctx, userTurn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user.Status != "running" {
+		t.Errorf("the pending message's turn: status %q; want it left running for its message to resume", user.Status)
 	}
 }
 

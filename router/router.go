@@ -225,8 +225,9 @@ type Router struct {
 	// to give back.
 	inflight map[int64]bool
 	held     map[string]bool
-	pinned   map[string]int // chats a request waits on here (InProcessReplier)
-	takeMu   [64]sync.Mutex // takeChat, striped by chat
+	pinned   map[string]int  // chats a request waits on here (InProcessReplier)
+	owned    map[string]bool // chats whose lease this process holds (see acquired)
+	takeMu   [64]sync.Mutex  // takeChat, striped by chat
 }
 
 type chatQueue struct {
@@ -296,6 +297,7 @@ func New(cfg Config) (*Router, error) {
 		inflight: map[int64]bool{},
 		held:     map[string]bool{},
 		pinned:   map[string]int{},
+		owned:    map[string]bool{},
 		typing:   map[string]chan struct{}{},
 	}
 	r.idle = sync.NewCond(&r.mu)

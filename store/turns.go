@@ -92,11 +92,13 @@ const (
 	sqlTurnStatus  = `SELECT status FROM turns WHERE id = ?`
 	sqlTurnColumns = `id, chat_id, session_id, COALESCE(inbox_id, 0), user_id, channel, kind, status, stop_reason, error, model,
 		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms`
-	sqlTurnByID     = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE id = ?`
-	sqlTurnsOfChat  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE chat_id = ? ORDER BY id DESC LIMIT ?`
-	sqlRunningTurns = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE status = 'running' ORDER BY id`
-	sqlTurnForInbox = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE inbox_id = ? ORDER BY id DESC LIMIT 1`
-	sqlUsageSince   = `SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(total_tokens), 0)
+	sqlTurnByID      = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE id = ?`
+	sqlTurnsOfChat   = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE chat_id = ? ORDER BY id DESC LIMIT ?`
+	sqlRunningTurns  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE status = 'running' ORDER BY id`
+	sqlTurnForInbox  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE inbox_id = ? ORDER BY id DESC LIMIT 1`
+	sqlRunningOfChat = `SELECT ` + sqlTurnColumns + ` FROM turns
+		WHERE status = 'running' AND chat_id = (SELECT id FROM chats WHERE channel = ? AND chat_key = ?) ORDER BY id`
+	sqlUsageSince = `SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(total_tokens), 0)
 		FROM turns WHERE user_id = ? AND started_at >= ?`
 	sqlMsgColumns = `id, session_id, COALESCE(turn_id, 0), role, content, tool_calls, tool_call_id, name, images, hidden, created_at`
 	sqlMessages   = `SELECT ` + sqlMsgColumns + ` FROM messages WHERE session_id = ? AND id > ? ORDER BY id`
@@ -374,6 +376,15 @@ func (s *Store) RunningTurns(ctx context.Context) ([]Turn, error) {
 	ts, err := s.queryTurns(ctx, sqlRunningTurns)
 	if err != nil {
 		return nil, fmt.Errorf("store: running turns: %w", err)
+	}
+	return ts, nil
+}
+
+// RunningTurnsOf returns the turns of one chat still marked running.
+func (s *Store) RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]Turn, error) {
+	ts, err := s.queryTurns(ctx, sqlRunningOfChat, channel, chatKey)
+	if err != nil {
+		return nil, fmt.Errorf("store: running turns of %s/%s: %w", channel, chatKey, err)
 	}
 	return ts, nil
 }
