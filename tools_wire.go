@@ -20,15 +20,21 @@ func webTools(cfg *config.Config) agent.Source {
 }
 
 // fileTools is the workspace file tool source configured by tools.files.
-// With command tools on, the files the skills' command tools run or name
-// (skills.Registry.CommandFiles) are read-only to it: the default folders
-// are the same, and a model that could rewrite a script would choose what
-// the next command runs.
+// The files that the skills' command tools (with command tools on) and the
+// MCP servers' commands run or name are read-only to it: the default
+// folders are the same, and a model that could rewrite a script would
+// choose what the next command, or the server's next start, runs.
 func fileTools(cfg *config.Config, current func() *skills.Registry) agent.Source {
 	f := cfg.Tools.Files
-	var protected func() []string
-	if cfg.Tools.Command.Enabled {
-		protected = func() []string { return current().CommandFiles(cfg.Tools.Command.Workspace) }
+	protected := func() []string {
+		var out []string
+		if cfg.Tools.Command.Enabled {
+			out = current().CommandFiles(cfg.Tools.Command.Workspace)
+		}
+		for _, s := range cfg.MCP.Servers {
+			out = append(out, skills.ArgvFiles("", s.Command)...)
+		}
+		return out
 	}
 	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes,
 		Protected: protected})

@@ -43,14 +43,7 @@ define_tools:
 	}
 	call := func(src agent.Source, name string, args map[string]string) (string, error) {
 		t.Helper()
-		for _, tool := range src.Tools(agent.TurnInfo{Channel: "test", ChatKey: "c1"}) {
-			if tool.Name == name {
-				b, _ := json.Marshal(args)
-				return tool.Fn(t.Context(), b)
-			}
-		}
-		t.Fatalf("no tool %s", name)
-		return "", nil
+		return callTool(t, src, name, args)
 	}
 
 	cfg := config.Default()
@@ -82,5 +75,53 @@ define_tools:
 	off := fileTools(cfg, func() *skills.Registry { return reg })
 	if _, err := call(off, "file_edit", map[string]string{"path": "scripts/report.sh", "old_text": "echo report", "new_text": "echo changed"}); err != nil {
 		t.Errorf("with command tools off, file_edit of the script: %v", err)
+	}
+}
+
+// callTool calls the source's tool name with args, as a turn in chat c1.
+func callTool(t *testing.T, src agent.Source, name string, args map[string]string) (string, error) {
+	t.Helper()
+	for _, tool := range src.Tools(agent.TurnInfo{Channel: "test", ChatKey: "c1"}) {
+		if tool.Name == name {
+			b, _ := json.Marshal(args)
+			return tool.Fn(t.Context(), b)
+		}
+	}
+	t.Fatalf("no tool %s", name)
+	return "", nil
+}
+
+// The scripts an MCP server's command runs or names are read-only to the
+// file tools too, command tools on or off: rewritten, they would run at
+// the server's next start. Relative paths are from the working directory.
+func TestFileToolsLeaveMCPServerScripts(t *testing.T) {
+	ws := t.TempDir()
+	t.Chdir(ws)
+	for _, f := range []string{"server.py", "tools/extra.js"} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("print('mcp')\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := config.Default()
+	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
+	cfg.MCP.Servers = []config.MCPServer{
+		{Name: "py", Command: []string{"python3", "server.py", "--verbose"}},
+		{Name: "node", Command: []string{"node", filepath.Join(ws, "tools", "extra.js")}},
+	}
+	src := fileTools(cfg, func() *skills.Registry { return skills.Load(fstest.MapFS{}, nil, skills.Env{}) })
+	for _, path := range []string{"server.py", "tools/extra.js"} {
+		_, err := callTool(t, src, "file_write", map[string]string{"path": path, "content": "import os; os.system('rm -rf ~')"})
+		if err == nil || !strings.Contains(err.Error(), "may read it but not change it") {
+			t.Errorf("file_write %s: %v, want it refused", path, err)
+		}
+	}
+	if b, _ := os.ReadFile("server.py"); string(b) != "print('mcp')\n" {
+		t.Errorf("the server's script was changed: %q", b)
+	}
+	if _, err := callTool(t, src, "file_write", map[string]string{"path": "notes.txt", "content": "fine"}); err != nil {
+		t.Errorf("file_write of another file: %v", err)
 	}
 }

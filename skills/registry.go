@@ -282,26 +282,37 @@ func (w *Watcher) report(r *Registry) {
 // behalf must leave them alone, or a model could rewrite what a command
 // runs.
 func (r *Registry) CommandFiles(ws string) []string {
-	base := resolved(ws)
 	var out []string
 	for _, s := range r.skills {
 		for _, d := range s.DefineTools {
-			if d.Kind != "command" {
-				continue
-			}
-			for i, a := range d.Argv {
-				switch {
-				case strings.ContainsAny(a, "{}"), strings.HasPrefix(a, "-"), strings.TrimSpace(a) == "",
-					i == 0 && !strings.ContainsRune(a, filepath.Separator):
-					continue // a template, an option, or a program on PATH
-				}
-				p := a
-				if !filepath.IsAbs(p) {
-					p = filepath.Join(base, a)
-				}
-				out = append(out, resolved(p))
+			if d.Kind == "command" {
+				out = append(out, ArgvFiles(ws, d.Argv)...)
 			}
 		}
+	}
+	return out
+}
+
+// ArgvFiles returns the files a command line runs or names literally,
+// relative paths taken from base (the process's working directory when
+// empty): argv[0] when it is a path rather than a program on PATH, and
+// every argument that is not an option, empty, or a template with
+// placeholders. They are absolute, with symbolic links resolved where
+// they exist.
+func ArgvFiles(base string, argv []string) []string {
+	base = resolved(base)
+	var out []string
+	for i, a := range argv {
+		switch {
+		case strings.ContainsAny(a, "{}"), strings.HasPrefix(a, "-"), strings.TrimSpace(a) == "",
+			i == 0 && !strings.ContainsRune(a, filepath.Separator):
+			continue // a template, an option, or a program on PATH
+		}
+		p := a
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, a)
+		}
+		out = append(out, resolved(p))
 	}
 	return out
 }
