@@ -95,33 +95,48 @@ func TestApprovalAndPlanChecks(t *testing.T) {
 // The set trusts that this store makes every change: a row written behind
 // its back (on SQLite only another process could, and one process owns the
 // file) stays unseen until the store's next write of that kind. This shows
-// that remembered chats cost no query; PostgreSQL, where replicas write
-// too, queries every time.
+// that the checks cost no query: for a chat checked before (c1), and while
+// no chat has a pending approval, for a chat never checked (c3) as well.
+// With an approval pending somewhere (c2's), a chat's own row is looked
+// up. PostgreSQL, where replicas write too, queries every time.
 func TestAbsentSetAnswersWithoutQuery(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		s, _, loc := b.openTest(t)
 		ctx := t.Context()
 		turn := newFixture(t, s, "c1").beginTurn(t, s, "hi")
-		if _, found, err := s.PendingApproval(ctx, "telegram", "c1"); err != nil || found {
-			t.Fatalf("PendingApproval = %v, %v", found, err)
+		pending := func(chat string) bool {
+			t.Helper()
+			_, found, err := s.PendingApproval(ctx, "telegram", chat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return found
+		}
+		if pending("c1") {
+			t.Fatal("c1 has a pending approval")
 		}
 		raw := b.raw(t, loc)
-		if _, err := raw.ExecContext(ctx, b.dialect.rebind(`INSERT INTO approvals (turn_id, channel, chat_key, user_id, calls, origin, status, created_at, expires_at)
-VALUES (?, 'telegram', 'c1', 'u1', '[]', '', 'pending', 0, 0)`), turn); err != nil {
-			t.Fatal(err)
+		for _, chat := range []string{"c1", "c3"} {
+			if _, err := raw.ExecContext(ctx, b.dialect.rebind(`INSERT INTO approvals (turn_id, channel, chat_key, user_id, calls, origin, status, created_at, expires_at)
+VALUES (?, 'telegram', ?, 'u1', '[]', '', 'pending', 0, 0)`), turn, chat); err != nil {
+				t.Fatal(err)
+			}
 		}
-		_, found, err := s.PendingApproval(ctx, "telegram", "c1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := b.name == DriverPostgres; found != want {
-			t.Fatalf("after a write behind the store's back: found %v, want %v", found, want)
+		for _, chat := range []string{"c1", "c3"} {
+			if want := b.name == DriverPostgres; pending(chat) != want {
+				t.Errorf("%s after a write behind the store's back: found %v, want %v", chat, !want, want)
+			}
 		}
 		if _, err := s.CreateApproval(ctx, Approval{TurnID: turn, Channel: "telegram", ChatKey: "c2", Origin: []byte("{}")}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if _, found, err := s.PendingApproval(ctx, "telegram", "c1"); err != nil || !found {
-			t.Fatalf("after the store's own write: found %v, %v; want the row", found, err)
+		for _, chat := range []string{"c1", "c2", "c3"} {
+			if !pending(chat) {
+				t.Errorf("%s after the store's own write: not found, want the row", chat)
+			}
+		}
+		if pending("c4") {
+			t.Error("c4, with approvals pending in other chats, has one")
 		}
 	})
 }
@@ -177,8 +192,9 @@ func TestAbsentSetConcurrent(t *testing.T) {
 func TestAbsentSetBounded(t *testing.T) {
 	a := newAbsentSet()
 	none := func() (int, bool, error) { return 0, false, nil }
+	some := func() (bool, error) { return true, nil } // rows elsewhere: each chat is looked up
 	for i := range absentMax + 10 {
-		if _, _, err := lookupUnlessAbsent(a, "c", fmt.Sprint(i), none); err != nil {
+		if _, _, err := lookupUnlessAbsent(a, "c", fmt.Sprint(i), none, some); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -50,12 +50,13 @@ CREATE INDEX plans_open ON plans (channel, chat_key, id) WHERE status IN ('runni
 const (
 	sqlInsertApproval = `INSERT INTO approvals (turn_id, inbox_id, channel, chat_key, user_id, calls, origin, status, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`
-	sqlApprovalCols    = `id, turn_id, COALESCE(inbox_id, 0), channel, chat_key, user_id, calls, origin, status, reason, created_at, expires_at, decided_at`
-	sqlPendingApproval = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE channel = ? AND chat_key = ? AND status = 'pending' ORDER BY id DESC LIMIT 1`
-	sqlGetApproval     = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE id = ?`
-	sqlDecideApproval  = `UPDATE approvals SET status = ?, reason = ?, decided_at = ? WHERE id = ? AND status = 'pending'`
-	sqlDueApprovals    = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE status = 'pending' AND expires_at <= ? ORDER BY id`
-	sqlReopenTurn      = `UPDATE turns SET status = 'running', ended_at = NULL, duration_ms = NULL WHERE id = ?`
+	sqlApprovalCols       = `id, turn_id, COALESCE(inbox_id, 0), channel, chat_key, user_id, calls, origin, status, reason, created_at, expires_at, decided_at`
+	sqlPendingApproval    = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE channel = ? AND chat_key = ? AND status = 'pending' ORDER BY id DESC LIMIT 1`
+	sqlAnyPendingApproval = `SELECT EXISTS (SELECT 1 FROM approvals WHERE status = 'pending')`
+	sqlGetApproval        = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE id = ?`
+	sqlDecideApproval     = `UPDATE approvals SET status = ?, reason = ?, decided_at = ? WHERE id = ? AND status = 'pending'`
+	sqlDueApprovals       = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE status = 'pending' AND expires_at <= ? ORDER BY id`
+	sqlReopenTurn         = `UPDATE turns SET status = 'running', ended_at = NULL, duration_ms = NULL WHERE id = ?`
 )
 
 // Approval is a paused turn waiting for the user's decision on tool calls.
@@ -105,7 +106,7 @@ func scanApproval(r rowScanner) (Approval, error) {
 func (s *Store) PendingApproval(ctx context.Context, channel, chatKey string) (Approval, bool, error) {
 	a, ok, err := lookupUnlessAbsent(s.noApproval, channel, chatKey, func() (Approval, bool, error) {
 		return queryOne(ctx, s.db, scanApproval, sqlPendingApproval, channel, chatKey)
-	})
+	}, func() (bool, error) { return s.exists(ctx, sqlAnyPendingApproval) })
 	if err != nil {
 		return Approval{}, false, fmt.Errorf("store: pending approval: %w", err)
 	}

@@ -11,12 +11,13 @@ import (
 const (
 	sqlInsertPlan = `INSERT INTO plans (channel, chat_key, user_id, task, steps, current, status, origin, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, 0, 'running', ?, ?, ?)`
-	sqlPlanCols   = `id, channel, chat_key, user_id, task, steps, current, status, origin, created_at, updated_at, wait_until`
-	sqlOpenPlan   = `SELECT ` + sqlPlanCols + ` FROM plans WHERE channel = ? AND chat_key = ? AND status IN ('running', 'waiting') ORDER BY id DESC LIMIT 1`
-	sqlGetPlan    = `SELECT ` + sqlPlanCols + ` FROM plans WHERE id = ?`
-	sqlUpdatePlan = `UPDATE plans SET steps = ?, current = ?, status = ?, updated_at = ?, wait_until = ? WHERE id = ?`
-	sqlClaimPlan  = `UPDATE plans SET status = 'running', updated_at = ?, wait_until = NULL WHERE id = ? AND status = 'waiting'`
-	sqlDuePlans   = `SELECT ` + sqlPlanCols + ` FROM plans WHERE status = 'waiting' AND wait_until IS NOT NULL AND wait_until <= ? ORDER BY id`
+	sqlPlanCols    = `id, channel, chat_key, user_id, task, steps, current, status, origin, created_at, updated_at, wait_until`
+	sqlOpenPlan    = `SELECT ` + sqlPlanCols + ` FROM plans WHERE channel = ? AND chat_key = ? AND status IN ('running', 'waiting') ORDER BY id DESC LIMIT 1`
+	sqlGetPlan     = `SELECT ` + sqlPlanCols + ` FROM plans WHERE id = ?`
+	sqlAnyOpenPlan = `SELECT EXISTS (SELECT 1 FROM plans WHERE status IN ('running', 'waiting'))`
+	sqlUpdatePlan  = `UPDATE plans SET steps = ?, current = ?, status = ?, updated_at = ?, wait_until = ? WHERE id = ?`
+	sqlClaimPlan   = `UPDATE plans SET status = 'running', updated_at = ?, wait_until = NULL WHERE id = ? AND status = 'waiting'`
+	sqlDuePlans    = `SELECT ` + sqlPlanCols + ` FROM plans WHERE status = 'waiting' AND wait_until IS NOT NULL AND wait_until <= ? ORDER BY id`
 )
 
 // PlanStep is one step of a plan.
@@ -77,7 +78,7 @@ func scanPlan(r rowScanner) (Plan, error) {
 func (s *Store) OpenPlan(ctx context.Context, channel, chatKey string) (Plan, bool, error) {
 	p, ok, err := lookupUnlessAbsent(s.noPlan, channel, chatKey, func() (Plan, bool, error) {
 		return queryOne(ctx, s.db, scanPlan, sqlOpenPlan, channel, chatKey)
-	})
+	}, func() (bool, error) { return s.exists(ctx, sqlAnyOpenPlan) })
 	if err != nil {
 		return Plan{}, false, fmt.Errorf("store: open plan: %w", err)
 	}
