@@ -18,14 +18,7 @@ func TestApprovalAndPlanChecks(t *testing.T) {
 		s, _, _ := b.openTest(t)
 		ctx := t.Context()
 		turn := newFixture(t, s, "c1").beginTurn(t, s, "hi")
-		pending := func(chat string) bool {
-			t.Helper()
-			_, found, err := s.PendingApproval(ctx, "telegram", chat)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return found
-		}
+		pending := func(chat string) bool { t.Helper(); return hasPendingApproval(t, s, chat) }
 		open := func(chat string) (Plan, bool) {
 			t.Helper()
 			p, found, err := s.OpenPlan(ctx, "telegram", chat)
@@ -104,14 +97,7 @@ func TestAbsentSetAnswersWithoutQuery(t *testing.T) {
 		s, _, loc := b.openTest(t)
 		ctx := t.Context()
 		turn := newFixture(t, s, "c1").beginTurn(t, s, "hi")
-		pending := func(chat string) bool {
-			t.Helper()
-			_, found, err := s.PendingApproval(ctx, "telegram", chat)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return found
-		}
+		pending := func(chat string) bool { t.Helper(); return hasPendingApproval(t, s, chat) }
 		if pending("c1") {
 			t.Fatal("c1 has a pending approval")
 		}
@@ -201,4 +187,14 @@ func TestAbsentSetBounded(t *testing.T) {
 	if n := len(a.at); n != 10 {
 		t.Errorf("%d chats remembered after %d, want 10 (emptied at %d)", n, absentMax+10, absentMax)
 	}
+}
+
+// hasPendingApproval reports whether the telegram chat has a pending approval.
+func hasPendingApproval(t *testing.T, s *Store, chat string) bool {
+	t.Helper()
+	_, found, err := s.PendingApproval(t.Context(), "telegram", chat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
