@@ -130,7 +130,7 @@ func (s *Store) Approval(ctx context.Context, id int64) (Approval, error) {
 // pending: a second decision is a no-op.
 func (s *Store) DecideApproval(ctx context.Context, id int64, status, reason string) (bool, error) {
 	defer s.noApproval.changed()
-	res, err := s.db.ExecContext(ctx, sqlDecideApproval, status, reason, s.nowMS(), id)
+	res, err := s.write(ctx, sqlDecideApproval, status, reason, s.nowMS(), id)
 	if err != nil {
 		return false, fmt.Errorf("store: decide approval %d: %w", id, err)
 	}
@@ -149,7 +149,7 @@ func (s *Store) DueApprovals(ctx context.Context) ([]Approval, error) {
 
 // ReopenTurn sets a finished turn running again, to resume it after a pause.
 func (s *Store) ReopenTurn(ctx context.Context, turnID int64) error {
-	res, err := s.db.ExecContext(ctx, sqlReopenTurn, turnID)
+	res, err := s.write(ctx, sqlReopenTurn, turnID)
 	if err != nil {
 		return fmt.Errorf("store: reopen turn %d: %w", turnID, err)
 	}

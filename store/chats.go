@@ -144,8 +144,10 @@ func (s *Store) currentSession(ctx context.Context, chatID int64, query string) 
 	}
 	// One statement that opens it unless another process just did (the
 	// unique index on a chat's open session): no transaction to retry,
-	// which on PostgreSQL a burst of new chats made abort each other.
-	if _, err := s.db.ExecContext(ctx, sqlOpenSessionOnce, chatID, s.nowMS(), chatID); err != nil {
+	// which on PostgreSQL a burst of new chats made abort each other. On
+	// SQLite it joins the group commit: on its own it would wait for the
+	// write lock in SQLite's busy handler, which sleeps.
+	if _, err := s.write(ctx, sqlOpenSessionOnce, chatID, s.nowMS(), chatID); err != nil {
 		return Session{}, fmt.Errorf("store: current session of chat %d: %w", chatID, err)
 	}
 	sess, err = scanSession(s.db.QueryRowContext(ctx, query, chatID))

@@ -27,16 +27,8 @@ func groupRound(t *testing.T, s *Store, n int, fn func(i int) func(tx conn) erro
 	}
 	t.Cleanup(func() { testHookGroup = nil })
 
-	entered, release := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		_ = s.inTx(t.Context(), func(tx conn) error {
-			close(entered)
-			<-release
-			return nil
-		})
-	})
-	<-entered
+	release := holdWriteLock(t, s, &wg)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() { errs[i] = s.inTx(ctx(i), fn(i)) })
@@ -54,6 +46,22 @@ func groupRound(t *testing.T, s *Store, n int, fn func(i int) func(tx conn) erro
 	mu.Lock()
 	defer mu.Unlock()
 	return errs, slices.Clone(sizes)
+}
+
+// holdWriteLock starts a transaction (in wg) that holds the write lock
+// until release is closed.
+func holdWriteLock(t *testing.T, s *Store, wg *sync.WaitGroup) (release chan struct{}) {
+	t.Helper()
+	entered, release := make(chan struct{}), make(chan struct{})
+	wg.Go(func() {
+		_ = s.inTx(t.Context(), func(tx conn) error {
+			close(entered)
+			<-release
+			return nil
+		})
+	})
+	<-entered
+	return release
 }
 
 func setKey(key string) func(tx conn) error {
@@ -146,5 +154,38 @@ func TestGroupCommitBroken(t *testing.T) {
 	}
 	if have, want := stateKeys(t, s, "b", n), []int{0, 1, 3, 4, 5}; !slices.Equal(have, want) {
 		t.Errorf("committed %v, want %v", have, want)
+	}
+}
+
+// Opening the first session of a chat (every new chat in a burst) queues in
+// the group commit behind the transaction holding the write lock, instead
+// of waiting for the lock in SQLite's busy handler, which sleeps.
+func TestOpenSessionQueuesInGroupCommit(t *testing.T) {
+	s, _, _ := backends[0].openTest(t)
+	chat, err := s.EnsureChat(t.Context(), "telegram", "new", "private", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	release := holdWriteLock(t, s, &wg)
+	var sess Session
+	wg.Go(func() { sess, err = s.OpenSession(t.Context(), chat.ID) })
+	queued := func() bool {
+		s.groupMu.Lock()
+		defer s.groupMu.Unlock()
+		return len(s.group) == 1
+	}
+	// Bounded, so that without the queueing the test fails instead of
+	// hanging: the busy handler gives up after busyTimeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*busyTimeout)
+	defer cancel()
+	perr := waitfor.Poll(ctx, time.Millisecond, queued)
+	close(release)
+	wg.Wait()
+	if perr != nil {
+		t.Fatalf("OpenSession never queued behind the write lock: %v", perr)
+	}
+	if err != nil || sess.ID == 0 || sess.ChatID != chat.ID {
+		t.Fatalf("OpenSession = %+v, %v", sess, err)
 	}
 }

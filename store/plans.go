@@ -108,7 +108,7 @@ func (s *Store) UpdatePlan(ctx context.Context, p Plan) error {
 		wait = sql.NullInt64{Int64: p.WaitUntil.UnixMilli(), Valid: true}
 	}
 	defer s.noPlan.changed()
-	if _, err := s.db.ExecContext(ctx, sqlUpdatePlan, string(steps), p.Current, p.Status, s.nowMS(), wait, p.ID); err != nil {
+	if _, err := s.write(ctx, sqlUpdatePlan, string(steps), p.Current, p.Status, s.nowMS(), wait, p.ID); err != nil {
 		return fmt.Errorf("store: update plan %d: %w", p.ID, err)
 	}
 	return nil
@@ -118,7 +118,7 @@ func (s *Store) UpdatePlan(ctx context.Context, p Plan) error {
 // (someone answered first): a second answer is a no-op.
 func (s *Store) ClaimPlan(ctx context.Context, id int64) (bool, error) {
 	defer s.noPlan.changed()
-	res, err := s.db.ExecContext(ctx, sqlClaimPlan, s.nowMS(), id)
+	res, err := s.write(ctx, sqlClaimPlan, s.nowMS(), id)
 	if err != nil {
 		return false, fmt.Errorf("store: claim plan %d: %w", id, err)
 	}
