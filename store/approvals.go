@@ -78,7 +78,7 @@ func (s *Store) CreateApproval(ctx context.Context, a Approval, ttl time.Duratio
 	}
 	now := s.nowMS()
 	defer s.noApproval.changed()
-	id, err := s.db.insertID(ctx, sqlInsertApproval, a.TurnID, nullID(a.InboxID), a.Channel, a.ChatKey, a.UserID,
+	id, err := s.writeID(ctx, sqlInsertApproval, a.TurnID, nullID(a.InboxID), a.Channel, a.ChatKey, a.UserID,
 		string(calls), a.Origin, now, now+ttl.Milliseconds())
 	if err != nil {
 		return 0, fmt.Errorf("store: create approval: %w", err)

@@ -137,3 +137,17 @@ func (s *Store) write(ctx context.Context, query string, args ...any) (sql.Resul
 	})
 	return res, err
 }
+
+// writeID is write for an INSERT, returning the new row's id.
+func (s *Store) writeID(ctx context.Context, query string, args ...any) (int64, error) {
+	if s.d.postgres {
+		return s.db.insertID(ctx, query, args...)
+	}
+	var id int64
+	err := s.inTx(ctx, func(tx conn) error {
+		var err error
+		id, err = tx.insertID(ctx, query, args...)
+		return err
+	})
+	return id, err
+}

@@ -51,7 +51,7 @@ func (s *Store) CreatePlan(ctx context.Context, p Plan) (int64, error) {
 	}
 	now := s.nowMS()
 	defer s.noPlan.changed()
-	id, err := s.db.insertID(ctx, sqlInsertPlan, p.Channel, p.ChatKey, p.UserID, p.Task, string(steps), p.Origin, now, now)
+	id, err := s.writeID(ctx, sqlInsertPlan, p.Channel, p.ChatKey, p.UserID, p.Task, string(steps), p.Origin, now, now)
 	if err != nil {
 		return 0, fmt.Errorf("store: create plan: %w", err)
 	}
