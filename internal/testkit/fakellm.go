@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"switchboard/llm"
 )
