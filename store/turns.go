@@ -111,7 +111,11 @@ func (s *Store) BeginTurn(ctx context.Context, t TurnStart, first []llm.Message)
 	if t.Kind == "" {
 		return 0, nil, errors.New("store: begin turn: kind is required")
 	}
-	err = s.inTx(ctx, func(tx conn) error {
+	inTx := s.inTxSimple // checks only which chat the session belongs to
+	if t.SessionID == 0 {
+		inTx = s.inTx // may open the chat's session: an open session still missing at commit
+	}
+	err = inTx(ctx, func(tx conn) error {
 		now := s.nowMS()
 		sessionID := t.SessionID
 		if sessionID == 0 {
@@ -198,7 +202,7 @@ func (s *Store) FinishTurn(ctx context.Context, turnID int64, e TurnEnd) error {
 	default:
 		return fmt.Errorf("store: finish turn %d: invalid status %q", turnID, e.Status)
 	}
-	err := s.inTx(ctx, func(tx conn) error {
+	err := s.inTxSimple(ctx, func(tx conn) error { // an UPDATE … WHERE status = 'running' is the check
 		now := s.nowMS()
 		res, err := tx.ExecContext(ctx, sqlFinishTurn, e.Status, e.StopReason, e.Error, e.Model, e.Steps, e.Steps, now, now, turnID)
 		if err != nil {
