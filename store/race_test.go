@@ -443,7 +443,7 @@ func TestBurstOfNewSessionsNeedsNoRetries(t *testing.T) {
 // TestBurstOfTurnsNeedsFewRetries: a burst of turns in different chats,
 // each taken in, begun, stepped, delivered and finished, does not make the
 // transactions fail each other. On PostgreSQL, SERIALIZABLE BeginTurn and
-// FinishTurn conflicted on shared index pages: about 250 retries for these
+// FinishTurn conflicted on shared index pages: 250–400 retries for these
 // 300 turns, now a handful (EnsureChat's and CommitStep's, which stay
 // serializable).
 func TestBurstOfTurnsNeedsFewRetries(t *testing.T) {

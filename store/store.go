@@ -273,12 +273,13 @@ func (s *Store) inTx(ctx context.Context, fn func(tx conn) error) error {
 // evaluates again on the row it locks) or reads what never changes (the
 // chat a session belongs to): on Postgres it runs at READ COMMITTED.
 // SERIALIZABLE tracks reads by index page, so a burst of turns beginning
-// and ending in different chats failed each other's transactions: 250
+// and ending in different chats failed each other's transactions: 250–400
 // retries for 300 turns (TestBurstOfTurnsNeedsFewRetries).
 func (s *Store) inTxSimple(ctx context.Context, fn func(tx conn) error) error {
 	return s.tx(ctx, sql.LevelReadCommitted, fn)
 }
 
+// tx is inTx with the isolation level Postgres runs fn at.
 func (s *Store) tx(ctx context.Context, iso sql.IsolationLevel, fn func(tx conn) error) (err error) {
 	defer func() { s.noteWrite(err) }()
 	if !s.d.postgres {
