@@ -41,11 +41,6 @@ define_tools:
 	if len(reg.Problems()) > 0 {
 		t.Fatal(reg.Problems())
 	}
-	call := func(src agent.Source, name string, args map[string]string) (string, error) {
-		t.Helper()
-		return callTool(t, src, name, args)
-	}
-
 	cfg := config.Default()
 	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
 	cfg.Tools.Command.Enabled, cfg.Tools.Command.Workspace = true, ws
@@ -56,7 +51,7 @@ define_tools:
 		{"file_write", "link.sh"},
 		{"file_write", "notes.txt"},
 	} {
-		_, err := call(src, tc.tool, map[string]string{"path": tc.path, "content": "rm -rf ~", "old_text": "echo report", "new_text": "rm -rf ~"})
+		_, err := callTool(t, src, tc.tool, map[string]string{"path": tc.path, "content": "rm -rf ~", "old_text": "echo report", "new_text": "rm -rf ~"})
 		if err == nil || !strings.Contains(err.Error(), "may read it but not change it") {
 			t.Errorf("%s %s: %v, want it refused", tc.tool, tc.path, err)
 		}
@@ -64,16 +59,16 @@ define_tools:
 	if b, _ := os.ReadFile(script); string(b) != "#!/bin/sh\necho report\n" {
 		t.Errorf("the script was changed: %q", b)
 	}
-	if _, err := call(src, "file_write", map[string]string{"path": "scripts/other.txt", "content": "fine"}); err != nil {
+	if _, err := callTool(t, src, "file_write", map[string]string{"path": "scripts/other.txt", "content": "fine"}); err != nil {
 		t.Errorf("file_write of another file: %v", err)
 	}
-	if out, err := call(src, "file_read", map[string]string{"path": "scripts/report.sh"}); err != nil || !strings.Contains(out, "echo report") {
+	if out, err := callTool(t, src, "file_read", map[string]string{"path": "scripts/report.sh"}); err != nil || !strings.Contains(out, "echo report") {
 		t.Errorf("file_read of the script: %q, %v", out, err)
 	}
 
 	cfg.Tools.Command.Enabled = false
 	off := fileTools(cfg, func() *skills.Registry { return reg })
-	if _, err := call(off, "file_edit", map[string]string{"path": "scripts/report.sh", "old_text": "echo report", "new_text": "echo changed"}); err != nil {
+	if _, err := callTool(t, off, "file_edit", map[string]string{"path": "scripts/report.sh", "old_text": "echo report", "new_text": "echo changed"}); err != nil {
 		t.Errorf("with command tools off, file_edit of the script: %v", err)
 	}
 }

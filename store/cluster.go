@@ -281,7 +281,7 @@ func (s *Store) ReleaseChat(ctx context.Context, channel, chat, owner string) (r
 	if channel == "" || chat == "" || owner == "" {
 		return false, fmt.Errorf("store: release chat %q/%q for %q: channel, chat and owner are required", channel, chat, owner)
 	}
-	res, err := s.db.ExecContext(ctx, sqlReleaseChat, channel, chat, owner)
+	res, err := s.write(ctx, sqlReleaseChat, channel, chat, owner)
 	if err != nil {
 		return false, fmt.Errorf("store: release chat %s/%s for %q: %w", channel, chat, owner, err)
 	}
@@ -304,7 +304,7 @@ func (s *Store) ReleaseRole(ctx context.Context, role, owner string) error {
 	if role == "" || owner == "" {
 		return fmt.Errorf("store: release role %q for %q: role and owner are required", role, owner)
 	}
-	if _, err := s.db.ExecContext(ctx, sqlReleaseRole, role, owner); err != nil {
+	if _, err := s.write(ctx, sqlReleaseRole, role, owner); err != nil {
 		return fmt.Errorf("store: release role %s for %q: %w", role, owner, err)
 	}
 	return nil

@@ -125,6 +125,9 @@ func (u uncancelled) QueryRowContext(ctx context.Context, query string, args ...
 
 // write runs one write statement: on SQLite in a group commit, where it
 // shares the COMMIT of concurrent transactions; on Postgres on its own.
+// Every write outside a transaction goes through it (or writeID): on its
+// own, a SQLite statement would wait for the write lock in SQLite's busy
+// handler, which sleeps.
 func (s *Store) write(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if s.d.postgres {
 		return s.db.ExecContext(ctx, query, args...)

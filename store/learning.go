@@ -754,7 +754,7 @@ func (s *Store) ProfileUsers(ctx context.Context, userID, dimension string) ([]s
 // ForgetProfile deletes every entry of the dimension ("" for all) of the
 // user's profile and returns how many there were.
 func (s *Store) ForgetProfile(ctx context.Context, userKey, dimension string) (int64, error) {
-	res, err := s.db.ExecContext(ctx, sqlProfileForget, userKey, dimension, dimension)
+	res, err := s.write(ctx, sqlProfileForget, userKey, dimension, dimension)
 	if err != nil {
 		return 0, fmt.Errorf("store: forget profile: %w", err)
 	}

@@ -121,7 +121,7 @@ func (s *Store) IsApproved(ctx context.Context, channel, userID string) (bool, e
 
 // RevokeUser removes a user admitted by pairing.
 func (s *Store) RevokeUser(ctx context.Context, channel, userID string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, sqlRevokeUser, channel, userID)
+	res, err := s.write(ctx, sqlRevokeUser, channel, userID)
 	if err != nil {
 		return false, fmt.Errorf("store: revoke user: %w", err)
 	}

@@ -423,7 +423,7 @@ func (s *Store) SetState(ctx context.Context, key, value string) error {
 	if key == "" {
 		return errors.New("store: set state: empty key")
 	}
-	if _, err := s.db.ExecContext(ctx, sqlSetState, key, value, s.nowMS()); err != nil {
+	if _, err := s.write(ctx, sqlSetState, key, value, s.nowMS()); err != nil {
 		return fmt.Errorf("store: set state %q: %w", key, err)
 	}
 	return nil
