@@ -77,16 +77,26 @@ func (s *Store) runGroup(batch []*groupTx) {
 	if testHookGroup != nil {
 		testHookGroup(len(batch))
 	}
-	if len(batch) == 1 {
-		g := batch[0]
-		g.err = s.txOnce(g.ctx, nil, g.fn)
+	if err := s.runShared(batch); err == nil || len(batch) == 1 {
 		return
 	}
+	for _, g := range batch {
+		s.runShared([]*groupTx{g})
+	}
+}
+
+// runShared runs batch's fns in one transaction, setting each one's err;
+// it returns the transaction's error, which is also the err of a lone fn
+// whose COMMIT failed. A fn whose caller has gone is not run, but one
+// that started runs to its end: a cancelled context interrupts the
+// connection's statement, and SQLite then rolls back the whole
+// transaction, so one caller's cancellation would undo the others'
+// writes. Statements without a cancellation also run on the calling
+// goroutine: the driver hands a cancellable one to a goroutine of its own
+// and waits, a few wakeups per statement.
+func (s *Store) runShared(batch []*groupTx) error {
 	err := s.txOnce(context.Background(), nil, func(tx conn) error {
-		// A cancelled context interrupts the connection's statement, and
-		// SQLite then rolls back the whole transaction: one caller's
-		// cancellation must not undo the others' writes.
-		shared := conn{q: uncancelled{tx.q}, d: tx.d}
+		shared := conn{q: uncancelled{q: tx.q, started: true}, d: tx.d}
 		for _, g := range batch {
 			if g.err = g.ctx.Err(); g.err != nil {
 				continue
@@ -97,30 +107,42 @@ func (s *Store) runGroup(batch []*groupTx) {
 		}
 		return nil
 	})
-	if err == nil {
-		return
+	if err != nil && len(batch) == 1 {
+		batch[0].err = err
 	}
-	for _, g := range batch {
-		g.err = s.txOnce(g.ctx, nil, g.fn)
-	}
+	return err
 }
 
 // testHookGroup, if set, gets the size of each group runGroup runs.
 var testHookGroup func(size int)
 
 // uncancelled runs statements as if their context had no cancellation.
-type uncancelled struct{ q querier }
+// In a transaction under way (started) that is all: it runs to its end
+// (see runShared). Elsewhere a statement whose context has already ended
+// is handed that context, and database/sql fails it at once without
+// running it (see setDB).
+type uncancelled struct {
+	q       querier
+	started bool
+}
+
+func (u uncancelled) detach(ctx context.Context) context.Context {
+	if !u.started && ctx.Err() != nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
 
 func (u uncancelled) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return u.q.ExecContext(context.WithoutCancel(ctx), query, args...)
+	return u.q.ExecContext(u.detach(ctx), query, args...)
 }
 
 func (u uncancelled) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return u.q.QueryContext(context.WithoutCancel(ctx), query, args...)
+	return u.q.QueryContext(u.detach(ctx), query, args...)
 }
 
 func (u uncancelled) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return u.q.QueryRowContext(context.WithoutCancel(ctx), query, args...)
+	return u.q.QueryRowContext(u.detach(ctx), query, args...)
 }
 
 // write runs one write statement: on SQLite in a group commit, where it

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -187,5 +188,87 @@ func TestOpenSessionQueuesInGroupCommit(t *testing.T) {
 	}
 	if err != nil || sess.ID == 0 || sess.ChatID != chat.ID {
 		t.Fatalf("OpenSession = %+v, %v", sess, err)
+	}
+}
+
+// On SQLite a transaction runs to its end once started, even if its
+// caller gives up meanwhile, and the caller is told what was stored: a
+// cancelled statement would make SQLite roll back the whole transaction,
+// which others may share. A caller that gave up before its transaction
+// started is not run.
+func TestStartedTransactionRunsToItsEnd(t *testing.T) {
+	s, _, _ := backends[0].openTest(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	err := s.inTx(ctx, func(tx conn) error {
+		if err := setKey("first")(tx); err != nil {
+			return err
+		}
+		cancel()
+		_, err := tx.ExecContext(ctx, sqlSetState, "second", "v", 0)
+		return err
+	})
+	if err != nil {
+		t.Errorf("a transaction cancelled half-way: %v, want it finished", err)
+	}
+	if err := s.inTx(ctx, setKey("third")); !errors.Is(err, context.Canceled) {
+		t.Errorf("a transaction cancelled before it started: %v, want context.Canceled", err)
+	}
+	for key, want := range map[string]bool{"first": true, "second": true, "third": false} {
+		if _, ok, err := s.GetState(t.Context(), key); err != nil || ok != want {
+			t.Errorf("key %s stored: %v (%v), want %v", key, ok, err, want)
+		}
+	}
+}
+
+// ctxRecorder is a querier that keeps the context of the last statement.
+type ctxRecorder struct{ last context.Context }
+
+func (r *ctxRecorder) ExecContext(ctx context.Context, _ string, _ ...any) (sql.Result, error) {
+	r.last = ctx
+	return nil, nil
+}
+
+func (r *ctxRecorder) QueryContext(ctx context.Context, _ string, _ ...any) (*sql.Rows, error) {
+	r.last = ctx
+	return nil, nil
+}
+
+func (r *ctxRecorder) QueryRowContext(ctx context.Context, _ string, _ ...any) *sql.Row {
+	r.last = ctx
+	return nil
+}
+
+// On SQLite the store's statements reach the driver without their
+// context's cancellation (for a cancellable one, database/sql and the
+// driver each start a goroutine to watch it), unless the context has
+// already ended: then the statement fails at once, as before.
+func TestStatementsCarryNoCancellation(t *testing.T) {
+	rec := &ctxRecorder{}
+	q := uncancelled{q: rec}
+	live, cancel := context.WithCancel(t.Context())
+	for name, run := range map[string]func(context.Context){
+		"exec":     func(ctx context.Context) { _, _ = q.ExecContext(ctx, "") },
+		"query":    func(ctx context.Context) { _, _ = q.QueryContext(ctx, "") },
+		"queryRow": func(ctx context.Context) { q.QueryRowContext(ctx, "") },
+	} {
+		if run(live); rec.last.Done() != nil {
+			t.Errorf("%s: the statement's context can be cancelled", name)
+		}
+	}
+	cancel()
+	if _, _ = q.ExecContext(live, ""); rec.last.Err() == nil {
+		t.Error("an ended context reached the statement without its end")
+	}
+	if _, _ = (uncancelled{q: rec, started: true}).ExecContext(live, ""); rec.last.Err() != nil {
+		t.Error("a statement of a transaction under way got its ended context")
+	}
+
+	s, _, _ := backends[0].openTest(t)
+	if _, ok := s.db.q.(uncancelled); !ok {
+		t.Errorf("the SQLite store's reads run on %T, want uncancelled", s.db.q)
+	}
+	if _, _, err := s.GetState(live, "k"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a read with an ended context: %v, want context.Canceled", err)
 	}
 }

@@ -112,9 +112,20 @@ func newStore(d *dialect, opts []Option) *Store {
 }
 
 // setDB makes raw the store's connection pool.
+//
+// On SQLite a statement outside a transaction runs to its end once
+// started (uncancelled): it reads a local file and takes no lock that
+// waits (writes go through groupCommit), so a cancellation could cut
+// short only a long scan. For a cancellable context, database/sql watches
+// each query's rows from a goroutine of its own, a wakeup and a context
+// each; a message's reads started half a dozen, which waited in the run
+// queue with everything else.
 func (s *Store) setDB(raw *sql.DB) {
 	s.raw = raw
 	s.db = conn{q: raw, d: s.d}
+	if !s.d.postgres {
+		s.db.q = uncancelled{q: raw}
+	}
 }
 
 // WithClock sets the clock used for every timestamp the store writes
