@@ -103,7 +103,9 @@ type FakeLLM struct {
 	queue         []Reply
 	def           *Reply
 	reqs          []Recorded
-	changed       chan struct{} // closed and replaced whenever reqs grows
+	calls         int           // requests received, kept in reqs or not
+	discard       bool          // keep no more requests in reqs
+	changed       chan struct{} // closed and replaced whenever calls grows
 	models        []string
 	rejectStreamO bool
 	nextID        int
@@ -241,6 +243,17 @@ func (f *FakeLLM) Pending() int {
 	return len(f.queue)
 }
 
+// DiscardRequests makes the fake keep no request it receives from now on
+// (Requests returns only those before); Calls and WaitCalls still count
+// them. A benchmark's fake otherwise holds every long conversation's
+// request, and its garbage collector's growing work ran in the middle of
+// what was measured.
+func (f *FakeLLM) DiscardRequests() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.discard = true
+}
+
 // Requests returns every chat completion request received, in order.
 func (f *FakeLLM) Requests() []Recorded {
 	f.mu.Lock()
@@ -252,7 +265,7 @@ func (f *FakeLLM) Requests() []Recorded {
 func (f *FakeLLM) Calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.reqs)
+	return f.calls
 }
 
 // WaitCalls blocks until at least n requests were received or ctx ends.
@@ -260,7 +273,7 @@ func (f *FakeLLM) Calls() int {
 func (f *FakeLLM) WaitCalls(ctx context.Context, n int) error {
 	for {
 		f.mu.Lock()
-		have, ch := len(f.reqs), f.changed
+		have, ch := f.calls, f.changed
 		f.mu.Unlock()
 		if have >= n {
 			return nil
@@ -351,7 +364,10 @@ func (f *FakeLLM) handleChat(w http.ResponseWriter, r *http.Request) {
 func (f *FakeLLM) pick(rec Recorded) (Reply, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reqs = append(f.reqs, rec)
+	if !f.discard {
+		f.reqs = append(f.reqs, rec)
+	}
+	f.calls++
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.nextID++

@@ -463,6 +463,39 @@ func TestFuncAndDefault(t *testing.T) {
 	}
 }
 
+// After DiscardRequests the fake still answers and counts requests, but
+// keeps none of them.
+func TestDiscardRequests(t *testing.T) {
+	f := testkit.NewFakeLLM(t)
+	f.SetDefault(&testkit.Reply{Func: func(r testkit.Recorded) testkit.Reply {
+		return testkit.Reply{Text: "echo: " + r.Messages[len(r.Messages)-1].Content}
+	}})
+	c := newClient(f)
+	ask := func() {
+		t.Helper()
+		stream, err := c.CreateChatCompletionStream(t.Context(), streamReq("fake-model"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := collect(t, stream); err != nil || got.text != "echo: hi" {
+			t.Fatalf("got %q, %v; want the echo", got.text, err)
+		}
+	}
+	ask()
+	f.DiscardRequests()
+	ask()
+	ask()
+	if err := f.WaitCalls(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Calls(); n != 3 {
+		t.Errorf("Calls = %d, want 3", n)
+	}
+	if r := f.Requests(); len(r) != 1 || r[0].Messages[len(r[0].Messages)-1].Content != "hi" {
+		t.Errorf("Requests = %+v, want only the one before DiscardRequests", r)
+	}
+}
+
 func TestRecordedRequest(t *testing.T) {
 	f := testkit.NewFakeLLM(t)
 	f.Push(testkit.Reply{Text: "ok"})
