@@ -525,6 +525,7 @@ func decodeRequest(raw []byte) Recorded {
 			Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters,
 		})
 	}
+	rec.Messages = make([]llm.Message, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		msg := llm.Message{Role: llm.Role(m.Role), Name: m.Name, ToolCallID: m.ToolCallID}
 		msg.Content, msg.Images = decodeContent(m.Content)
