@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,8 @@ type app struct {
 	mon    *monitor            // metrics, dashboard activity, the HTTP API channel
 	learn  *learner            // memories, profiles, skill reviews after each turn
 	pacer  *gcpace.Pacer       // the GC target by load; nil if GOGC is set
+	// serving is set once the router has started (/readyz waits for it).
+	serving atomic.Bool
 	// replica is this process among replicas sharing a PostgreSQL store;
 	// nil on SQLite.
 	replica *cluster.Replica
@@ -351,8 +354,23 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	chctx, stopChannels := context.WithCancel(ctx) // channels end with ctx, or if the router cannot start
 	defer stopChannels()
 	sup.start(chctx, specs, run)
+	if testHookRouterStart != nil {
+		testHookRouterStart()
+	}
 	if err := a.router.Start(ctx); err != nil {
-		log.Error("start router", "err", err)
+		// Asked to stop while starting (the router's reads end with ctx):
+		// not a failure.
+		stopping := ctx.Err() != nil
+		if stopping {
+			log.Info("stopped while starting")
+		} else {
+			log.Error("start router", "err", err)
+		}
+		// As at a shutdown: the router (its workers, and the turns of any
+		// message Start resumed), then the channels and the HTTP server.
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer scancel()
+		_ = a.router.Shutdown(sctx)
 		stopChannels()
 		close(run)
 		sup.stopped()
@@ -361,8 +379,12 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 			defer hcancel()
 			_ = srv.Shutdown(hctx)
 		}
+		if stopping {
+			return exitOK
+		}
 		return exitFail
 	}
+	a.serving.Store(true)
 	close(run)
 	stopWaiting := a.startScheduler(ctx)
 	log.Info("switchboard serving", "version", version, "model", cfg.LLM.Model, "channels", len(specs))
@@ -400,6 +422,9 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	log.Info("stopped")
 	return exitOK
 }
+
+// testHookRouterStart, if set, runs just before serve starts the router.
+var testHookRouterStart func()
 
 // httpShutdownGrace bounds the wait for open HTTP requests after the router
 // has stopped: their turns are finished or checkpointed by then.

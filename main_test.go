@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/httpapi"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
 	"switchboard/store"
@@ -255,18 +256,26 @@ func TestPairingCommand(t *testing.T) {
 	}
 }
 
-// serve runs with only the OpenAI-compatible API as its channel.
-func TestServeWithOnlyTheHTTPAPI(t *testing.T) {
-	fake := testkit.NewFakeLLM(t)
-	fake.SetDefault(&testkit.Reply{Text: "hello from the API"})
+// apiOnlyConfig writes a configuration with only the HTTP API as a channel,
+// on a free loopback port, and returns it and the port's address.
+func apiOnlyConfig(t *testing.T, fake *testkit.FakeLLM) (cfg, addr string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	addr = ln.Addr().String()
 	ln.Close()
-	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\nlearning:\n  enabled: false\nstore:\n  path: %s\nhttp:\n  listen: %s\n",
+	cfg = writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\nlearning:\n  enabled: false\nstore:\n  path: %s\nhttp:\n  listen: %s\n",
 		fake.URL, filepath.Join(t.TempDir(), "api.db"), addr))
+	return cfg, addr
+}
+
+// serve runs with only the OpenAI-compatible API as its channel.
+func TestServeWithOnlyTheHTTPAPI(t *testing.T) {
+	fake := testkit.NewFakeLLM(t)
+	fake.SetDefault(&testkit.Reply{Text: "hello from the API"})
+	cfg, addr := apiOnlyConfig(t, fake)
 	serve := startServe(t, cfg, func(ctx context.Context) error {
 		tick := time.NewTicker(10 * time.Millisecond) // polling a port until it answers
 		defer tick.Stop()
@@ -301,5 +310,40 @@ func TestServeWithOnlyTheHTTPAPI(t *testing.T) {
 	}
 	if code := serve.stop(t); code != 0 {
 		t.Fatalf("serve exited %d", code)
+	}
+}
+
+// A stop asked for while serve starts (here just before the router loads
+// the unfinished messages) is a clean stop, exit 0, not a failure; and
+// /readyz does not answer ready before the router has started.
+func TestStopWhileStarting(t *testing.T) {
+	cfg, addr := apiOnlyConfig(t, testkit.NewFakeLLM(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var readyz int
+	var startup httpapi.Check
+	testHookRouterStart = func() {
+		defer cancel()
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			t.Errorf("readyz while starting: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		var rd httpapi.Readiness
+		readyz = resp.StatusCode
+		if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+			t.Errorf("readyz while starting: %v", err)
+		}
+		startup = rd.Checks["startup"]
+	}
+	t.Cleanup(func() { testHookRouterStart = nil })
+	stderr := newLineWriter()
+	code := run(ctx, []string{"serve", "--config", cfg}, strings.NewReader(""), io.Discard, stderr)
+	if code != exitOK || strings.Contains(stderr.String(), "level=ERROR") || !strings.Contains(stderr.String(), "stopped while starting") {
+		t.Errorf("serve stopped while starting: exit %d, want 0, log:\n%s", code, stderr.String())
+	}
+	if readyz != http.StatusServiceUnavailable || startup.OK || !strings.Contains(startup.Detail, "starting") {
+		t.Errorf("readyz before the router started: %d, startup check %+v; want 503 and a failing startup check", readyz, startup)
 	}
 }

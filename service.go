@@ -70,6 +70,7 @@ func (a *app) startHTTP(sup *supervisor) (*httpapi.Server, error) {
 		Channels: sup.statuses, Model: a.mon.model, Probe: a.model.Probe,
 		Skills: a.skillsView, MCP: a.mcp.Status, Jobs: a.jobsView, Users: a.usersView,
 		Queue:   func() (int, int) { return a.router.QueueDepth(), a.router.Busy() },
+		Serving: a.serving.Load,
 		Cluster: a.clusterStatus(),
 		Logger:  a.log,
 	})

@@ -65,6 +65,9 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 	if s.draining.Load() {
 		set("shutdown", Check{OK: false, Detail: "shutting down: finishing running turns"})
 	}
+	if s.opts.Serving != nil && !s.opts.Serving() {
+		set("startup", Check{OK: false, Detail: "starting: reloading unfinished messages"})
+	}
 
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	err := s.opts.Store.Ping(pctx)

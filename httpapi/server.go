@@ -152,6 +152,10 @@ type Options struct {
 	Jobs        func(ctx context.Context) ([]Job, error)
 	Users       func(ctx context.Context) ([]User, error)
 	Queue       func() (depth, busy int)
+	// Serving reports whether the gateway has started taking messages
+	// (unfinished ones reloaded); /readyz fails until it does. Nil:
+	// from the start.
+	Serving func() bool
 	// Cluster reports this replica's place among replicas sharing the
 	// store; nil for a single process.
 	Cluster func(ctx context.Context) (cluster.Status, error)
