@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+)
+
+// learningTool has the shape of the learning jobs' functions
+// (save_memories, update_profile): one required list.
+func learningTool(name, list string) llm.ToolSpec {
+	return llm.ToolSpec{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{"` + list +
+		`":{"type":"array","items":{"type":"object"}}},"required":["` + list + `"],"additionalProperties":false}`)}
+}
+
+func TestReply(t *testing.T) {
+	user := []llm.Message{{Role: llm.RoleUser, Content: "hello there"}}
+	tests := []struct {
+		name     string
+		rec      testkit.Recorded
+		text     string
+		call     string
+		wantArgs string
+	}{
+		{name: "echo", rec: testkit.Recorded{Messages: user}, text: "You said: hello there"},
+		{name: "time", rec: testkit.Recorded{Messages: []llm.Message{{Role: llm.RoleUser, Content: "What time is it?"}},
+			Tools: []llm.ToolSpec{{Name: "current_time"}}}, call: "current_time", wantArgs: `{}`},
+		{name: "tool result", rec: testkit.Recorded{Messages: []llm.Message{{Role: llm.RoleTool, Content: "12:00"}}},
+			text: "The tool said: 12:00"},
+		// The learning jobs' extraction calls: nothing to learn, and
+		// arguments their own schemas accept.
+		{name: "memories", rec: testkit.Recorded{Messages: user, Tools: []llm.ToolSpec{learningTool("save_memories", "facts")}, ForcedTool: "save_memories"},
+			call: "save_memories", wantArgs: `{"facts":[]}`},
+		{name: "several kinds", rec: testkit.Recorded{Messages: user, ForcedTool: "f", Tools: []llm.ToolSpec{{Name: "f", Parameters: json.RawMessage(
+			`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"},"c":{"type":"object"},"d":{"type":"boolean"},"e":{"type":"string"}},"required":["a","b","c","d"]}`)}}},
+			call: "f", wantArgs: `{"a":"","b":0,"c":{},"d":false}`},
+		{name: "unknown schema", rec: testkit.Recorded{Messages: user, Tools: []llm.ToolSpec{{Name: "x", Parameters: json.RawMessage(`[`)}}, ForcedTool: "x"},
+			call: "x", wantArgs: `{}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := reply(tt.rec)
+			if tt.call == "" {
+				if got.Text != tt.text || len(got.ToolCalls) != 0 {
+					t.Fatalf("reply = %+v, want the text %q", got, tt.text)
+				}
+				return
+			}
+			if len(got.ToolCalls) != 1 || got.ToolCalls[0].Name != tt.call || got.ToolCalls[0].Arguments != tt.wantArgs {
+				t.Fatalf("reply = %+v, want a call to %s with %s", got, tt.call, tt.wantArgs)
+			}
+		})
+	}
+}
