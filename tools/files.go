@@ -44,7 +44,8 @@ type FilesConfig struct {
 	MaxBytes int // largest file read, written or edited
 	// Protected lists the files, as absolute paths with symbolic links
 	// resolved, that file_write and file_edit must not change: those a
-	// command tool runs or names. May be nil.
+	// skill's command tool or an MCP server's command runs or names. May
+	// be nil.
 	Protected func() []string
 }
 
@@ -171,7 +172,7 @@ func (w *workspace) mayChange(rel string) error {
 	real, err := filepath.EvalSymlinks(p)
 	protected := w.protected()
 	if slices.Contains(protected, p) || (err == nil && slices.Contains(protected, real)) {
-		return fmt.Errorf("%q is run or read by a command tool of a skill; the file tools may read it but not change it", filepath.ToSlash(rel))
+		return fmt.Errorf("%q is run or read by a skill's command tool or an MCP server's command; the file tools may read it but not change it", filepath.ToSlash(rel))
 	}
 	return nil
 }
