@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"switchboard/agent"
 	"switchboard/channels"
+	"switchboard/internal/confine"
 	"switchboard/store"
 )
 
@@ -474,31 +474,29 @@ func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo b
 	return id, nil
 }
 
-// confined resolves a path inside root, following symlinks; it refuses
-// anything that ends up outside root, and directories.
+// confined resolves a path inside root (relative to it, or absolute),
+// following symlinks; it refuses anything that ends up outside root, what
+// does not exist, and directories.
 func confined(root, ref string) (string, error) {
 	if root == "" {
 		return "", errors.New("sending local files is off: no files root is configured (tools.files.root)")
 	}
-	absRoot, err := filepath.Abs(root)
+	dir, err := confine.At(root)
 	if err != nil {
 		return "", fmt.Errorf("workspace: %w", err)
 	}
-	if realRoot, err := filepath.EvalSymlinks(absRoot); err == nil {
-		absRoot = realRoot
+	real, err := dir.Resolve(ref)
+	switch {
+	case errors.Is(err, confine.ErrOutside):
+		return "", fmt.Errorf("%q is outside the workspace; only files in the workspace can be sent", ref)
+	case err != nil:
+		return "", fmt.Errorf("no file %q in the workspace", ref)
 	}
-	p := ref
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(absRoot, p)
-	}
-	real, err := filepath.EvalSymlinks(p)
+	fi, err := os.Stat(real)
 	if err != nil {
 		return "", fmt.Errorf("no file %q in the workspace", ref)
 	}
-	if rel, err := filepath.Rel(absRoot, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("%q is outside the workspace; only files in the workspace can be sent", ref)
-	}
-	if fi, err := os.Stat(real); err != nil || fi.IsDir() {
+	if fi.IsDir() {
 		return "", fmt.Errorf("%q is not a file", ref)
 	}
 	return real, nil

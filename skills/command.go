@@ -11,10 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"switchboard/internal/confine"
 )
 
 const (
@@ -53,7 +54,7 @@ type commandTool struct {
 	lookErr  error
 	argv     []tmpl // argv[1:]
 	optsEnd  int    // index in argv after a literal "--" (len(argv) when none)
-	ws       string // absolute, symlinks resolved
+	ws       confine.Dir
 	environ  []string
 	timeout  time.Duration
 	maxChars int
@@ -105,18 +106,19 @@ func (b *defBuilder) command(p CommandPolicy) (func(context.Context, json.RawMes
 	if err := os.MkdirAll(filepath.Join(ws, ".tmp"), 0o750); err != nil {
 		return nil, 0, fmt.Errorf("tools.command.workspace: create: %w", err)
 	}
-	if c.ws, err = filepath.EvalSymlinks(ws); err != nil {
+	if c.ws, err = confine.At(ws); err != nil {
 		return nil, 0, fmt.Errorf("tools.command.workspace: %w", err)
 	}
+	dir := c.ws.Path()
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
-	c.environ = []string{"PATH=" + path, "HOME=" + c.ws, "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(c.ws, ".tmp")}
+	c.environ = []string{"PATH=" + path, "HOME=" + dir, "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(dir, ".tmp")}
 
 	prog := d.Argv[0]
 	if strings.ContainsRune(prog, filepath.Separator) && !filepath.IsAbs(prog) {
-		prog = filepath.Join(c.ws, prog) // a script in the workspace
+		prog = filepath.Join(dir, prog) // a script in the workspace
 	}
 	c.program, c.lookErr = exec.LookPath(prog)
 	return c.call, c.maxChars, nil
@@ -144,7 +146,7 @@ func (c *commandTool) call(parent context.Context, raw json.RawMessage) (string,
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.program, argv...)
 	cmd.Args[0] = c.argv0 // as written, for the program's messages
-	cmd.Dir = c.ws
+	cmd.Dir = c.ws.Path()
 	cmd.Env = c.environ
 	out := &outputCap{max: c.maxChars}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -202,7 +204,7 @@ func (c *commandTool) renderArg(t tmpl, args map[string]any, options bool) (stri
 	why := ""
 	if filepath.IsAbs(pre) {
 		// The skill names a fixed directory; only .. could leave it.
-		if hasDotDot(s) {
+		if confine.HasDotDot(s) {
 			why = "contains a .. path element"
 		}
 	} else {
@@ -221,40 +223,19 @@ func firstOf(argv []string) string {
 	return argv[0]
 }
 
-func hasDotDot(p string) bool {
-	return slices.Contains(strings.Split(filepath.ToSlash(p), "/"), "..")
-}
-
 // escapes says why the value v, taken as a path in the workspace, would
 // leave it ("" when it would not).
 func (c *commandTool) escapes(v string) string {
-	switch {
-	case strings.ContainsRune(v, 0):
-		return "contains a NUL byte"
-	case filepath.IsAbs(v):
-		return "is an absolute path"
-	case hasDotDot(v):
-		return "contains a .. path element"
-	}
-	p := filepath.Join(c.ws, v)
-	// Resolve the longest part that exists; the rest cannot be a symlink yet.
-	rest := ""
-	for p != c.ws {
-		if _, err := os.Lstat(p); err == nil {
-			break
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = filepath.Dir(p)
-	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
+	switch err := c.ws.Check(v); {
+	case err == nil:
+		return ""
+	case errors.Is(err, confine.ErrBroken):
 		return "cannot be resolved (a broken symlink?)"
-	}
-	real = filepath.Join(real, rest)
-	if real != c.ws && !strings.HasPrefix(real, c.ws+string(filepath.Separator)) {
+	case errors.Is(err, confine.ErrOutside):
 		return "resolves outside the workspace"
+	default: // a NUL byte, an absolute path, a .. element
+		return err.Error()
 	}
-	return ""
 }
 
 // outputCap keeps the start of a command's output up to max characters,

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"switchboard/agent"
+	"switchboard/internal/confine"
 )
 
 // fuzzWorkspace is a command workspace with links that lead out of it, in
@@ -62,7 +63,11 @@ func fuzzWorkspace(f *testing.F) (ws string) {
 // as an option. The program itself is never an argument.
 func FuzzCommandArguments(f *testing.F) {
 	ws := fuzzWorkspace(f)
-	c := &commandTool{name: "fuzz", ws: ws}
+	dir, err := confine.At(ws)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := &commandTool{name: "fuzz", ws: dir}
 	root, err := os.OpenRoot(ws)
 	if err != nil {
 		f.Fatal(err)
@@ -109,7 +114,7 @@ func FuzzCommandArguments(f *testing.F) {
 			}
 			return
 		}
-		if strings.ContainsRune(s, 0) || hasDotDot(s) {
+		if strings.ContainsRune(s, 0) || confine.HasDotDot(s) {
 			t.Fatalf("accepted %q (from %s): NUL or .. element", s, raw)
 		}
 		pre := tp.prefix()

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"switchboard/agent"
+	"switchboard/internal/confine"
 )
 
 // Names of the workspace file tools.
@@ -198,12 +199,12 @@ func (w *workspace) rel(p, empty string) (string, error) {
 		}
 		p = empty
 	}
-	switch {
-	case strings.ContainsRune(p, 0):
+	switch err := confine.Relative(p); {
+	case errors.Is(err, confine.ErrNUL):
 		return "", errors.New("the path contains a NUL byte")
-	case filepath.IsAbs(p) || strings.HasPrefix(p, `\`):
+	case errors.Is(err, confine.ErrAbsolute) || strings.HasPrefix(p, `\`):
 		return "", fmt.Errorf("%q is an absolute path; use a path relative to the workspace, such as notes/todo.md", p)
-	case slices.Contains(strings.Split(filepath.ToSlash(p), "/"), ".."):
+	case errors.Is(err, confine.ErrDotDot):
 		return "", fmt.Errorf("%q contains \"..\"; paths must stay inside the workspace", p)
 	}
 	clean := filepath.Clean(p)
@@ -214,28 +215,17 @@ func (w *workspace) rel(p, empty string) (string, error) {
 }
 
 // escapes says why rel, inside the workspace, would lead outside it
-// through a symbolic link ("" when it does not). It resolves the longest
-// part of the path that exists; os.Root enforces the same at the call.
+// through a symbolic link ("" when it does not). os.Root enforces the same
+// at the call.
 func (w *workspace) escapes(rel string) string {
-	base, err := filepath.EvalSymlinks(w.dir)
+	dir, err := confine.At(w.dir)
 	if err != nil {
-		return "" // the workspace itself is missing; open reports it
+		return "" // the workspace folder itself cannot be resolved; open reports it
 	}
-	p := filepath.Join(base, rel)
-	rest := ""
-	for p != base {
-		if _, err := os.Lstat(p); err == nil {
-			break
-		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = filepath.Dir(p)
-	}
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
+	switch _, err := dir.Resolve(rel); {
+	case errors.Is(err, confine.ErrBroken):
 		return "is a broken symbolic link"
-	}
-	real = filepath.Join(real, rest)
-	if real != base && !strings.HasPrefix(real, base+string(filepath.Separator)) {
+	case errors.Is(err, confine.ErrOutside):
 		return "leads outside the workspace through a symbolic link"
 	}
 	return ""
