@@ -158,7 +158,7 @@ func (s *supervisor) supervise(ctx context.Context, sp channelSpec, built func()
 		}
 		began := s.now()
 		if err == nil {
-			s.set(sp.name, "running", "", time.Time{})
+			s.set(sp.name, stateRunning, "", time.Time{})
 			log.Info("channel started")
 			err = ch.Run(ctx, s.host)
 			if ctx.Err() != nil {
@@ -185,7 +185,12 @@ func (s *supervisor) supervise(ctx context.Context, sp channelSpec, built func()
 	s.set(sp.name, httpapi.StateStopped, "", time.Time{})
 }
 
-// set records a channel's state. "running" is stored as is and reported
+// stateRunning is a channel's state while its Run goes on; statuses reports
+// it as httpapi.StateConnected, StateStarting or StateStandby, as the
+// adapter says.
+const stateRunning = "running"
+
+// set records a channel's state. stateRunning is stored as is and reported
 // as connected or starting, as the adapter says (see statuses).
 func (s *supervisor) set(name, state, errMsg string, next time.Time) {
 	s.mu.Lock()
@@ -224,7 +229,7 @@ func (s *supervisor) statuses() []httpapi.ChannelStatus {
 	out := make([]httpapi.ChannelStatus, 0, len(s.state))
 	for _, st := range s.state {
 		c := st.status
-		if c.State == "running" {
+		if c.State == stateRunning {
 			c.State = httpapi.StateConnected
 			if cc, ok := st.ch.(connecter); ok && !cc.Connected() {
 				c.State = httpapi.StateStarting

@@ -286,7 +286,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 		}
 	}
 
-	end := store.TurnEnd{StopReason: string(reason), Status: reason.Class(), Steps: st.steps, Model: st.model,
+	end := store.TurnEnd{StopReason: string(reason), Status: string(reason.Class()), Steps: st.steps, Model: st.model,
 		FinishInbox: t.InboxID != 0}
 	inboxDone := false
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"switchboard/llm"
+	"switchboard/store"
 )
 
 // StopReason says why a turn ended. Every turn ends with exactly one.
@@ -22,15 +23,25 @@ const (
 	StopBudgetExceeded    StopReason = "budget_exceeded"
 )
 
-// Class groups stop reasons: "completed", "failed" or "cancelled".
-func (r StopReason) Class() string {
+// StopClass groups stop reasons. The classes are the statuses the store
+// records for a finished turn.
+type StopClass string
+
+const (
+	ClassCompleted StopClass = store.TurnCompleted
+	ClassCancelled StopClass = store.TurnCancelled
+	ClassFailed    StopClass = store.TurnFailed
+)
+
+// Class groups stop reasons: ClassCompleted, ClassFailed or ClassCancelled.
+func (r StopReason) Class() StopClass {
 	switch r {
 	case StopEndTurn, StopMaxSteps, StopToolRule, StopRequiresApproval, StopMaxTokensExceeded, StopBudgetExceeded:
-		return "completed"
+		return ClassCompleted
 	case StopCancelled:
-		return "cancelled"
+		return ClassCancelled
 	default:
-		return "failed"
+		return ClassFailed
 	}
 }
 

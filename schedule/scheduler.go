@@ -465,7 +465,7 @@ func classify(res agent.Result, err error) (outcome, why string) {
 		return store.RunFailed, err.Error()
 	case res.StopReason == agent.StopCancelled:
 		return store.RunInterrupted, "cancelled"
-	case res.StopReason.Class() == "failed":
+	case res.StopReason.Class() == agent.ClassFailed:
 		why = string(res.StopReason)
 		if res.Err != nil {
 			why += ": " + res.Err.Error()

@@ -141,7 +141,7 @@ func (a *Adapter) TurnEvent(_ string, ev agent.Event) {
 	case agent.EventCompactionEnd:
 		a.dim(fmt.Sprintf("  · compacted the conversation: ~%d → ~%d tokens", ev.TokensBefore, ev.TokensAfter))
 	case agent.EventDone:
-		if ev.Err != "" && ev.StopReason.Class() == "failed" {
+		if ev.Err != "" && ev.StopReason.Class() == agent.ClassFailed {
 			a.errorf("turn failed (%s): %s", ev.StopReason, oneLine(ev.Err, 200))
 		}
 	}
