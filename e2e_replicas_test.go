@@ -311,7 +311,7 @@ func getReadyz(ctx context.Context, addr string) (replicaReadiness, error) {
 	return rd, nil
 }
 
-// waitReadyz polls /readyz at addr until ok holds for its answer; it
+// waitReadyzAt polls /readyz at addr until ok holds for its answer; it
 // returns the last answer.
 func waitReadyzAt(ctx context.Context, addr string, ok func(replicaReadiness) bool) (replicaReadiness, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -336,6 +336,7 @@ func waitReadyzAt(ctx context.Context, addr string, ok func(replicaReadiness) bo
 	}
 }
 
+// waitReadyz polls the replica's /readyz until ok holds (see waitReadyzAt).
 func (p *replicaProc) waitReadyz(ctx context.Context, ok func(replicaReadiness) bool) (replicaReadiness, error) {
 	return waitReadyzAt(ctx, p.httpAddr, ok)
 }
@@ -392,7 +393,7 @@ func (s *replicaSends) wait(ctx context.Context, id int) (replicaSend, error) {
 	}
 }
 
-// waitAll waits until every message the Bot API keeps is recorded.
+// waitTapped waits until every message the Bot API keeps is recorded.
 func (r *replicaRig) waitTapped(t *testing.T) {
 	t.Helper()
 	ctx := waitCtx(t)

@@ -253,5 +253,5 @@ func (s *supervisor) up() map[string]bool {
 	return m
 }
 
-// wait blocks until every channel has stopped (after ctx ended).
+// stopped blocks until every channel has stopped (after ctx ended).
 func (s *supervisor) stopped() { s.wg.Wait() }

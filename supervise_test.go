@@ -171,11 +171,12 @@ func TestSupervisorRetriesAFailingChannel(t *testing.T) {
 	}
 }
 
-// A channel that says it is not connected is reported as starting.
+// halfChannel runs but says it is not connected.
 type halfChannel struct{ supChannel }
 
 func (*halfChannel) Connected() bool { return false }
 
+// A channel that says it is not connected is reported as starting.
 func TestSupervisorAsksTheAdapter(t *testing.T) {
 	host := &supHost{added: map[string]router.Access{}}
 	sup := newSupervisor(host, slog.New(slog.DiscardHandler))

@@ -294,7 +294,7 @@ func looksLikeToolError(result string) bool {
 	return strings.HasPrefix(r, "error") || strings.HasPrefix(r, "tool error")
 }
 
-// step is one step of a turn for the turn page.
+// stepView is one step of a turn for the turn page.
 type stepView struct {
 	N        int
 	Text     string

@@ -217,7 +217,7 @@ func sameHostRedirects(next func(*http.Request, []*http.Request) error) func(*ht
 	}
 }
 
-// redact replaces secret values in s.
+// redactSecrets replaces secret values in s.
 func redactSecrets(s string, secrets []string) string {
 	for _, v := range secrets {
 		s = strings.ReplaceAll(s, v, "[redacted]")

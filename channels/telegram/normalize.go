@@ -69,7 +69,7 @@ const (
 	telegramServiceID   = 777000
 )
 
-// editSuffix builds the MessageID of an edited message.
+// editMessageID builds the MessageID of an edited message.
 //
 // Policy: an edit is delivered as a new Inbound whose MessageID is
 // "<id>:edit:<edit_date>" (so the sink stores it as a distinct message and a

@@ -102,7 +102,7 @@ func commonPrefix(a, b []*element) int {
 	return n
 }
 
-// cost of moving from the open tags of b to stack.
+// transitionCost is the cost of moving from the open tags of b to stack.
 func (b *partBuilder) transitionCost(stack []*element) int {
 	n, c := commonPrefix(b.stack, stack), 0
 	for _, e := range b.stack[n:] {

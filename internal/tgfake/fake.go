@@ -685,7 +685,7 @@ func (f *Fake) Webhook() (url, secret string) {
 	return f.webhookURL, f.webhookKey
 }
 
-// Wait blocks until cond (called with the fake locked) holds or ctx ends.
+// wait blocks until cond (called with the fake locked) holds or ctx ends.
 func (f *Fake) wait(ctx context.Context, what string, cond func() bool) error {
 	for {
 		f.mu.Lock()
