@@ -183,7 +183,11 @@ func (w *workspace) open() (*os.Root, error) {
 	if err := os.MkdirAll(w.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("the workspace folder cannot be created: %w", err)
 	}
-	r, err := os.OpenRoot(w.dir)
+	dir, err := confine.At(w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("the workspace folder cannot be opened: %w", err)
+	}
+	r, err := dir.OpenRoot()
 	if err != nil {
 		return nil, fmt.Errorf("the workspace folder cannot be opened: %w", err)
 	}
