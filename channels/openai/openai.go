@@ -1,4 +1,13 @@
-package httpapi
+// Package openai is the OpenAI-compatible chat API as a channel: each
+// request to POST /v1/chat/completions becomes an inbound message of the
+// chat named by its user, goes through the router and the agent like a
+// Telegram or Discord message, and is answered, streaming or not, with what
+// the turn sends. GET /v1/models lists the agent as a model.
+//
+// The HTTP server (httpapi) mounts its Routes behind the bearer token and
+// calls Abandon when it shuts down; this package knows no token and no
+// server.
+package openai
 
 import (
 	"context"
@@ -17,12 +26,13 @@ import (
 
 	"switchboard/agent"
 	"switchboard/channels"
+	"switchboard/internal/httpjson"
 	"switchboard/llm"
 )
 
-// APIChannel is the channel name of the OpenAI-compatible API, as it
+// ChannelName is the channel name of the OpenAI-compatible API, as it
 // appears in Inbound.Channel, the store and the metrics.
-const APIChannel = "http"
+const ChannelName = "http"
 
 const (
 	// UserHeader selects the session when the request has no "user" field.
@@ -44,7 +54,8 @@ const (
 // API is the OpenAI-compatible chat API as a channel: each request becomes
 // an inbound message of the chat named by its user, goes through the router
 // and the agent like any other, and is answered with what the turn sends.
-// Register it with the router (AddChannel), run it, and pass it to New.
+// Register it with the router (AddChannel), run it, feed it the router's
+// events (Observe), and let the HTTP server mount its Routes.
 type API struct {
 	modelID  string
 	created  int64
@@ -59,10 +70,10 @@ type API struct {
 	once    sync.Once
 }
 
-// NewAPI returns the API channel; agentName becomes the model id that
+// New returns the API channel; agentName becomes the model id that
 // /v1/models lists. isShutdown tells a Deliver error that means the router
 // is shutting down (router.ErrShuttingDown) from other failures.
-func NewAPI(agentName string, isShutdown func(error) bool, log *slog.Logger) *API {
+func New(agentName string, isShutdown func(error) bool, log *slog.Logger) *API {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -70,7 +81,7 @@ func NewAPI(agentName string, isShutdown func(error) bool, log *slog.Logger) *AP
 		isShutdown = func(error) bool { return false }
 	}
 	return &API{modelID: ModelID(agentName), created: time.Now().Unix(), shutdown: isShutdown,
-		log: log.With("channel", APIChannel), waiters: map[string]*waiter{}, started: make(chan struct{})}
+		log: log.With("channel", ChannelName), waiters: map[string]*waiter{}, started: make(chan struct{})}
 }
 
 // ModelID turns the agent's name into the model id the API lists:
@@ -84,7 +95,7 @@ func ModelID(agentName string) string {
 }
 
 // Name implements channels.Channel.
-func (a *API) Name() string { return APIChannel }
+func (a *API) Name() string { return ChannelName }
 
 // RepliesInProcess implements router.InProcessReplier: a reply goes out on
 // the request's open connection, in this process.
@@ -95,7 +106,7 @@ func (a *API) Run(ctx context.Context, sink channels.Sink) error {
 	a.mu.Lock()
 	if a.sink != nil {
 		a.mu.Unlock()
-		return errors.New("httpapi: Run is already running")
+		return errors.New("openai: Run is already running")
 	}
 	a.sink = sink
 	a.mu.Unlock()
@@ -106,6 +117,9 @@ func (a *API) Run(ctx context.Context, sink channels.Sink) error {
 	a.mu.Unlock()
 	return nil
 }
+
+// Started is closed when Run first takes requests.
+func (a *API) Started() <-chan struct{} { return a.started }
 
 // Connected reports whether the API takes requests.
 func (a *API) Connected() bool {
@@ -121,7 +135,7 @@ func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
 	id := fmt.Sprintf("http-%d", a.seq.Add(1))
 	a.mu.Lock()
 	var w *waiter
-	if in, ok := channels.InboundOf(ctx); ok && in.Channel == APIChannel {
+	if in, ok := channels.InboundOf(ctx); ok && in.Channel == ChannelName {
 		w = a.waiters[in.MessageID]
 	}
 	a.mu.Unlock()
@@ -136,7 +150,7 @@ func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
 // Observe follows the turns of API requests; it is part of the router's
 // OnEvent hook.
 func (a *API) Observe(in channels.Inbound, ev agent.Event) {
-	if in.Channel != APIChannel || (ev.Kind != agent.EventTurnStart && ev.Kind != agent.EventDone) {
+	if in.Channel != ChannelName || (ev.Kind != agent.EventTurnStart && ev.Kind != agent.EventDone) {
 		return
 	}
 	a.mu.Lock()
@@ -161,9 +175,10 @@ func (a *API) Observe(in channels.Inbound, ev agent.Event) {
 	w.finish(ev.Usage, ev.StopReason, ev.Err)
 }
 
-// abandon ends every waiting request: the server is going down and their
-// turns were checkpointed, to be answered after a restart.
-func (a *API) abandon() {
+// Abandon ends every waiting request: the server is going down and their
+// turns were checkpointed, to be answered after a restart. The HTTP server
+// calls it when it shuts down.
+func (a *API) Abandon() {
 	a.mu.Lock()
 	ws := make([]*waiter, 0, len(a.waiters))
 	for _, w := range a.waiters {
@@ -338,8 +353,17 @@ func newMessageID() string {
 	return hex.EncodeToString(b)
 }
 
+// Routes returns the API's handlers by http.ServeMux pattern, for the
+// HTTP server to mount (behind its token).
+func (a *API) Routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"POST /v1/chat/completions": http.HandlerFunc(a.chatCompletions),
+		"GET /v1/models":            http.HandlerFunc(a.models),
+	}
+}
+
 func (a *API) models(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpjson.Write(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []map[string]any{{
 			"id": a.modelID, "object": "model", "created": a.created, "owned_by": "switchboard",
@@ -351,16 +375,16 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	if err := dec.Decode(&req); err != nil {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "the body is not a chat completion request: "+err.Error())
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "the body is not a chat completion request: "+err.Error())
 		return
 	}
 	text, atts, err := req.input()
 	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_messages", err.Error())
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "invalid_messages", err.Error())
 		return
 	}
 	if strings.TrimSpace(text) == "" && len(atts) == 0 {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "empty_message", "the last user message is empty")
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "empty_message", "the last user message is empty")
 		return
 	}
 	user := strings.TrimSpace(req.User)
@@ -371,7 +395,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		user = defaultUser
 	}
 	if len(user) > maxUserLen {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_user", fmt.Sprintf("user is longer than %d bytes", maxUserLen))
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "invalid_user", fmt.Sprintf("user is longer than %d bytes", maxUserLen))
 		return
 	}
 	model := req.Model
@@ -383,12 +407,12 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	sink := a.sink
 	a.mu.Unlock()
 	if sink == nil {
-		writeAPIError(w, http.StatusServiceUnavailable, "server_error", "not_running", "the chat API is not running (starting or shutting down); try again shortly")
+		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "not_running", "the chat API is not running (starting or shutting down); try again shortly")
 		return
 	}
 	msgID := newMessageID()
 	in := channels.Inbound{
-		Channel: APIChannel, ChatID: user, ChatType: channels.DM, MessageID: msgID,
+		Channel: ChannelName, ChatID: user, ChatType: channels.DM, MessageID: msgID,
 		UserID: user, DisplayName: user, Text: text, Attachments: atts, Mentioned: true, Time: time.Now(),
 	}
 	wt := newWaiter()
@@ -407,11 +431,11 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	switch {
 	case err != nil && a.shutdown(err):
-		writeAPIError(w, http.StatusServiceUnavailable, "server_error", "shutting_down", "switchboard is shutting down; send the message again after the restart")
+		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "shutting_down", "switchboard is shutting down; send the message again after the restart")
 		return
 	case err != nil:
 		log.Error("could not store an API message", "err", err)
-		writeAPIError(w, http.StatusInternalServerError, "server_error", "intake_failed", "the message could not be stored; try again")
+		httpjson.Error(w, http.StatusInternalServerError, "server_error", "intake_failed", "the message could not be stored; try again")
 		return
 	}
 	log.Debug("API message accepted", "stream", req.Stream)
@@ -432,10 +456,10 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	usage, stop, errMsg := wt.usage, wt.stop, wt.errMsg
 	wt.mu.Unlock()
 	if len(texts) == 0 && stop == agent.StopCancelled && errMsg == errShutdownMsg {
-		writeAPIError(w, http.StatusServiceUnavailable, "server_error", "shutting_down", errMsg)
+		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "shutting_down", errMsg)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpjson.Write(w, http.StatusOK, map[string]any{
 		"id": c.id, "object": "chat.completion", "created": c.created, "model": c.model,
 		"choices": []map[string]any{{
 			"index":         0,

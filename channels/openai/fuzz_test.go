@@ -1,4 +1,4 @@
-package httpapi
+package openai
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func FuzzChatCompletionsRequest(f *testing.F) {
 		f.Add(seed.body, seed.user)
 	}
 	f.Fuzz(func(t *testing.T, body, userHeader string) {
-		api := NewAPI("Switchboard", nil, nil)
+		api := New("Switchboard", nil, nil)
 		var got []channels.Inbound
 		api.sink = channels.SinkFunc(func(_ context.Context, in channels.Inbound) error {
 			got = append(got, in)
@@ -79,8 +79,8 @@ func FuzzChatCompletionsRequest(f *testing.F) {
 			t.Fatalf("the router's failure answered %d %+v, want 500 intake_failed", rec.Code, e.Error)
 		}
 		in := got[0]
-		if in.Channel != APIChannel || in.ChatType != channels.DM || !in.Mentioned {
-			t.Fatalf("delivered %+v, want a DM on %q addressed to the bot", in, APIChannel)
+		if in.Channel != ChannelName || in.ChatType != channels.DM || !in.Mentioned {
+			t.Fatalf("delivered %+v, want a DM on %q addressed to the bot", in, ChannelName)
 		}
 		if in.ChatID != in.UserID || in.UserID == "" || strings.TrimSpace(in.UserID) != in.UserID || len(in.UserID) > maxUserLen {
 			t.Fatalf("chat %q / user %q: want the same non-blank trimmed key of at most %d bytes", in.ChatID, in.UserID, maxUserLen)
