@@ -418,9 +418,8 @@ func clipRunes(s string, n int) string {
 }
 
 // statusClass maps a status or state to a CSS class: a turn's status
-// (store.Turn*, of which "running" and "cancelled" are also a job run's and
-// a job's), a channel's state, a job run's outcome (store.Run*) or a stop
-// reason.
+// (store.Turn*), a channel's state, a job run's outcome (store.Run*) or a
+// stop reason.
 func statusClass(s string) string {
 	switch s {
 	case string(store.TurnCompleted), StateConnected, string(store.RunOK), string(agent.StopEndTurn):
