@@ -35,7 +35,7 @@ const module = "switchboard"
 // they land, architecture.md lists them although `go list ./...` does not
 // know them yet; the test says so by name.
 var targetLayout = []string{
-	"approvals", "channels/openai", "cli", "delegate", "e2e", "gateway", "internal/confine", "internal/httpjson", "plans",
+	"approvals", "cli", "delegate", "e2e", "gateway", "internal/confine", "plans",
 }
 
 // page is one parsed Markdown file.
