@@ -35,7 +35,8 @@ const module = "switchboard"
 // they land, architecture.md lists them although `go list ./...` does not
 // know them yet; the test says so by name.
 var targetLayout = []string{
-	"approvals", "cli", "delegate", "e2e", "gateway", "internal/confine", "plans",
+	"approvals", "cli", "delegate", "e2e", "gateway", "internal/confine", "internal/profiling",
+	"internal/testkit/cfgfile", "plans", "router/routertest",
 }
 
 // page is one parsed Markdown file.
