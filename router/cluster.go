@@ -269,12 +269,6 @@ func (r *Router) release(ctx context.Context, channel, chat string, idle func() 
 	return released, err
 }
 
-// runningTurnsStore lists a chat's turns still marked running
-// (*store.Store).
-type runningTurnsStore interface {
-	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
-}
-
 // acquired is called, under the chat's take lock, each time this process
 // has acquired or renewed the chat's lease. When the chat was not already
 // this process's, no turn of it runs here, and a turn of it still marked
@@ -288,11 +282,10 @@ func (r *Router) acquired(ctx context.Context, channel, chat string) {
 	had := r.owned[k]
 	r.owned[k] = true
 	r.mu.Unlock()
-	rs, ok := r.cfg.Store.(runningTurnsStore)
-	if had || !ok {
+	if had {
 		return
 	}
-	turns, err := rs.RunningTurnsOf(ctx, channel, chat)
+	turns, err := r.cfg.Store.RunningTurnsOf(ctx, channel, chat)
 	if err != nil {
 		r.log.Warn("look for turns a stopped replica left running", "channel", channel, "chat", chat, "err", err)
 		r.mu.Lock()
@@ -307,7 +300,7 @@ func (r *Router) acquired(ctx context.Context, channel, chat string) {
 			}
 		}
 		err := r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopCancelled),
-			Status: "cancelled", Steps: t.Steps, Error: "interrupted: the replica running it stopped"})
+			Status: store.TurnCancelled, Steps: t.Steps, Error: "interrupted: the replica running it stopped"})
 		if err != nil {
 			r.log.Warn("finish a turn a stopped replica left running", "turn_id", t.ID, "err", err)
 			continue

@@ -220,33 +220,25 @@ func (r *Router) turnEvents(in channels.Inbound, b *chatBinding) func(agent.Even
 	}
 }
 
-// transcriptStore is the optional part of the store that lets a reminder be
-// recorded in the conversation, so the model knows what the user was sent.
-type transcriptStore interface {
-	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
-}
-
-// remind sends a reminder's text verbatim and records it as a job turn.
+// remind sends a reminder's text verbatim and records it as a job turn, so
+// the model knows what the user was sent.
 func (r *Router) remind(ctx context.Context, in channels.Inbound, chat store.Chat, sess store.Session, j JobTurn, log *slog.Logger) (agent.Result, error) {
 	id, err := r.send(ctx, in, j.Text)
 	if err != nil {
 		return agent.Result{StopReason: agent.StopEndTurn}, fmt.Errorf("router: reminder %q: send: %w", j.Name, err)
 	}
-	var turnID int64
-	if ts, ok := r.cfg.Store.(transcriptStore); ok {
-		wctx := context.WithoutCancel(ctx)
-		msgs := []llm.Message{
-			{Role: llm.RoleUser, Content: "[scheduled reminder " + j.Name + "]"},
-			{Role: llm.RoleAssistant, Content: j.Text},
-		}
-		turnID, _, err = ts.BeginTurn(wctx, store.TurnStart{ChatID: chat.ID, SessionID: sess.ID, UserID: j.UserID,
-			Channel: j.Channel, Kind: "job"}, msgs)
-		if err == nil {
-			err = r.cfg.Store.FinishTurn(wctx, turnID, store.TurnEnd{StopReason: string(agent.StopEndTurn), Status: store.TurnCompleted})
-		}
-		if err != nil {
-			log.Warn("reminder sent but not recorded in the conversation", "err", err)
-		}
+	wctx := context.WithoutCancel(ctx)
+	msgs := []llm.Message{
+		{Role: llm.RoleUser, Content: "[scheduled reminder " + j.Name + "]"},
+		{Role: llm.RoleAssistant, Content: j.Text},
+	}
+	turnID, _, err := r.cfg.Store.BeginTurn(wctx, store.TurnStart{ChatID: chat.ID, SessionID: sess.ID, UserID: j.UserID,
+		Channel: j.Channel, Kind: "job"}, msgs)
+	if err == nil {
+		err = r.cfg.Store.FinishTurn(wctx, turnID, store.TurnEnd{StopReason: string(agent.StopEndTurn), Status: store.TurnCompleted})
+	}
+	if err != nil {
+		log.Warn("reminder sent but not recorded in the conversation", "err", err)
 	}
 	if j.Delivered != nil {
 		j.Delivered(context.WithoutCancel(ctx), turnID, id)

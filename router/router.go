@@ -70,8 +70,14 @@ type Store interface {
 	RunningTurns(ctx context.Context) ([]store.Turn, error)
 	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
-	Sessions(ctx context.Context, chatID int64) ([]store.Session, error)
+	// A reminder is recorded in the conversation as a job turn.
+	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
+	// With a Cluster: a chat's turns still marked running, when its lease
+	// passes to this replica.
+	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
 }
+
+var _ Store = (*store.Store)(nil)
 
 // Access is a channel's admission rule. Users holds platform user ids and
 // @usernames; "*" admits everyone. The zero value admits nobody. Spaces and
@@ -150,12 +156,7 @@ type Config struct {
 
 	MaxConcurrentTurns int
 	TurnTimeout        time.Duration
-	ApprovalTimeout    time.Duration // default DefaultApprovalTimeout
-	// Planner makes plans for /plan; nil: plans are not available.
-	Planner             Planner
-	PlanStepMaxSteps    int           // default DefaultPlanStepMaxSteps
-	PlanFeedbackTimeout time.Duration // default DefaultPlanFeedbackTimeout
-	Vision              bool          // the model accepts image input
+	Vision             bool // the model accepts image input
 	// Transcribe turns a voice message into text; nil: voice messages reach
 	// the model as a notice that transcription is not configured.
 	Transcribe func(ctx context.Context, name string, audio []byte) (string, error)
@@ -184,12 +185,22 @@ type Config struct {
 	// time it changes (the GC pacer); it runs under the router's lock and
 	// must be quick. May be nil.
 	Load func(running int)
-	// NewTicker makes the approval sweep's ticker; nil uses time.NewTicker.
+	// NewTicker makes the interceptors' sweep ticker; nil uses
+	// time.NewTicker.
 	NewTicker func(d time.Duration) Ticker
 	Logger    *slog.Logger
 	// Cluster shares the chats with other replicas on the same store (see
 	// cluster.go); nil: this process owns every chat.
 	Cluster Cluster
+
+	// Interceptors hold chats' conversations between turns (approvals,
+	// plans), consulted in order (see Interceptor); may be empty.
+	Interceptors []Interceptor
+	// Tasks is the chats' background work, for /tasks and /stop; may be nil.
+	Tasks Tasks
+	// TurnSources returns tool sources added to each turn of a chat's
+	// messages (not jobs'), after Prepare's: the delegate tool; may be nil.
+	TurnSources func(in channels.Inbound) []agent.Source
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -219,7 +230,6 @@ type Router struct {
 	base    context.Context
 	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers sync.WaitGroup
-	tasks   tasks // background tasks started with the delegate tool
 
 	// With a Cluster: messages taken by this process, and chats whose lease
 	// to give back.
@@ -245,17 +255,16 @@ type chatQueue struct {
 type item struct {
 	inboxID int64
 	in      channels.Inbound
-	job     *jobRun     // a scheduled job (RunJob) instead of a stored message
-	resolve *resolution // a decision on a paused turn
-	plan    *planMove   // the user's answer after a plan step
+	job     *jobRun                   // a scheduled job (RunJob) instead of a stored message
+	run     func(ctx context.Context) // an interceptor's work (Chats.Queue)
 	// fresh: stored by Deliver just now, in this process, and not tried
 	// yet, so it has no turn and no reply to look for.
 	fresh bool
 }
 
-// plain reports whether the item is an inbound message (not a job, a
-// decision on a paused turn, or a plan step).
-func (it item) plain() bool { return it.job == nil && it.resolve == nil && it.plan == nil }
+// plain reports whether the item is an inbound message (not a job, or an
+// interceptor's work: a decision on a paused turn, a plan step).
+func (it item) plain() bool { return it.job == nil && it.run == nil }
 
 // chatKey names a chat in the router's maps.
 func chatKey(channel, chat string) string { return channel + "\x00" + chat }
@@ -267,15 +276,6 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.MaxConcurrentTurns <= 0 {
 		cfg.MaxConcurrentTurns = DefaultMaxConcurrentTurns
-	}
-	if cfg.PlanStepMaxSteps <= 0 {
-		cfg.PlanStepMaxSteps = DefaultPlanStepMaxSteps
-	}
-	if cfg.PlanFeedbackTimeout <= 0 {
-		cfg.PlanFeedbackTimeout = DefaultPlanFeedbackTimeout
-	}
-	if cfg.ApprovalTimeout <= 0 {
-		cfg.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = DefaultTurnTimeout
@@ -324,11 +324,17 @@ func (r *Router) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.base, r.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.mu.Unlock()
-	if _, ok := r.cfg.Store.(approvalStore); ok {
+	for _, ic := range r.cfg.Interceptors {
+		ic.Start(r.base, r)
+	}
+	if r.cfg.Tasks != nil {
+		r.cfg.Tasks.Start(r.base, r)
+	}
+	if len(r.cfg.Interceptors) > 0 {
 		r.workers.Add(1)
 		go func() {
 			defer r.workers.Done()
-			r.sweepApprovals(r.base)
+			r.sweep(r.base)
 		}()
 	}
 	if r.cfg.Cluster != nil {
@@ -347,7 +353,7 @@ func (r *Router) Start(ctx context.Context) error {
 		var in channels.Inbound
 		if err := json.Unmarshal(it.Payload, &in); err != nil {
 			r.log.Error("stored message unreadable; skipping it", "inbox_id", it.ID, "err", err)
-			_ = r.cfg.Store.FinishInbox(ctx, it.ID, "skipped")
+			_ = r.cfg.Store.FinishInbox(ctx, it.ID, store.InboxSkipped)
 			continue
 		}
 		pendingIDs[it.ID] = true
@@ -365,7 +371,7 @@ func (r *Router) Start(ctx context.Context) error {
 			continue
 		}
 		_ = r.cfg.Store.FinishTurn(ctx, t.ID, store.TurnEnd{StopReason: string(agent.StopCancelled),
-			Status: "cancelled", Steps: t.Steps, Error: "interrupted by a restart"})
+			Status: store.TurnCancelled, Steps: t.Steps, Error: "interrupted by a restart"})
 	}
 	return nil
 }
@@ -456,13 +462,8 @@ func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound, fr
 	if err != nil {
 		return false, err
 	}
-	if !consumed {
-		if consumed, err = r.interceptPlan(ctx, in); err != nil {
-			return false, err
-		}
-	}
 	if consumed || in.Action != "" { // a button nobody waits for is a no-op
-		return false, r.cfg.Store.FinishInbox(ctx, id, "done")
+		return false, r.cfg.Store.FinishInbox(ctx, id, store.InboxDone)
 	}
 	r.enqueue(item{inboxID: id, in: in, fresh: fresh})
 	return true, nil
@@ -614,10 +615,8 @@ func (r *Router) work(key string, q *chatQueue) {
 				var storeErr error
 				if it.job != nil {
 					r.runJob(ctx, it.job)
-				} else if it.resolve != nil {
-					r.resume(ctx, it)
-				} else if it.plan != nil {
-					r.movePlan(ctx, it.in, *it.plan)
+				} else if it.run != nil {
+					it.run(ctx)
 				} else {
 					storeErr = r.process(ctx, it)
 				}
@@ -670,7 +669,9 @@ func (r *Router) Shutdown(ctx context.Context) error {
 		r.cancel(agent.ErrCheckpoint)
 	}
 	r.workers.Wait()
-	r.tasks.wg.Wait()
+	if r.cfg.Tasks != nil {
+		r.cfg.Tasks.Wait()
+	}
 	return err
 }
 

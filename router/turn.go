@@ -28,6 +28,9 @@ const helpText = `Hi! Just write to me and I'll answer. Commands:
 /status — what I'm doing, and this conversation's numbers
 /help — this message`
 
+// noTasks answers /tasks when no chat has background work.
+const noTasks = "No background tasks are running."
+
 // command splits "/cmd@bot args" into "cmd" and args; ok is false for text.
 func command(text string) (name, args string, ok bool) {
 	text = strings.TrimSpace(text)
@@ -54,7 +57,10 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 	case "status":
 		reply = r.status(ctx, in)
 	case "tasks":
-		reply = r.tasksText(in)
+		reply = noTasks
+		if r.cfg.Tasks != nil {
+			reply = r.cfg.Tasks.Describe(in.Channel, in.ChatID)
+		}
 	case "help", "start":
 		reply = helpText
 		if r.cfg.Learning != nil {
@@ -70,7 +76,7 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 	if _, err := r.send(ctx, in, reply); err != nil {
 		r.log.Warn("command reply failed", "command", name, "err", err)
 	}
-	if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), inboxID, "done"); err != nil {
+	if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), inboxID, store.InboxDone); err != nil {
 		r.log.Error("finish command message", "err", err)
 	}
 	return true
@@ -91,18 +97,21 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 		}
 	}
 	r.mu.Unlock()
-	if n := r.tasks.cancelChat(chatKey(in.Channel, in.ChatID)); n > 0 {
+	if r.cfg.Tasks != nil && r.cfg.Tasks.Cancel(in.Channel, in.ChatID) > 0 {
 		running = true
 	}
 	for _, it := range abandonJobs(dropped, ErrJobStopped) {
-		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, "skipped")
+		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, store.InboxSkipped)
 		if it.plain() {
 			r.unclaim(it.inboxID)
 		}
 	}
+	for _, ic := range r.cfg.Interceptors {
+		if reply, ok := ic.Stop(ctx, in); ok {
+			return reply
+		}
+	}
 	switch {
-	case r.stopPlan(ctx, in):
-		return "Stopping the plan."
 	case running && len(dropped) > 0:
 		return fmt.Sprintf("Stopped. I also dropped %d queued message(s).", len(dropped))
 	case running:
@@ -163,9 +172,9 @@ func (r *Router) answered(ctx context.Context, it item) bool {
 	if err != nil || n == 0 {
 		return false
 	}
-	if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == "running" {
+	if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == store.TurnRunning {
 		_ = r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopEndTurn),
-			Status: "completed", Steps: t.Steps, Error: "interrupted after the reply was delivered"})
+			Status: store.TurnCompleted, Steps: t.Steps, Error: "interrupted after the reply was delivered"})
 	}
 	return true
 }
@@ -197,20 +206,15 @@ func (r *Router) process(ctx context.Context, it item) error {
 	// confirmation counts too); a turn already begun is resumed rather than
 	// started again. A message stored a moment ago has neither.
 	if r.answered(ctx, it) {
-		finish("done")
+		finish(store.InboxDone)
 		return nil
 	}
-	if name, args, ok := command(in.Text); ok && name == "plan" {
-		r.startPlan(ctx, in, args)
-		finish("done")
+	prepare := sync.OnceValue(func() Prepared { return r.prepare(ctx, in) })
+	if r.take(ctx, in, prepare) { // a plan
+		finish(store.InboxDone)
 		return nil
 	}
-	prep := r.prepare(ctx, in)
-	if prep.Plan {
-		r.startPlan(ctx, in, in.Text)
-		finish("done")
-		return nil
-	}
+	prep := prepare()
 	if name, _, ok := command(in.Text); ok && name == "new" {
 		reply := "Started a new conversation. The previous one stays stored."
 		if _, err := r.cfg.Store.NewSession(ctx, chat.ID); err != nil {
@@ -220,13 +224,13 @@ func (r *Router) process(ctx context.Context, it item) error {
 		if id, err := r.send(ctx, in, reply); err == nil {
 			_ = r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), it.inboxID, 0, id)
 		}
-		finish("done")
+		finish(store.InboxDone)
 		return nil
 	}
 	var resume int64
 	if t, ok, err := r.turnForInbox(ctx, it); err == nil && ok {
-		if t.Status != "running" {
-			finish("done")
+		if t.Status != store.TurnRunning {
+			finish(store.InboxDone)
 			return nil
 		}
 		resume = t.ID
@@ -246,7 +250,9 @@ func (r *Router) process(ctx context.Context, it item) error {
 	turn := r.turnFor(ctx, in, chat.ID, sess.ID, it.inboxID, binding, &prep, func(t *agent.Turn) { t.ResumeTurnID = resume })
 	res := r.cfg.Agent.Run(ctx, turn)
 	if res.StopReason == agent.StopRequiresApproval {
-		r.askApproval(ctx, in, it.inboxID, res)
+		for _, ic := range r.cfg.Interceptors {
+			ic.Paused(ctx, in, it.inboxID, res)
+		}
 	}
 	switch {
 	case res.StopReason == agent.StopStoreError:
@@ -256,7 +262,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 		return nil
 	}
 	if !res.InboxDone { // done with the turn's end, as a rule
-		finish("done")
+		finish(store.InboxDone)
 	}
 	return nil
 }
@@ -283,9 +289,6 @@ func (r *Router) transcribe(ctx context.Context, in channels.Inbound) channels.I
 	return in
 }
 
-// turnFor builds the agent turn for a message in a chat: the user message,
-// the chat binding, events to the channel and observers, and what Prepare
-// adds (prep, or computed when nil). mod adjusts it (resume, resolution).
 // prepare asks the Prepare hook what a turn for in adds.
 func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 	if r.cfg.Prepare == nil {
@@ -294,6 +297,10 @@ func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 	return r.cfg.Prepare(ctx, in)
 }
 
+// turnFor builds the agent turn for a message in a chat: the user message,
+// the chat binding, events to the channel and observers, what Prepare adds
+// (prep, or computed when nil) and the TurnSources. mod adjusts it (resume,
+// resolution).
 func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessionID, inboxID int64, binding *chatBinding, prep *Prepared, mod func(*agent.Turn)) agent.Turn {
 	r.mu.Lock()
 	viewer, _ := r.channels[in.Channel].(ActivityViewer)
@@ -326,7 +333,9 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 		prep = &p
 	}
 	turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue = prep.Sources, prep.Sections, prep.MaxSteps, prep.Catalogue
-	turn.Sources = append(slices.Clone(turn.Sources), r.delegateSource(in))
+	if r.cfg.TurnSources != nil {
+		turn.Sources = append(slices.Clone(turn.Sources), r.cfg.TurnSources(in)...)
+	}
 	if mod != nil {
 		mod(&turn)
 	}
