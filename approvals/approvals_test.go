@@ -13,9 +13,9 @@ import (
 	"switchboard/agent"
 	"switchboard/channels"
 	"switchboard/internal/testkit"
+	"switchboard/llm"
 	"switchboard/router"
 	"switchboard/router/routertest"
-	"switchboard/llm"
 	"switchboard/store"
 )
 
