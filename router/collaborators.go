@@ -107,21 +107,11 @@ func (r *Router) Queue(in channels.Inbound, fn func(ctx context.Context)) {
 	r.enqueue(item{in: in, run: fn})
 }
 
-// Send implements Chats.
-func (r *Router) Send(ctx context.Context, in channels.Inbound, text string) (string, error) {
-	return r.send(ctx, in, text)
-}
-
 // Channel implements Chats.
 func (r *Router) Channel(name string) channels.Channel {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.channels[name]
-}
-
-// Typing implements Chats.
-func (r *Router) Typing(ctx context.Context, in channels.Inbound) (stop func()) {
-	return r.keepTyping(ctx, in)
 }
 
 // RunTurn implements Chats.

@@ -177,7 +177,7 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 
 	ctx, cancelTurn := context.WithTimeout(ctx, r.cfg.TurnTimeout)
 	defer cancelTurn()
-	stopTyping := r.keepTyping(ctx, in)
+	stopTyping := r.Typing(ctx, in)
 	defer stopTyping()
 	binding := &chatBinding{r: r, in: in, log: log, delivered: j.Delivered}
 	if binding.delivered == nil {
@@ -223,7 +223,7 @@ func (r *Router) turnEvents(in channels.Inbound, b *chatBinding) func(agent.Even
 // remind sends a reminder's text verbatim and records it as a job turn, so
 // the model knows what the user was sent.
 func (r *Router) remind(ctx context.Context, in channels.Inbound, chat store.Chat, sess store.Session, j JobTurn, log *slog.Logger) (agent.Result, error) {
-	id, err := r.send(ctx, in, j.Text)
+	id, err := r.Send(ctx, in, j.Text)
 	if err != nil {
 		return agent.Result{StopReason: agent.StopEndTurn}, fmt.Errorf("router: reminder %q: send: %w", j.Name, err)
 	}

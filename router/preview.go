@@ -52,7 +52,7 @@ func (r *Router) newPreviewer(in channels.Inbound) *previewer {
 		now = time.Now
 	}
 	p := &previewer{r: r, in: in, ed: ed, now: now}
-	p.send = func(ctx context.Context, text string) (string, error) { return r.send(ctx, in, text) }
+	p.send = func(ctx context.Context, text string) (string, error) { return r.Send(ctx, in, text) }
 	return p
 }
 

@@ -7,12 +7,10 @@ package router
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,17 +30,6 @@ const (
 	DefaultMaxConcurrentTurns = 4
 	// DefaultTurnTimeout bounds a turn end to end, tools included.
 	DefaultTurnTimeout = 10 * time.Minute
-	// typingDelay is how long a turn runs before it shows a typing
-	// indicator: an answer within it (a command, a quick model) needs none.
-	typingDelay = 500 * time.Millisecond
-	// typingEvery refreshes typing indicators; Telegram shows one for ~5 s.
-	typingEvery = 4 * time.Second
-	// typingInFlight bounds the typing indicators being sent at once on a
-	// channel. They are cosmetic: in a burst, a beat that finds them all
-	// taken is skipped (the next comes typingEvery later) instead of
-	// competing with the replies for connections and the platform's rate
-	// limit (Telegram answers 429 past about 30 requests a second).
-	typingInFlight = 8
 )
 
 // ErrShuttingDown is returned by Deliver once shutdown has begun.
@@ -79,58 +66,6 @@ type Store interface {
 
 var _ Store = (*store.Store)(nil)
 
-// Access is a channel's admission rule. Users holds platform user ids and
-// @usernames; "*" admits everyone. The zero value admits nobody. Spaces and
-// Chats, when not empty, further restrict group chats to those servers
-// (Inbound.Space) and chats (Inbound.ChatID); private chats are not affected.
-type Access struct {
-	AllowAll bool
-	Users    []string
-	Spaces   []string
-	Chats    []string
-	// Pairing lets an unknown user in a private chat ask for access with a
-	// one-time code the operator approves (switchboard pairing approve).
-	Pairing bool
-}
-
-// pairingTTL is how long a pairing code stays valid: long enough for an
-// operator to notice, short enough that a leaked code soon goes stale.
-const pairingTTL = time.Hour
-
-// Allows reports whether the author of in may use the bot here.
-func (a Access) Allows(in channels.Inbound) bool {
-	if a.AllowAll {
-		return true
-	}
-	return a.allowsPlace(in) && a.allowsUser(in)
-}
-
-// allowsPlace applies the server and chat restrictions to group chats.
-func (a Access) allowsPlace(in channels.Inbound) bool {
-	if in.ChatType != channels.Group {
-		return true
-	}
-	return (len(a.Spaces) == 0 || slices.Contains(a.Spaces, in.Space)) &&
-		(len(a.Chats) == 0 || slices.Contains(a.Chats, in.ChatID))
-}
-
-func (a Access) allowsUser(in channels.Inbound) bool {
-	for _, u := range a.Users {
-		u = strings.TrimSpace(u)
-		switch {
-		case u == "*":
-			return true
-		case strings.HasPrefix(u, "@"):
-			if in.UserName != "" && strings.EqualFold(u[1:], in.UserName) {
-				return true
-			}
-		case u != "" && u == in.UserID:
-			return true
-		}
-	}
-	return false
-}
-
 // ActivityViewer is a channel that shows turn events (tool activity,
 // streamed text) itself, like the terminal.
 type ActivityViewer interface {
@@ -152,7 +87,7 @@ type Config struct {
 	Store    Store
 	Agent    Runner
 	Channels []channels.Channel
-	Access   map[string]Access // by channel name; a channel without an entry admits nobody
+	Access   map[string]Access // by channel name; a channel without an entry admits nobody (see access.go)
 
 	MaxConcurrentTurns int
 	TurnTimeout        time.Duration
@@ -219,10 +154,10 @@ type Router struct {
 	channels map[string]channels.Channel
 	sem      chan struct{}
 	typing   map[string]chan struct{} // per channel, typingInFlight slots; under mu
+	gate     *gate
 
 	mu      sync.Mutex
 	queues  map[string]*chatQueue
-	refused map[string]bool
 	told    map[string]bool // chats told that the store takes no writes, until one of their messages succeeds
 	closing bool
 	idle    *sync.Cond
@@ -292,7 +227,6 @@ func New(cfg Config) (*Router, error) {
 		channels: map[string]channels.Channel{},
 		sem:      make(chan struct{}, cfg.MaxConcurrentTurns),
 		queues:   map[string]*chatQueue{},
-		refused:  map[string]bool{},
 		told:     map[string]bool{},
 		inflight: map[int64]bool{},
 		held:     map[string]bool{},
@@ -300,6 +234,7 @@ func New(cfg Config) (*Router, error) {
 		owned:    map[string]bool{},
 		typing:   map[string]chan struct{}{},
 	}
+	r.gate = newGate(cfg.Store, cfg.Access, r.Send)
 	r.idle = sync.NewCond(&r.mu)
 	for _, ch := range cfg.Channels {
 		r.channels[ch.Name()] = ch
@@ -312,10 +247,7 @@ func (r *Router) AddChannel(ch channels.Channel, access Access) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.channels[ch.Name()] = ch
-	if r.cfg.Access == nil {
-		r.cfg.Access = map[string]Access{}
-	}
-	r.cfg.Access[ch.Name()] = access
+	r.gate.set(ch.Name(), access)
 }
 
 // Start readies the router and requeues messages that were stored but not
@@ -397,18 +329,8 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	if in.ChatType == channels.Group && !in.Mentioned {
 		return nil // groups: only when addressed
 	}
-	if acc := r.access(in.Channel); !acc.Allows(in) {
-		approved, err := r.cfg.Store.IsApproved(ctx, in.Channel, in.UserID)
-		if err != nil {
-			return fmt.Errorf("router: access check: %w", err)
-		}
-		if !approved || !acc.allowsPlace(in) {
-			if acc.Pairing && in.ChatType == channels.DM {
-				return r.pair(ctx, in, log)
-			}
-			r.refuse(ctx, in, log)
-			return nil
-		}
+	if admitted, err := r.gate.admit(ctx, in, log); !admitted {
+		return err
 	}
 	payload, err := json.Marshal(in)
 	if err != nil {
@@ -469,62 +391,9 @@ func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound, fr
 	return true, nil
 }
 
-func (r *Router) access(channel string) Access {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cfg.Access[channel]
-}
-
-// refuse tells a refused user once (per process) who they are, and the log
-// tells the operator how to admit them.
-func (r *Router) refuse(ctx context.Context, in channels.Inbound, log *slog.Logger) {
-	key := in.Channel + "\x00" + in.UserID
-	r.mu.Lock()
-	seen := r.refused[key]
-	r.refused[key] = true
-	r.mu.Unlock()
-	if seen {
-		return
-	}
-	log.Warn("refused a user who is not on the allowlist",
-		"username", in.UserName, "hint", fmt.Sprintf("to admit them, add %q to channels.%s.allow_users", in.UserID, in.Channel))
-	text := fmt.Sprintf("Sorry, I only talk to people on my allowlist. Your user id is %s; ask the operator to add it.", in.UserID)
-	if _, err := r.send(ctx, in, text); err != nil {
-		log.Warn("could not send refusal", "err", err)
-	}
-}
-
-// pair gives an unknown user a one-time code to ask the operator for access.
-func (r *Router) pair(ctx context.Context, in channels.Inbound, log *slog.Logger) error {
-	code, fresh, err := r.cfg.Store.PairingCode(ctx, in.Channel, in.UserID, in.UserName, newPairingCode(), pairingTTL)
-	if err != nil {
-		return fmt.Errorf("router: pairing: %w", err)
-	}
-	if fresh {
-		log.Warn("pairing requested by an unknown user", "username", in.UserName,
-			"hint", "to admit them, run: switchboard pairing approve "+code)
-	}
-	text := fmt.Sprintf("I don't know you yet. Your pairing code is %s (valid for an hour). Ask the operator to run: switchboard pairing approve %s", code, code)
-	if _, err := r.send(ctx, in, text); err != nil {
-		log.Warn("could not send pairing code", "err", err)
-	}
-	return nil
-}
-
-// newPairingCode returns 8 characters without look-alikes (0/O, 1/I).
-func newPairingCode() string {
-	const alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
-}
-
-func (r *Router) send(ctx context.Context, in channels.Inbound, text string) (string, error) {
+// Send sends text to the chat of in, quoting in.MessageID in groups
+// (Chats).
+func (r *Router) Send(ctx context.Context, in channels.Inbound, text string) (string, error) {
 	r.mu.Lock()
 	ch := r.channels[in.Channel]
 	r.mu.Unlock()
