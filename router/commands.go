@@ -57,7 +57,7 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 			reply += learningHelp
 		}
 	case "memory", "profile":
-		if reply, ok = r.learningCommand(ctx, name, args, in); !ok {
+		if reply, ok = learningCommand(ctx, r.cfg.Learning, name, args, in); !ok {
 			return false
 		}
 	default:

@@ -166,8 +166,13 @@ type Router struct {
 	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers sync.WaitGroup
 
-	// With a Cluster: messages taken by this process, and chats whose lease
-	// to give back.
+	leases leases // with a Cluster (cluster.go)
+}
+
+// leases is what a Router keeps of the chats' leases with a Cluster: the
+// maps are guarded by Router.mu.
+type leases struct {
+	// Messages taken by this process, and chats whose lease to give back.
 	inflight map[int64]bool
 	held     map[string]bool
 	pinned   map[string]int  // chats a request waits on here (InProcessReplier)
@@ -228,11 +233,9 @@ func New(cfg Config) (*Router, error) {
 		sem:      make(chan struct{}, cfg.MaxConcurrentTurns),
 		queues:   map[string]*chatQueue{},
 		told:     map[string]bool{},
-		inflight: map[int64]bool{},
-		held:     map[string]bool{},
-		pinned:   map[string]int{},
-		owned:    map[string]bool{},
-		typing:   map[string]chan struct{}{},
+		leases: leases{inflight: map[int64]bool{}, held: map[string]bool{}, pinned: map[string]int{},
+			owned: map[string]bool{}},
+		typing: map[string]chan struct{}{},
 	}
 	r.gate = newGate(cfg.Store, cfg.Access, r.Send)
 	r.idle = sync.NewCond(&r.mu)

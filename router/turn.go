@@ -162,7 +162,7 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 	viewer, _ := r.channels[in.Channel].(ActivityViewer)
 	r.mu.Unlock()
 	if binding.preview == nil {
-		binding.preview = r.newPreviewer(binding.in)
+		binding.preview = newPreviewer(r.cfg.Preview[binding.in.Channel], r.Channel(binding.in.Channel), binding.in, r.cfg.Now, r.Send)
 	}
 	turn := agent.Turn{
 		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
