@@ -2,7 +2,13 @@
 // access check → commands → durable intake → a per-chat FIFO, so one chat
 // runs one turn at a time while different chats run concurrently up to a
 // limit. It binds each turn to its chat for replies and typing indicators,
-// and replays stored-but-unfinished messages after a restart.
+// replays stored-but-unfinished messages after a restart, shares the chats
+// with other replicas through leases (cluster.go), and keeps a chat's
+// order when the store takes no writes (storefaults.go).
+//
+// What holds a conversation between turns (approvals, plans) and background
+// work (the delegate tool) live in their own packages and plug in through
+// Interceptor and Tasks (collaborators.go).
 package router
 
 import (
@@ -40,28 +46,34 @@ type Runner interface {
 	Run(ctx context.Context, t agent.Turn) agent.Result
 }
 
-// Store is the part of the store the router needs.
+// Store is the part of the store the router needs: everything it calls,
+// so that no feature reaches past it (approvals, plans and background tasks
+// declare their own).
 type Store interface {
+	pairings // the gate's (access.go)
+
+	// Chats and their conversations.
 	EnsureChat(ctx context.Context, channel, key, chatType, title string) (store.Chat, error)
 	CurrentSession(ctx context.Context, chatID int64) (store.Session, error)
 	OpenSession(ctx context.Context, chatID int64) (store.Session, error)
 	NewSession(ctx context.Context, chatID int64) (store.Session, error)
+
+	// The durable inbox: a message is stored before it is confirmed, and
+	// its replies are recorded, so that a restart answers it once.
 	Intake(ctx context.Context, it store.InboxItem) (int64, bool, error)
 	FinishInbox(ctx context.Context, id int64, status string) error
 	PendingInbox(ctx context.Context) ([]store.InboxItem, error)
 	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
 	Deliveries(ctx context.Context, inboxID int64) (int, error)
 	TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error)
-	PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (string, bool, error)
-	IsApproved(ctx context.Context, channel, userID string) (bool, error)
-	RunningTurns(ctx context.Context) ([]store.Turn, error)
-	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
+
+	// Turns: /status, the ones a restart or a stopped replica cut off, and
+	// a reminder recorded in the conversation as a job turn.
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
-	// A reminder is recorded in the conversation as a job turn.
-	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
-	// With a Cluster: a chat's turns still marked running, when its lease
-	// passes to this replica.
+	RunningTurns(ctx context.Context) ([]store.Turn, error)
 	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
+	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
+	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
 }
 
 var _ Store = (*store.Store)(nil)
