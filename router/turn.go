@@ -65,8 +65,9 @@ func (r *Router) process(ctx context.Context, it item) error {
 		finish(store.InboxDone)
 		return nil
 	}
-	prepare := sync.OnceValue(func() Prepared { return r.prepare(ctx, in) })
-	if r.take(ctx, in, prepare) { // a plan
+	pctx, pin := ctx, in // as the message arrived
+	prepare := sync.OnceValue(func() Prepared { return r.prepare(pctx, pin) })
+	if r.take(ctx, in, prepare) { // an interceptor handled it (a plan)
 		finish(store.InboxDone)
 		return nil
 	}
