@@ -187,7 +187,7 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 		ChatID: chat.ID, SessionID: sess.ID, Kind: "job",
 		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: chat.Title, ChatKey: in.ChatID,
 		UserID: j.UserID, Input: llm.Message{Role: llm.RoleUser, Content: jobInput(j)},
-		Chat: binding, Location: loc, OnEvent: r.turnEvents(in, binding),
+		Chat: binding, Location: loc, OnEvent: r.turnEvents(ctx, in, binding),
 	}
 	if r.cfg.Prepare != nil {
 		p := r.cfg.Prepare(ctx, in)
@@ -199,25 +199,6 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 	res := r.cfg.Agent.Run(ctx, turn)
 	log.Info("job turn done", "stop_reason", res.StopReason, "delivered", res.Delivered)
 	jr.finish(res, nil)
-}
-
-// turnEvents is a turn's event handler: it remembers the turn id for
-// delivery records and passes events to the channel's viewer and OnEvent.
-func (r *Router) turnEvents(in channels.Inbound, b *chatBinding) func(agent.Event) {
-	r.mu.Lock()
-	viewer, _ := r.channels[in.Channel].(ActivityViewer)
-	r.mu.Unlock()
-	return func(ev agent.Event) {
-		if ev.Kind == agent.EventTurnStart {
-			b.turnID.Store(ev.TurnID)
-		}
-		if viewer != nil {
-			viewer.TurnEvent(in.ChatID, ev)
-		}
-		if r.cfg.OnEvent != nil {
-			r.cfg.OnEvent(in, ev)
-		}
-	}
 }
 
 // remind sends a reminder's text verbatim and records it as a job turn, so

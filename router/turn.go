@@ -159,9 +159,6 @@ func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 // (prep, or computed when nil) and the TurnSources. mod adjusts it (resume,
 // resolution).
 func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessionID, inboxID int64, binding *chatBinding, prep *Prepared, mod func(*agent.Turn)) agent.Turn {
-	r.mu.Lock()
-	viewer, _ := r.channels[in.Channel].(ActivityViewer)
-	r.mu.Unlock()
 	if binding.preview == nil {
 		binding.preview = newPreviewer(r.cfg.Preview[binding.in.Channel], r.Channel(binding.in.Channel), binding.in, r.cfg.Now, r.Send)
 	}
@@ -170,20 +167,7 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: in.ChatTitle, ChatKey: in.ChatID,
 		UserID: in.UserID, UserName: in.UserName, DisplayName: in.DisplayName,
 		Input: toMessage(in, r.cfg.Vision), Chat: binding, Location: r.cfg.Location, Approvals: true,
-		OnEvent: func(ev agent.Event) {
-			if ev.Kind == agent.EventTurnStart {
-				binding.turnID.Store(ev.TurnID)
-			}
-			if binding.preview != nil {
-				binding.preview.event(ctx, ev)
-			}
-			if viewer != nil {
-				viewer.TurnEvent(in.ChatID, ev)
-			}
-			if r.cfg.OnEvent != nil {
-				r.cfg.OnEvent(in, ev)
-			}
-		},
+		OnEvent: r.turnEvents(ctx, in, binding),
 	}
 	if prep == nil {
 		p := r.prepare(ctx, in)
@@ -197,6 +181,27 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 		mod(&turn)
 	}
 	return turn
+}
+
+// turnEvents is a turn's event handler: it remembers the turn id for
+// delivery records and passes events to the streaming preview, the
+// channel's viewer and OnEvent.
+func (r *Router) turnEvents(ctx context.Context, in channels.Inbound, b *chatBinding) func(agent.Event) {
+	viewer, _ := r.Channel(in.Channel).(ActivityViewer)
+	return func(ev agent.Event) {
+		if ev.Kind == agent.EventTurnStart {
+			b.turnID.Store(ev.TurnID)
+		}
+		if b.preview != nil {
+			b.preview.event(ctx, ev)
+		}
+		if viewer != nil {
+			viewer.TurnEvent(in.ChatID, ev)
+		}
+		if r.cfg.OnEvent != nil {
+			r.cfg.OnEvent(in, ev)
+		}
+	}
 }
 
 // chatBinding is a turn's view of its chat: sends go to the channel, and a
