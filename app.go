@@ -129,12 +129,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
 	}
 	pacer := gcpace.New()
-	onEvent := func(in channels.Inbound, ev agent.Event) {
-		mon.onEvent(in, ev)
-		lrn.onEvent(in, ev)
-	}
-	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout,
-		Location: loc, OnEvent: onEvent, Logger: log})
+	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout, Location: loc, Logger: log,
+		OnEvent: func(in channels.Inbound, ev agent.Event) {
+			mon.onEvent(in, ev)
+			lrn.onEvent(in, ev)
+		}})
 	rt, err := router.New(router.Config{
 		Cluster: shared,
 		Store:   st, Agent: ag,
@@ -147,10 +146,13 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
 		Location:           loc,
 		Logger:             log,
-		OnEvent:            onEvent,
-		Learning:           lrn.commands(),
-		OnSend:             mon.onSend,
-		Load:               pacer.Observe,
+		OnEvent: func(in channels.Inbound, ev agent.Event) {
+			mon.onEvent(in, ev)
+			lrn.onEvent(in, ev)
+		},
+		Learning: lrn.commands(),
+		OnSend:   mon.onSend,
+		Load:     pacer.Observe,
 		Prepare: func(ctx context.Context, in channels.Inbound) router.Prepared {
 			reg := lrn.skills(ctx, watcher.Current())
 			turn := reg.ForTurn(in.Channel, string(in.ChatType), in.Text)
