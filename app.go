@@ -16,10 +16,10 @@ import (
 	"switchboard/approvals"
 	"switchboard/channels"
 	"switchboard/channels/console"
+	"switchboard/channels/openai"
 	"switchboard/cluster"
 	"switchboard/config"
 	"switchboard/delegate"
-	"switchboard/httpapi"
 	"switchboard/internal/gcpace"
 	"switchboard/internal/logging"
 	"switchboard/llm"
@@ -346,7 +346,7 @@ func serve(ctx context.Context, cfg *config.Config, cfgPath string, stderr io.Wr
 	if srv != nil {
 		// The chat API authenticates with http.token, so whoever gets in
 		// may talk to the agent.
-		specs = append(specs, channelSpec{name: httpapi.APIChannel, access: router.Access{AllowAll: true},
+		specs = append(specs, channelSpec{name: openai.ChannelName, access: router.Access{AllowAll: true},
 			build: func(context.Context) (channels.Channel, error) { return a.mon.api, nil }})
 	}
 	if a.replica != nil {
