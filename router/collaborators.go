@@ -57,8 +57,8 @@ type Tasks interface {
 	Wait()
 }
 
-// Chats is what the router lends its collaborators to act in chats.
-// *Router implements it.
+// Chats is what the router lends its collaborators to act in chats, from
+// Start on. *Router implements it.
 type Chats interface {
 	// Queue runs fn in the chat of in, in its FIFO like a message: after a
 	// running turn, sharing the limit on concurrent turns; /stop and
@@ -129,7 +129,7 @@ func (r *Router) RunTurn(ctx context.Context, t ChatTurn) agent.Result {
 }
 
 // ShuttingDown implements Chats.
-func (r *Router) ShuttingDown() bool { return r.base.Err() != nil }
+func (r *Router) ShuttingDown() bool { return r.base != nil && r.base.Err() != nil }
 
 // sweep runs the interceptors' Sweep every minute until ctx ends.
 func (r *Router) sweep(ctx context.Context) {
