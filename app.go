@@ -13,15 +13,18 @@ import (
 	"time"
 
 	"switchboard/agent"
+	"switchboard/approvals"
 	"switchboard/channels"
 	"switchboard/channels/console"
 	"switchboard/channels/openai"
 	"switchboard/cluster"
 	"switchboard/config"
+	"switchboard/delegate"
 	"switchboard/internal/gcpace"
 	"switchboard/internal/logging"
 	"switchboard/llm"
 	"switchboard/mcpclient"
+	"switchboard/plans"
 	"switchboard/profile"
 	"switchboard/router"
 	"switchboard/schedule"
@@ -126,6 +129,11 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
 	}
 	pacer := gcpace.New()
+	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout, Location: loc, Logger: log,
+		OnEvent: func(in channels.Inbound, ev agent.Event) {
+			mon.onEvent(in, ev)
+			lrn.onEvent(in, ev)
+		}})
 	rt, err := router.New(router.Config{
 		Cluster: shared,
 		Store:   st, Agent: ag,
@@ -154,10 +162,14 @@ func build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*app, err
 			lrn.prepare(ctx, in, reg, turn, &p)
 			return p
 		},
-		Planner:             ag,
-		ApprovalTimeout:     cfg.Agent.ApprovalTimeout,
-		PlanStepMaxSteps:    cfg.Agent.PlanStepMaxSteps,
-		PlanFeedbackTimeout: cfg.Agent.PlanFeedbackTimeout,
+		Interceptors: []router.Interceptor{
+			approvals.New(approvals.Config{Store: st, Timeout: cfg.Agent.ApprovalTimeout,
+				TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
+			plans.New(plans.Config{Store: st, Planner: ag, StepMaxSteps: cfg.Agent.PlanStepMaxSteps,
+				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
+		},
+		Tasks:       tasks,
+		TurnSources: func(in channels.Inbound) []agent.Source { return []agent.Source{tasks.Source(in)} },
 		StatusNotes: func() []string {
 			var notes []string
 			for _, p := range watcher.Current().Problems() {

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -57,7 +58,14 @@ func TestChannelContextTools(t *testing.T) {
 	model, _ := llm.New(llm.Config{BaseURL: fake.URL, Model: "fake-model", MaxRetries: -1})
 	ag, _ := agent.New(agent.Config{Model: model, Store: st, Sources: []agent.Source{agent.ChannelContext()}})
 	ch := &richChannel{fakeChannel: newFakeChannel()}
-	r, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	// The per-turn sources (the delegate tool, wired in main) come last.
+	delegate := &agent.Tool{Name: "delegate", Parameters: json.RawMessage(`{"type":"object"}`),
+		Fn: func(context.Context, json.RawMessage) (string, error) { return "", nil }}
+	turnSources := func(channels.Inbound) []agent.Source {
+		return []agent.Source{agent.StaticSource{SourceName: "delegate", List: []*agent.Tool{delegate}}}
+	}
+	r, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		TurnSources: turnSources})
 	r.AddChannel(ch, everyone)
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -112,7 +120,8 @@ func TestChannelContextTools(t *testing.T) {
 	// A channel without those capabilities offers only send_message.
 	fake.Push(testkit.Reply{Text: "hi"})
 	plain := newFakeChannel()
-	r2, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	r2, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		TurnSources: turnSources})
 	r2.AddChannel(plain, everyone)
 	r2.Start(t.Context())
 	defer r2.Shutdown(context.Background())

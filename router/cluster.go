@@ -43,16 +43,16 @@ type Cluster interface {
 func (r *Router) claim(id int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.inflight[id] {
+	if r.leases.inflight[id] {
 		return false
 	}
-	r.inflight[id] = true
+	r.leases.inflight[id] = true
 	return true
 }
 
 func (r *Router) unclaim(id int64) {
 	r.mu.Lock()
-	delete(r.inflight, id)
+	delete(r.leases.inflight, id)
 	r.mu.Unlock()
 }
 
@@ -68,7 +68,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	}
 	// One take at a time per chat, or two (the poll and a worker giving
 	// the chat back) could queue its messages out of order.
-	mu := &r.takeMu[takeStripe(channel, chat)]
+	mu := &r.leases.takeMu[takeStripe(channel, chat)]
 	mu.Lock()
 	defer mu.Unlock()
 	c := r.cfg.Cluster
@@ -80,7 +80,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	items, err := c.PendingOf(ctx, channel, chat)
 	if err != nil {
 		r.mu.Lock()
-		r.held[chatKey(channel, chat)] = true // given back by a later poll
+		r.leases.held[chatKey(channel, chat)] = true // given back by a later poll
 		r.mu.Unlock()
 		return err
 	}
@@ -111,7 +111,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	// Whatever was queued, the next poll gives the chat back if no queue
 	// has it then: its worker may be past giving it back already.
 	r.mu.Lock()
-	r.held[chatKey(channel, chat)] = true
+	r.leases.held[chatKey(channel, chat)] = true
 	r.mu.Unlock()
 	return nil
 }
@@ -139,14 +139,14 @@ func (r *Router) inProcess(channel string) bool {
 func (r *Router) pin(ctx context.Context, channel, chat string) (unpin func(), err error) {
 	k := chatKey(channel, chat)
 	r.mu.Lock()
-	r.pinned[k]++
+	r.leases.pinned[k]++
 	r.mu.Unlock()
 	unpin = func() {
 		r.mu.Lock()
-		if r.pinned[k]--; r.pinned[k] == 0 {
-			delete(r.pinned, k)
+		if r.leases.pinned[k]--; r.leases.pinned[k] == 0 {
+			delete(r.leases.pinned, k)
 		}
-		r.held[k] = true // given back by the poll once idle
+		r.leases.held[k] = true // given back by the poll once idle
 		r.mu.Unlock()
 	}
 	if !r.hold(ctx, channel, chat) {
@@ -165,7 +165,7 @@ func (r *Router) mayTake(channel, chat string) bool {
 	k := chatKey(channel, chat)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.queues[k] != nil || r.held[k] || r.pinned[k] > 0 || r.running < r.cfg.MaxConcurrentTurns
+	return r.queues[k] != nil || r.leases.held[k] || r.leases.pinned[k] > 0 || r.running < r.cfg.MaxConcurrentTurns
 }
 
 // poll takes the chats with pending messages that this replica may own,
@@ -199,7 +199,7 @@ func (r *Router) pollOnce(ctx context.Context) {
 	r.mu.Lock()
 	for _, it := range items {
 		key := chatKey(it.Channel, it.ChatKey)
-		if seen[key] || r.inflight[it.ID] {
+		if seen[key] || r.leases.inflight[it.ID] {
 			continue
 		}
 		seen[key] = true
@@ -226,10 +226,10 @@ func (r *Router) pollOnce(ctx context.Context) {
 func (r *Router) releaseIdle(ctx context.Context) {
 	r.mu.Lock()
 	var idle []string
-	for k := range r.held {
+	for k := range r.leases.held {
 		if r.queues[k] == nil {
 			idle = append(idle, k)
-			delete(r.held, k)
+			delete(r.leases.held, k)
 		}
 	}
 	r.mu.Unlock()
@@ -240,7 +240,7 @@ func (r *Router) releaseIdle(ctx context.Context) {
 			// Not released: messages are pending (the next poll takes them
 			// here, the chat is still this replica's), or it is busy again.
 			r.mu.Lock()
-			r.held[k] = true
+			r.leases.held[k] = true
 			r.mu.Unlock()
 		}
 	}
@@ -251,11 +251,11 @@ func (r *Router) releaseIdle(ctx context.Context) {
 // pending. It runs under the chat's take lock, so that it cannot undo a
 // take that has just succeeded.
 func (r *Router) release(ctx context.Context, channel, chat string, idle func() bool) (bool, error) {
-	mu := &r.takeMu[takeStripe(channel, chat)]
+	mu := &r.leases.takeMu[takeStripe(channel, chat)]
 	mu.Lock()
 	defer mu.Unlock()
 	r.mu.Lock()
-	ok := r.pinned[chatKey(channel, chat)] == 0 && idle()
+	ok := r.leases.pinned[chatKey(channel, chat)] == 0 && idle()
 	r.mu.Unlock()
 	if !ok {
 		return false, nil
@@ -263,16 +263,10 @@ func (r *Router) release(ctx context.Context, channel, chat string, idle func() 
 	released, err := r.cfg.Cluster.ReleaseChat(ctx, channel, chat)
 	if released {
 		r.mu.Lock()
-		delete(r.owned, chatKey(channel, chat))
+		delete(r.leases.owned, chatKey(channel, chat))
 		r.mu.Unlock()
 	}
 	return released, err
-}
-
-// runningTurnsStore lists a chat's turns still marked running
-// (*store.Store).
-type runningTurnsStore interface {
-	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
 }
 
 // acquired is called, under the chat's take lock, each time this process
@@ -285,18 +279,17 @@ type runningTurnsStore interface {
 func (r *Router) acquired(ctx context.Context, channel, chat string) {
 	k := chatKey(channel, chat)
 	r.mu.Lock()
-	had := r.owned[k]
-	r.owned[k] = true
+	had := r.leases.owned[k]
+	r.leases.owned[k] = true
 	r.mu.Unlock()
-	rs, ok := r.cfg.Store.(runningTurnsStore)
-	if had || !ok {
+	if had {
 		return
 	}
-	turns, err := rs.RunningTurnsOf(ctx, channel, chat)
+	turns, err := r.cfg.Store.RunningTurnsOf(ctx, channel, chat)
 	if err != nil {
 		r.log.Warn("look for turns a stopped replica left running", "channel", channel, "chat", chat, "err", err)
 		r.mu.Lock()
-		delete(r.owned, k) // look again at the next acquisition
+		delete(r.leases.owned, k) // look again at the next acquisition
 		r.mu.Unlock()
 		return
 	}
@@ -307,7 +300,7 @@ func (r *Router) acquired(ctx context.Context, channel, chat string) {
 			}
 		}
 		err := r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopCancelled),
-			Status: "cancelled", Steps: t.Steps, Error: "interrupted: the replica running it stopped"})
+			Status: store.TurnCancelled, Steps: t.Steps, Error: "interrupted: the replica running it stopped"})
 		if err != nil {
 			r.log.Warn("finish a turn a stopped replica left running", "turn_id", t.ID, "err", err)
 			continue
@@ -326,7 +319,7 @@ func (r *Router) handBack(channel, chat string) bool {
 			r.log.Warn("give a chat back", "channel", channel, "chat", chat, "err", err)
 		}
 		r.mu.Lock()
-		r.held[chatKey(channel, chat)] = true
+		r.leases.held[chatKey(channel, chat)] = true
 		r.mu.Unlock()
 		return false
 	}
@@ -342,7 +335,7 @@ func (r *Router) handBack(channel, chat string) bool {
 // (false).
 func (r *Router) hold(ctx context.Context, channel, chat string) bool {
 	wait := r.cfg.Cluster.PollInterval()
-	mu := &r.takeMu[takeStripe(channel, chat)]
+	mu := &r.leases.takeMu[takeStripe(channel, chat)]
 	for {
 		mu.Lock()
 		ok, err := r.cfg.Cluster.AcquireChat(ctx, channel, chat)
@@ -404,7 +397,7 @@ func takeStripe(channel, chat string) int {
 	h.Write([]byte(channel))
 	h.Write([]byte{0})
 	h.Write([]byte(chat))
-	return int(h.Sum32() % uint32(len(Router{}.takeMu)))
+	return int(h.Sum32() % uint32(len(leases{}.takeMu)))
 }
 
 func splitKey(k string) (channel, chat string) {

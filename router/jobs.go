@@ -177,7 +177,7 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 
 	ctx, cancelTurn := context.WithTimeout(ctx, r.cfg.TurnTimeout)
 	defer cancelTurn()
-	stopTyping := r.keepTyping(ctx, in)
+	stopTyping := r.Typing(ctx, in)
 	defer stopTyping()
 	binding := &chatBinding{r: r, in: in, log: log, delivered: j.Delivered}
 	if binding.delivered == nil {
@@ -187,7 +187,7 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 		ChatID: chat.ID, SessionID: sess.ID, Kind: "job",
 		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: chat.Title, ChatKey: in.ChatID,
 		UserID: j.UserID, Input: llm.Message{Role: llm.RoleUser, Content: jobInput(j)},
-		Chat: binding, Location: loc, OnEvent: r.turnEvents(in, binding),
+		Chat: binding, Location: loc, OnEvent: r.turnEvents(ctx, in, binding),
 	}
 	if r.cfg.Prepare != nil {
 		p := r.cfg.Prepare(ctx, in)
@@ -201,52 +201,25 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 	jr.finish(res, nil)
 }
 
-// turnEvents is a turn's event handler: it remembers the turn id for
-// delivery records and passes events to the channel's viewer and OnEvent.
-func (r *Router) turnEvents(in channels.Inbound, b *chatBinding) func(agent.Event) {
-	r.mu.Lock()
-	viewer, _ := r.channels[in.Channel].(ActivityViewer)
-	r.mu.Unlock()
-	return func(ev agent.Event) {
-		if ev.Kind == agent.EventTurnStart {
-			b.turnID.Store(ev.TurnID)
-		}
-		if viewer != nil {
-			viewer.TurnEvent(in.ChatID, ev)
-		}
-		if r.cfg.OnEvent != nil {
-			r.cfg.OnEvent(in, ev)
-		}
-	}
-}
-
-// transcriptStore is the optional part of the store that lets a reminder be
-// recorded in the conversation, so the model knows what the user was sent.
-type transcriptStore interface {
-	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
-}
-
-// remind sends a reminder's text verbatim and records it as a job turn.
+// remind sends a reminder's text verbatim and records it as a job turn, so
+// the model knows what the user was sent.
 func (r *Router) remind(ctx context.Context, in channels.Inbound, chat store.Chat, sess store.Session, j JobTurn, log *slog.Logger) (agent.Result, error) {
-	id, err := r.send(ctx, in, j.Text)
+	id, err := r.Send(ctx, in, j.Text)
 	if err != nil {
 		return agent.Result{StopReason: agent.StopEndTurn}, fmt.Errorf("router: reminder %q: send: %w", j.Name, err)
 	}
-	var turnID int64
-	if ts, ok := r.cfg.Store.(transcriptStore); ok {
-		wctx := context.WithoutCancel(ctx)
-		msgs := []llm.Message{
-			{Role: llm.RoleUser, Content: "[scheduled reminder " + j.Name + "]"},
-			{Role: llm.RoleAssistant, Content: j.Text},
-		}
-		turnID, _, err = ts.BeginTurn(wctx, store.TurnStart{ChatID: chat.ID, SessionID: sess.ID, UserID: j.UserID,
-			Channel: j.Channel, Kind: "job"}, msgs)
-		if err == nil {
-			err = r.cfg.Store.FinishTurn(wctx, turnID, store.TurnEnd{StopReason: string(agent.StopEndTurn), Status: store.TurnCompleted})
-		}
-		if err != nil {
-			log.Warn("reminder sent but not recorded in the conversation", "err", err)
-		}
+	wctx := context.WithoutCancel(ctx)
+	msgs := []llm.Message{
+		{Role: llm.RoleUser, Content: "[scheduled reminder " + j.Name + "]"},
+		{Role: llm.RoleAssistant, Content: j.Text},
+	}
+	turnID, _, err := r.cfg.Store.BeginTurn(wctx, store.TurnStart{ChatID: chat.ID, SessionID: sess.ID, UserID: j.UserID,
+		Channel: j.Channel, Kind: "job"}, msgs)
+	if err == nil {
+		err = r.cfg.Store.FinishTurn(wctx, turnID, store.TurnEnd{StopReason: string(agent.StopEndTurn), Status: store.TurnCompleted})
+	}
+	if err != nil {
+		log.Warn("reminder sent but not recorded in the conversation", "err", err)
 	}
 	if j.Delivered != nil {
 		j.Delivered(context.WithoutCancel(ctx), turnID, id)

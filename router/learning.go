@@ -28,8 +28,7 @@ const learningHelp = `
 
 // learningCommand answers /memory and /profile. ok is false when learning
 // is off, so the command goes through the queue like any other text.
-func (r *Router) learningCommand(ctx context.Context, name, args string, in channels.Inbound) (string, bool) {
-	l := r.cfg.Learning
+func learningCommand(ctx context.Context, l Learning, name, args string, in channels.Inbound) (string, bool) {
 	if l == nil {
 		return "", false
 	}

@@ -22,7 +22,6 @@ const (
 
 // previewer shows one turn's streamed text in one message.
 type previewer struct {
-	r    *Router
 	in   channels.Inbound
 	ed   channels.Editor
 	send func(ctx context.Context, text string) (string, error)
@@ -34,25 +33,24 @@ type previewer struct {
 	last  time.Time
 }
 
-// newPreviewer returns a previewer when the channel edits messages and the
-// operator turned previews on for it; nil otherwise.
-func (r *Router) newPreviewer(in channels.Inbound) *previewer {
-	if !r.cfg.Preview[in.Channel] {
+// newPreviewer returns a previewer for the turn of in on ch when ch edits
+// messages and on (the operator turned previews on for the channel); nil
+// otherwise. now is the clock for throttling (nil: time.Now); send sends
+// the preview message.
+func newPreviewer(on bool, ch channels.Channel, in channels.Inbound, now func() time.Time,
+	send func(ctx context.Context, in channels.Inbound, text string) (string, error)) *previewer {
+	if !on {
 		return nil
 	}
-	r.mu.Lock()
-	ch := r.channels[in.Channel]
-	r.mu.Unlock()
 	ed, ok := ch.(channels.Editor)
 	if !ok {
 		return nil
 	}
-	now := r.cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	p := &previewer{r: r, in: in, ed: ed, now: now}
-	p.send = func(ctx context.Context, text string) (string, error) { return r.send(ctx, in, text) }
+	p := &previewer{in: in, ed: ed, now: now}
+	p.send = func(ctx context.Context, text string) (string, error) { return send(ctx, in, text) }
 	return p
 }
 

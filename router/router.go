@@ -2,18 +2,21 @@
 // access check → commands → durable intake → a per-chat FIFO, so one chat
 // runs one turn at a time while different chats run concurrently up to a
 // limit. It binds each turn to its chat for replies and typing indicators,
-// and replays stored-but-unfinished messages after a restart.
+// replays stored-but-unfinished messages after a restart, shares the chats
+// with other replicas through leases (cluster.go), and keeps a chat's
+// order when the store takes no writes (storefaults.go).
+//
+// The features that hold a conversation between turns (approvals, plans) and
+// background work (the delegate tool) live in their own packages and plug in
+// through Interceptor and Tasks (collaborators.go).
 package router
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,17 +35,6 @@ const (
 	DefaultMaxConcurrentTurns = 4
 	// DefaultTurnTimeout bounds a turn end to end, tools included.
 	DefaultTurnTimeout = 10 * time.Minute
-	// typingDelay is how long a turn runs before it shows a typing
-	// indicator: an answer within it (a command, a quick model) needs none.
-	typingDelay = 500 * time.Millisecond
-	// typingEvery refreshes typing indicators; Telegram shows one for ~5 s.
-	typingEvery = 4 * time.Second
-	// typingInFlight bounds the typing indicators being sent at once on a
-	// channel. They are cosmetic: in a burst, a beat that finds them all
-	// taken is skipped (the next comes typingEvery later) instead of
-	// competing with the replies for connections and the platform's rate
-	// limit (Telegram answers 429 past about 30 requests a second).
-	typingInFlight = 8
 )
 
 // ErrShuttingDown is returned by Deliver once shutdown has begun.
@@ -53,77 +45,37 @@ type Runner interface {
 	Run(ctx context.Context, t agent.Turn) agent.Result
 }
 
-// Store is the part of the store the router needs.
+// Store is the part of the store the router needs: everything it calls,
+// so that no feature reaches past it (approvals, plans and background tasks
+// declare their own).
 type Store interface {
+	pairings // the gate's (access.go)
+
+	// Chats and their conversations.
 	EnsureChat(ctx context.Context, channel, key, chatType, title string) (store.Chat, error)
 	CurrentSession(ctx context.Context, chatID int64) (store.Session, error)
 	OpenSession(ctx context.Context, chatID int64) (store.Session, error)
 	NewSession(ctx context.Context, chatID int64) (store.Session, error)
+
+	// The durable inbox: a message is stored before it is confirmed, and
+	// its replies are recorded, so that a restart answers it once.
 	Intake(ctx context.Context, it store.InboxItem) (int64, bool, error)
 	FinishInbox(ctx context.Context, id int64, status string) error
 	PendingInbox(ctx context.Context) ([]store.InboxItem, error)
 	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
 	Deliveries(ctx context.Context, inboxID int64) (int, error)
 	TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error)
-	PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (string, bool, error)
-	IsApproved(ctx context.Context, channel, userID string) (bool, error)
-	RunningTurns(ctx context.Context) ([]store.Turn, error)
-	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
+
+	// Turns: /status, the ones a restart or a stopped replica cut off, and
+	// a reminder recorded in the conversation as a job turn.
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
-	Sessions(ctx context.Context, chatID int64) ([]store.Session, error)
+	RunningTurns(ctx context.Context) ([]store.Turn, error)
+	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
+	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
+	FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error
 }
 
-// Access is a channel's admission rule. Users holds platform user ids and
-// @usernames; "*" admits everyone. The zero value admits nobody. Spaces and
-// Chats, when not empty, further restrict group chats to those servers
-// (Inbound.Space) and chats (Inbound.ChatID); private chats are not affected.
-type Access struct {
-	AllowAll bool
-	Users    []string
-	Spaces   []string
-	Chats    []string
-	// Pairing lets an unknown user in a private chat ask for access with a
-	// one-time code the operator approves (switchboard pairing approve).
-	Pairing bool
-}
-
-// pairingTTL is how long a pairing code stays valid: long enough for an
-// operator to notice, short enough that a leaked code soon goes stale.
-const pairingTTL = time.Hour
-
-// Allows reports whether the author of in may use the bot here.
-func (a Access) Allows(in channels.Inbound) bool {
-	if a.AllowAll {
-		return true
-	}
-	return a.allowsPlace(in) && a.allowsUser(in)
-}
-
-// allowsPlace applies the server and chat restrictions to group chats.
-func (a Access) allowsPlace(in channels.Inbound) bool {
-	if in.ChatType != channels.Group {
-		return true
-	}
-	return (len(a.Spaces) == 0 || slices.Contains(a.Spaces, in.Space)) &&
-		(len(a.Chats) == 0 || slices.Contains(a.Chats, in.ChatID))
-}
-
-func (a Access) allowsUser(in channels.Inbound) bool {
-	for _, u := range a.Users {
-		u = strings.TrimSpace(u)
-		switch {
-		case u == "*":
-			return true
-		case strings.HasPrefix(u, "@"):
-			if in.UserName != "" && strings.EqualFold(u[1:], in.UserName) {
-				return true
-			}
-		case u != "" && u == in.UserID:
-			return true
-		}
-	}
-	return false
-}
+var _ Store = (*store.Store)(nil)
 
 // ActivityViewer is a channel that shows turn events (tool activity,
 // streamed text) itself, like the terminal.
@@ -146,16 +98,11 @@ type Config struct {
 	Store    Store
 	Agent    Runner
 	Channels []channels.Channel
-	Access   map[string]Access // by channel name; a channel without an entry admits nobody
+	Access   map[string]Access // by channel name; a channel without an entry admits nobody (see access.go)
 
 	MaxConcurrentTurns int
 	TurnTimeout        time.Duration
-	ApprovalTimeout    time.Duration // default DefaultApprovalTimeout
-	// Planner makes plans for /plan; nil: plans are not available.
-	Planner             Planner
-	PlanStepMaxSteps    int           // default DefaultPlanStepMaxSteps
-	PlanFeedbackTimeout time.Duration // default DefaultPlanFeedbackTimeout
-	Vision              bool          // the model accepts image input
+	Vision             bool // the model accepts image input
 	// Transcribe turns a voice message into text; nil: voice messages reach
 	// the model as a notice that transcription is not configured.
 	Transcribe func(ctx context.Context, name string, audio []byte) (string, error)
@@ -184,12 +131,22 @@ type Config struct {
 	// time it changes (the GC pacer); it runs under the router's lock and
 	// must be quick. May be nil.
 	Load func(running int)
-	// NewTicker makes the approval sweep's ticker; nil uses time.NewTicker.
+	// NewTicker makes the interceptors' sweep ticker; nil uses
+	// time.NewTicker.
 	NewTicker func(d time.Duration) Ticker
 	Logger    *slog.Logger
 	// Cluster shares the chats with other replicas on the same store (see
 	// cluster.go); nil: this process owns every chat.
 	Cluster Cluster
+
+	// Interceptors hold chats' conversations between turns (approvals,
+	// plans), consulted in order (see Interceptor); may be empty.
+	Interceptors []Interceptor
+	// Tasks is the chats' background work, for /tasks and /stop; may be nil.
+	Tasks Tasks
+	// TurnSources returns tool sources added to each turn of a chat's
+	// messages (not jobs'), after Prepare's: the delegate tool; may be nil.
+	TurnSources func(in channels.Inbound) []agent.Source
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -208,10 +165,10 @@ type Router struct {
 	channels map[string]channels.Channel
 	sem      chan struct{}
 	typing   map[string]chan struct{} // per channel, typingInFlight slots; under mu
+	gate     *gate
 
 	mu      sync.Mutex
 	queues  map[string]*chatQueue
-	refused map[string]bool
 	told    map[string]bool // chats told that the store takes no writes, until one of their messages succeeds
 	closing bool
 	idle    *sync.Cond
@@ -219,10 +176,14 @@ type Router struct {
 	base    context.Context
 	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers sync.WaitGroup
-	tasks   tasks // background tasks started with the delegate tool
 
-	// With a Cluster: messages taken by this process, and chats whose lease
-	// to give back.
+	leases leases // with a Cluster (cluster.go)
+}
+
+// leases is what a Router keeps of the chats' leases with a Cluster: the
+// maps are guarded by Router.mu.
+type leases struct {
+	// Messages taken by this process, and chats whose lease to give back.
 	inflight map[int64]bool
 	held     map[string]bool
 	pinned   map[string]int  // chats a request waits on here (InProcessReplier)
@@ -245,17 +206,16 @@ type chatQueue struct {
 type item struct {
 	inboxID int64
 	in      channels.Inbound
-	job     *jobRun     // a scheduled job (RunJob) instead of a stored message
-	resolve *resolution // a decision on a paused turn
-	plan    *planMove   // the user's answer after a plan step
+	job     *jobRun                   // a scheduled job (RunJob) instead of a stored message
+	run     func(ctx context.Context) // an interceptor's work (Chats.Queue)
 	// fresh: stored by Deliver just now, in this process, and not tried
 	// yet, so it has no turn and no reply to look for.
 	fresh bool
 }
 
-// plain reports whether the item is an inbound message (not a job, a
-// decision on a paused turn, or a plan step).
-func (it item) plain() bool { return it.job == nil && it.resolve == nil && it.plan == nil }
+// plain reports whether the item is an inbound message (not a job, or an
+// interceptor's work: a decision on a paused turn, a plan step).
+func (it item) plain() bool { return it.job == nil && it.run == nil }
 
 // chatKey names a chat in the router's maps.
 func chatKey(channel, chat string) string { return channel + "\x00" + chat }
@@ -267,15 +227,6 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.MaxConcurrentTurns <= 0 {
 		cfg.MaxConcurrentTurns = DefaultMaxConcurrentTurns
-	}
-	if cfg.PlanStepMaxSteps <= 0 {
-		cfg.PlanStepMaxSteps = DefaultPlanStepMaxSteps
-	}
-	if cfg.PlanFeedbackTimeout <= 0 {
-		cfg.PlanFeedbackTimeout = DefaultPlanFeedbackTimeout
-	}
-	if cfg.ApprovalTimeout <= 0 {
-		cfg.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = DefaultTurnTimeout
@@ -292,14 +243,12 @@ func New(cfg Config) (*Router, error) {
 		channels: map[string]channels.Channel{},
 		sem:      make(chan struct{}, cfg.MaxConcurrentTurns),
 		queues:   map[string]*chatQueue{},
-		refused:  map[string]bool{},
 		told:     map[string]bool{},
-		inflight: map[int64]bool{},
-		held:     map[string]bool{},
-		pinned:   map[string]int{},
-		owned:    map[string]bool{},
-		typing:   map[string]chan struct{}{},
+		leases: leases{inflight: map[int64]bool{}, held: map[string]bool{}, pinned: map[string]int{},
+			owned: map[string]bool{}},
+		typing: map[string]chan struct{}{},
 	}
+	r.gate = newGate(cfg.Store, cfg.Access, r.Send)
 	r.idle = sync.NewCond(&r.mu)
 	for _, ch := range cfg.Channels {
 		r.channels[ch.Name()] = ch
@@ -312,10 +261,7 @@ func (r *Router) AddChannel(ch channels.Channel, access Access) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.channels[ch.Name()] = ch
-	if r.cfg.Access == nil {
-		r.cfg.Access = map[string]Access{}
-	}
-	r.cfg.Access[ch.Name()] = access
+	r.gate.set(ch.Name(), access)
 }
 
 // Start readies the router and requeues messages that were stored but not
@@ -324,11 +270,17 @@ func (r *Router) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.base, r.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.mu.Unlock()
-	if _, ok := r.cfg.Store.(approvalStore); ok {
+	for _, ic := range r.cfg.Interceptors {
+		ic.Start(r.base, r)
+	}
+	if r.cfg.Tasks != nil {
+		r.cfg.Tasks.Start(r.base, r)
+	}
+	if len(r.cfg.Interceptors) > 0 {
 		r.workers.Add(1)
 		go func() {
 			defer r.workers.Done()
-			r.sweepApprovals(r.base)
+			r.sweep(r.base)
 		}()
 	}
 	if r.cfg.Cluster != nil {
@@ -347,7 +299,7 @@ func (r *Router) Start(ctx context.Context) error {
 		var in channels.Inbound
 		if err := json.Unmarshal(it.Payload, &in); err != nil {
 			r.log.Error("stored message unreadable; skipping it", "inbox_id", it.ID, "err", err)
-			_ = r.cfg.Store.FinishInbox(ctx, it.ID, "skipped")
+			_ = r.cfg.Store.FinishInbox(ctx, it.ID, store.InboxSkipped)
 			continue
 		}
 		pendingIDs[it.ID] = true
@@ -365,7 +317,7 @@ func (r *Router) Start(ctx context.Context) error {
 			continue
 		}
 		_ = r.cfg.Store.FinishTurn(ctx, t.ID, store.TurnEnd{StopReason: string(agent.StopCancelled),
-			Status: "cancelled", Steps: t.Steps, Error: "interrupted by a restart"})
+			Status: store.TurnCancelled, Steps: t.Steps, Error: "interrupted by a restart"})
 	}
 	return nil
 }
@@ -391,18 +343,8 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	if in.ChatType == channels.Group && !in.Mentioned {
 		return nil // groups: only when addressed
 	}
-	if acc := r.access(in.Channel); !acc.Allows(in) {
-		approved, err := r.cfg.Store.IsApproved(ctx, in.Channel, in.UserID)
-		if err != nil {
-			return fmt.Errorf("router: access check: %w", err)
-		}
-		if !approved || !acc.allowsPlace(in) {
-			if acc.Pairing && in.ChatType == channels.DM {
-				return r.pair(ctx, in, log)
-			}
-			r.refuse(ctx, in, log)
-			return nil
-		}
+	if admitted, err := r.gate.admit(ctx, in, log); !admitted {
+		return err
 	}
 	payload, err := json.Marshal(in)
 	if err != nil {
@@ -456,74 +398,16 @@ func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound, fr
 	if err != nil {
 		return false, err
 	}
-	if !consumed {
-		if consumed, err = r.interceptPlan(ctx, in); err != nil {
-			return false, err
-		}
-	}
 	if consumed || in.Action != "" { // a button nobody waits for is a no-op
-		return false, r.cfg.Store.FinishInbox(ctx, id, "done")
+		return false, r.cfg.Store.FinishInbox(ctx, id, store.InboxDone)
 	}
 	r.enqueue(item{inboxID: id, in: in, fresh: fresh})
 	return true, nil
 }
 
-func (r *Router) access(channel string) Access {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cfg.Access[channel]
-}
-
-// refuse tells a refused user once (per process) who they are, and the log
-// tells the operator how to admit them.
-func (r *Router) refuse(ctx context.Context, in channels.Inbound, log *slog.Logger) {
-	key := in.Channel + "\x00" + in.UserID
-	r.mu.Lock()
-	seen := r.refused[key]
-	r.refused[key] = true
-	r.mu.Unlock()
-	if seen {
-		return
-	}
-	log.Warn("refused a user who is not on the allowlist",
-		"username", in.UserName, "hint", fmt.Sprintf("to admit them, add %q to channels.%s.allow_users", in.UserID, in.Channel))
-	text := fmt.Sprintf("Sorry, I only talk to people on my allowlist. Your user id is %s; ask the operator to add it.", in.UserID)
-	if _, err := r.send(ctx, in, text); err != nil {
-		log.Warn("could not send refusal", "err", err)
-	}
-}
-
-// pair gives an unknown user a one-time code to ask the operator for access.
-func (r *Router) pair(ctx context.Context, in channels.Inbound, log *slog.Logger) error {
-	code, fresh, err := r.cfg.Store.PairingCode(ctx, in.Channel, in.UserID, in.UserName, newPairingCode(), pairingTTL)
-	if err != nil {
-		return fmt.Errorf("router: pairing: %w", err)
-	}
-	if fresh {
-		log.Warn("pairing requested by an unknown user", "username", in.UserName,
-			"hint", "to admit them, run: switchboard pairing approve "+code)
-	}
-	text := fmt.Sprintf("I don't know you yet. Your pairing code is %s (valid for an hour). Ask the operator to run: switchboard pairing approve %s", code, code)
-	if _, err := r.send(ctx, in, text); err != nil {
-		log.Warn("could not send pairing code", "err", err)
-	}
-	return nil
-}
-
-// newPairingCode returns 8 characters without look-alikes (0/O, 1/I).
-func newPairingCode() string {
-	const alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
-}
-
-func (r *Router) send(ctx context.Context, in channels.Inbound, text string) (string, error) {
+// Send sends text to the chat of in, quoting in.MessageID in groups
+// (Chats).
+func (r *Router) Send(ctx context.Context, in channels.Inbound, text string) (string, error) {
 	r.mu.Lock()
 	ch := r.channels[in.Channel]
 	r.mu.Unlock()
@@ -614,10 +498,8 @@ func (r *Router) work(key string, q *chatQueue) {
 				var storeErr error
 				if it.job != nil {
 					r.runJob(ctx, it.job)
-				} else if it.resolve != nil {
-					r.resume(ctx, it)
-				} else if it.plan != nil {
-					r.movePlan(ctx, it.in, *it.plan)
+				} else if it.run != nil {
+					it.run(ctx)
 				} else {
 					storeErr = r.process(ctx, it)
 				}
@@ -670,7 +552,9 @@ func (r *Router) Shutdown(ctx context.Context) error {
 		r.cancel(agent.ErrCheckpoint)
 	}
 	r.workers.Wait()
-	r.tasks.wg.Wait()
+	if r.cfg.Tasks != nil {
+		r.cfg.Tasks.Wait()
+	}
 	return err
 }
 
@@ -690,61 +574,4 @@ func (r *Router) QueueDepth() int {
 		n += len(q.items)
 	}
 	return n
-}
-
-// toMessage turns an inbound message into the model's user message.
-func toMessage(in channels.Inbound, vision bool) llm.Message {
-	var b strings.Builder
-	if q := in.Quote; q != nil && strings.TrimSpace(q.Text) != "" {
-		who := q.Author
-		if q.FromBot {
-			who = "you"
-		}
-		if who == "" {
-			who = "a message"
-		}
-		fmt.Fprintf(&b, "[replying to %s: %q]\n", who, clip(q.Text, 1000))
-	}
-	b.WriteString(in.Text)
-	m := llm.Message{Role: llm.RoleUser}
-	for _, a := range in.Attachments {
-		b.WriteString("\n")
-		switch {
-		case a.Kind == channels.Image && vision && len(a.Data) > 0:
-			m.Images = append(m.Images, llm.Image{MIME: a.MIME, Data: a.Data})
-			fmt.Fprintf(&b, "[image attached: %s]", nameOr(a.Name, "photo"))
-		case a.Kind == channels.Image:
-			fmt.Fprintf(&b, "[image attached: %s; this model cannot see images]", nameOr(a.Name, "photo"))
-		case a.Kind == channels.Audio && a.Text != "":
-			fmt.Fprintf(&b, "[voice message, transcribed]: %s", a.Text)
-		case a.Kind == channels.Audio && a.Note != "":
-			b.WriteString("[voice message]")
-		case a.Kind == channels.Audio:
-			b.WriteString("[voice message: transcription is not configured, so its content is unknown]")
-		case a.Text != "":
-			fmt.Fprintf(&b, "[file %s (%s, %d bytes)]\n```\n%s\n```", nameOr(a.Name, "file"), a.MIME, a.Size, a.Text)
-		default:
-			fmt.Fprintf(&b, "[%s attached: %s (%s, %d bytes)]", a.Kind, nameOr(a.Name, "file"), a.MIME, a.Size)
-		}
-		if a.Note != "" {
-			b.WriteString(" " + a.Note)
-		}
-	}
-	m.Content = strings.TrimSpace(b.String())
-	return m
-}
-
-func nameOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

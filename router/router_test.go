@@ -370,12 +370,6 @@ func (c *fakeChannel) typed() int {
 	return c.typing
 }
 
-// manualTicker is a ticker the test drives (the approval sweep's).
-type manualTicker struct{ c chan time.Time }
-
-func (m manualTicker) C() <-chan time.Time { return m.c }
-func (m manualTicker) Stop()               {}
-
 // advance moves a synctest bubble's clock by d (it moves when every
 // goroutine in the bubble waits: a timer due by then fires at once) and
 // waits for what that started.

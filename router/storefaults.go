@@ -33,7 +33,7 @@ func (r *Router) afterProcess(ctx context.Context, key string, q *chatQueue, it 
 	why, transient := store.Unavailable(err)
 	if !transient {
 		log.Error("the store failed the message; it stays pending until a restart", "err", err)
-		if _, serr := r.send(ctx, it.in, "Sorry, something went wrong on my side while saving our conversation, so I couldn't answer this message."); serr != nil {
+		if _, serr := r.Send(ctx, it.in, "Sorry, something went wrong on my side while saving our conversation, so I couldn't answer this message."); serr != nil {
 			log.Warn("could not tell the user", "err", serr)
 		}
 		return
@@ -72,7 +72,7 @@ func (r *Router) tellUnavailable(ctx context.Context, in channels.Inbound, why s
 		return
 	}
 	text := "Sorry, I can't answer right now: my " + why + ". I'll reply once that's fixed; if no reply comes, please send your message again later."
-	if _, err := r.send(ctx, in, text); err != nil {
+	if _, err := r.Send(ctx, in, text); err != nil {
 		r.log.Warn("could not tell the user that the store takes no writes", "channel", in.Channel, "chat", in.ChatID, "err", err)
 		r.mu.Lock()
 		delete(r.told, key)

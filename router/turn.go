@@ -11,147 +11,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"switchboard/agent"
 	"switchboard/channels"
 	"switchboard/internal/confine"
 	"switchboard/store"
 )
-
-// helpText answers /help and /start.
-const helpText = `Hi! Just write to me and I'll answer. Commands:
-/new — start a new conversation (the old one stays stored)
-/stop — stop what I'm doing (queued messages and background tasks too)
-/plan <task> — work through a task step by step, checking with you
-/tasks — background tasks I'm working on
-/status — what I'm doing, and this conversation's numbers
-/help — this message`
-
-// command splits "/cmd@bot args" into "cmd" and args; ok is false for text.
-func command(text string) (name, args string, ok bool) {
-	text = strings.TrimSpace(text)
-	if !strings.HasPrefix(text, "/") || len(text) < 2 {
-		return "", "", false
-	}
-	first, rest, _ := strings.Cut(text, " ")
-	first = strings.TrimPrefix(first, "/")
-	first, _, _ = strings.Cut(first, "@")
-	return strings.ToLower(first), strings.TrimSpace(rest), true
-}
-
-// immediate answers commands that must not wait behind a running turn
-// (/stop, /status, /help). It reports whether it handled the message.
-func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbound) bool {
-	name, args, ok := command(in.Text)
-	if !ok {
-		return false
-	}
-	var reply string
-	switch name {
-	case "stop":
-		reply = r.stop(ctx, in)
-	case "status":
-		reply = r.status(ctx, in)
-	case "tasks":
-		reply = r.tasksText(in)
-	case "help", "start":
-		reply = helpText
-		if r.cfg.Learning != nil {
-			reply += learningHelp
-		}
-	case "memory", "profile":
-		if reply, ok = r.learningCommand(ctx, name, args, in); !ok {
-			return false
-		}
-	default:
-		return false // /new and unknown commands go through the queue
-	}
-	if _, err := r.send(ctx, in, reply); err != nil {
-		r.log.Warn("command reply failed", "command", name, "err", err)
-	}
-	if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), inboxID, "done"); err != nil {
-		r.log.Error("finish command message", "err", err)
-	}
-	return true
-}
-
-// stop cancels the chat's running turn and drops its queued messages.
-func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
-	r.mu.Lock()
-	q := r.queues[chatKey(in.Channel, in.ChatID)]
-	var dropped []item
-	running := false
-	if q != nil {
-		dropped = q.items
-		q.items = nil
-		if q.cancel != nil {
-			q.cancel()
-			running = true
-		}
-	}
-	r.mu.Unlock()
-	if n := r.tasks.cancelChat(chatKey(in.Channel, in.ChatID)); n > 0 {
-		running = true
-	}
-	for _, it := range abandonJobs(dropped, ErrJobStopped) {
-		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, "skipped")
-		if it.plain() {
-			r.unclaim(it.inboxID)
-		}
-	}
-	switch {
-	case r.stopPlan(ctx, in):
-		return "Stopping the plan."
-	case running && len(dropped) > 0:
-		return fmt.Sprintf("Stopped. I also dropped %d queued message(s).", len(dropped))
-	case running:
-		return "Stopped."
-	case len(dropped) > 0:
-		return fmt.Sprintf("Dropped %d queued message(s).", len(dropped))
-	}
-	return "Nothing to stop."
-}
-
-func (r *Router) status(ctx context.Context, in channels.Inbound) string {
-	r.mu.Lock()
-	q := r.queues[chatKey(in.Channel, in.ChatID)]
-	busy, queued := false, 0
-	if q != nil {
-		busy, queued = q.current != nil, len(q.items)
-	}
-	r.mu.Unlock()
-	var b strings.Builder
-	if busy {
-		b.WriteString("Working on a message")
-	} else {
-		b.WriteString("Idle")
-	}
-	if queued > 0 {
-		fmt.Fprintf(&b, ", %d queued", queued)
-	}
-	b.WriteString(".\n")
-	if r.cfg.ModelName != "" {
-		fmt.Fprintf(&b, "Model: %s\n", r.cfg.ModelName)
-	}
-	chat, err := r.cfg.Store.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
-	if err != nil {
-		return b.String() + "(history unavailable)"
-	}
-	if sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID); err == nil {
-		fmt.Fprintf(&b, "Conversation #%d: %d messages since %s\n", sess.ID, sess.Messages, sess.StartedAt.UTC().Format("2006-01-02 15:04 UTC"))
-	}
-	if turns, err := r.cfg.Store.Turns(ctx, chat.ID, 1); err == nil && len(turns) > 0 {
-		t := turns[0]
-		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens\n", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
-	}
-	if r.cfg.StatusNotes != nil {
-		for _, n := range r.cfg.StatusNotes() {
-			b.WriteString(n + "\n")
-		}
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
 
 // answered reports whether the message was answered before (a crash after
 // the reply); a turn left running then is recorded as completed.
@@ -163,9 +28,9 @@ func (r *Router) answered(ctx context.Context, it item) bool {
 	if err != nil || n == 0 {
 		return false
 	}
-	if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == "running" {
+	if t, ok, _ := r.cfg.Store.TurnForInbox(ctx, it.inboxID); ok && t.Status == store.TurnRunning {
 		_ = r.cfg.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, store.TurnEnd{StopReason: string(agent.StopEndTurn),
-			Status: "completed", Steps: t.Steps, Error: "interrupted after the reply was delivered"})
+			Status: store.TurnCompleted, Steps: t.Steps, Error: "interrupted after the reply was delivered"})
 	}
 	return true
 }
@@ -197,36 +62,32 @@ func (r *Router) process(ctx context.Context, it item) error {
 	// confirmation counts too); a turn already begun is resumed rather than
 	// started again. A message stored a moment ago has neither.
 	if r.answered(ctx, it) {
-		finish("done")
+		finish(store.InboxDone)
 		return nil
 	}
-	if name, args, ok := command(in.Text); ok && name == "plan" {
-		r.startPlan(ctx, in, args)
-		finish("done")
+	pctx, pin := ctx, in // as the message arrived
+	prepare := sync.OnceValue(func() Prepared { return r.prepare(pctx, pin) })
+	if r.take(ctx, in, prepare) { // an interceptor handled it (a plan)
+		finish(store.InboxDone)
 		return nil
 	}
-	prep := r.prepare(ctx, in)
-	if prep.Plan {
-		r.startPlan(ctx, in, in.Text)
-		finish("done")
-		return nil
-	}
+	prep := prepare()
 	if name, _, ok := command(in.Text); ok && name == "new" {
 		reply := "Started a new conversation. The previous one stays stored."
 		if _, err := r.cfg.Store.NewSession(ctx, chat.ID); err != nil {
 			log.Error("new session", "err", err)
 			reply = "Sorry, I couldn't start a new conversation."
 		}
-		if id, err := r.send(ctx, in, reply); err == nil {
+		if id, err := r.Send(ctx, in, reply); err == nil {
 			_ = r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), it.inboxID, 0, id)
 		}
-		finish("done")
+		finish(store.InboxDone)
 		return nil
 	}
 	var resume int64
 	if t, ok, err := r.turnForInbox(ctx, it); err == nil && ok {
-		if t.Status != "running" {
-			finish("done")
+		if t.Status != store.TurnRunning {
+			finish(store.InboxDone)
 			return nil
 		}
 		resume = t.ID
@@ -238,7 +99,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.TurnTimeout)
 	defer cancel()
-	stopTyping := r.keepTyping(ctx, in)
+	stopTyping := r.Typing(ctx, in)
 	defer stopTyping()
 
 	in = r.transcribe(ctx, in)
@@ -246,7 +107,9 @@ func (r *Router) process(ctx context.Context, it item) error {
 	turn := r.turnFor(ctx, in, chat.ID, sess.ID, it.inboxID, binding, &prep, func(t *agent.Turn) { t.ResumeTurnID = resume })
 	res := r.cfg.Agent.Run(ctx, turn)
 	if res.StopReason == agent.StopRequiresApproval {
-		r.askApproval(ctx, in, it.inboxID, res)
+		for _, ic := range r.cfg.Interceptors {
+			ic.Paused(ctx, in, it.inboxID, res)
+		}
 	}
 	switch {
 	case res.StopReason == agent.StopStoreError:
@@ -256,7 +119,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 		return nil
 	}
 	if !res.InboxDone { // done with the turn's end, as a rule
-		finish("done")
+		finish(store.InboxDone)
 	}
 	return nil
 }
@@ -283,9 +146,6 @@ func (r *Router) transcribe(ctx context.Context, in channels.Inbound) channels.I
 	return in
 }
 
-// turnFor builds the agent turn for a message in a chat: the user message,
-// the chat binding, events to the channel and observers, and what Prepare
-// adds (prep, or computed when nil). mod adjusts it (resume, resolution).
 // prepare asks the Prepare hook what a turn for in adds.
 func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 	if r.cfg.Prepare == nil {
@@ -294,43 +154,54 @@ func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 	return r.cfg.Prepare(ctx, in)
 }
 
+// turnFor builds the agent turn for a message in a chat: the user message,
+// the chat binding, events to the channel and observers, what Prepare adds
+// (prep, or computed when nil) and the TurnSources. mod adjusts it (resume,
+// resolution).
 func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessionID, inboxID int64, binding *chatBinding, prep *Prepared, mod func(*agent.Turn)) agent.Turn {
-	r.mu.Lock()
-	viewer, _ := r.channels[in.Channel].(ActivityViewer)
-	r.mu.Unlock()
 	if binding.preview == nil {
-		binding.preview = r.newPreviewer(binding.in)
+		binding.preview = newPreviewer(r.cfg.Preview[binding.in.Channel], r.Channel(binding.in.Channel), binding.in, r.cfg.Now, r.Send)
 	}
 	turn := agent.Turn{
 		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
 		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: in.ChatTitle, ChatKey: in.ChatID,
 		UserID: in.UserID, UserName: in.UserName, DisplayName: in.DisplayName,
 		Input: toMessage(in, r.cfg.Vision), Chat: binding, Location: r.cfg.Location, Approvals: true,
-		OnEvent: func(ev agent.Event) {
-			if ev.Kind == agent.EventTurnStart {
-				binding.turnID.Store(ev.TurnID)
-			}
-			if binding.preview != nil {
-				binding.preview.event(ctx, ev)
-			}
-			if viewer != nil {
-				viewer.TurnEvent(in.ChatID, ev)
-			}
-			if r.cfg.OnEvent != nil {
-				r.cfg.OnEvent(in, ev)
-			}
-		},
+		OnEvent: r.turnEvents(ctx, in, binding),
 	}
 	if prep == nil {
 		p := r.prepare(ctx, in)
 		prep = &p
 	}
 	turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue = prep.Sources, prep.Sections, prep.MaxSteps, prep.Catalogue
-	turn.Sources = append(slices.Clone(turn.Sources), r.delegateSource(in))
+	if r.cfg.TurnSources != nil {
+		turn.Sources = append(slices.Clone(turn.Sources), r.cfg.TurnSources(in)...)
+	}
 	if mod != nil {
 		mod(&turn)
 	}
 	return turn
+}
+
+// turnEvents is a turn's event handler: it remembers the turn id for
+// delivery records and passes events to the streaming preview, the
+// channel's viewer and OnEvent.
+func (r *Router) turnEvents(ctx context.Context, in channels.Inbound, b *chatBinding) func(agent.Event) {
+	viewer, _ := r.Channel(in.Channel).(ActivityViewer)
+	return func(ev agent.Event) {
+		if ev.Kind == agent.EventTurnStart {
+			b.turnID.Store(ev.TurnID)
+		}
+		if b.preview != nil {
+			b.preview.event(ctx, ev)
+		}
+		if viewer != nil {
+			viewer.TurnEvent(in.ChatID, ev)
+		}
+		if r.cfg.OnEvent != nil {
+			r.cfg.OnEvent(in, ev)
+		}
+	}
 }
 
 // chatBinding is a turn's view of its chat: sends go to the channel, and a
@@ -359,7 +230,7 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	var err error
 	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
-	} else if id, err = b.r.send(ctx, in, text); err != nil {
+	} else if id, err = b.r.Send(ctx, in, text); err != nil {
 		return "", err
 	}
 	b.sent.Store(true)
@@ -371,67 +242,6 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 		b.log.Error("record delivery", "err", err)
 	}
 	return id, nil
-}
-
-// keepTyping shows the channel's typing indicator from typingDelay on
-// until the returned stop function is called. A reply that comes sooner
-// needs none: Telegram's documentation recommends the indicator only when
-// a response "will take a noticeable amount of time", and each one is a
-// request against the platform's rate limit.
-func (r *Router) keepTyping(ctx context.Context, in channels.Inbound) func() {
-	r.mu.Lock()
-	typer, ok := r.channels[in.Channel].(channels.Typer)
-	slots := r.typing[in.Channel]
-	if ok && slots == nil {
-		slots = make(chan struct{}, typingInFlight)
-		r.typing[in.Channel] = slots
-	}
-	r.mu.Unlock()
-	if !ok {
-		return func() {}
-	}
-	// A goroutine only while an indicator is being sent, and a timer in
-	// between: a thousand turns waiting for the model hold no goroutine
-	// (and no stack) for their typing indicators.
-	ctx, cancel := context.WithCancel(ctx)
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		timer   *time.Timer
-		stopped bool
-		beat    func()
-	)
-	beat = func() {
-		defer wg.Done()
-		select {
-		case slots <- struct{}{}:
-			if err := typer.Typing(ctx, in.ChatID); err != nil && ctx.Err() == nil {
-				r.log.Debug("typing indicator", "channel", in.Channel, "err", err)
-			}
-			<-slots
-		default: // typingInFlight already being sent: skip this beat
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			wg.Add(1)
-			timer = time.AfterFunc(typingEvery, beat)
-		}
-	}
-	wg.Add(1)
-	mu.Lock()
-	timer = time.AfterFunc(typingDelay, beat)
-	mu.Unlock()
-	return func() {
-		cancel()
-		mu.Lock()
-		stopped = true
-		if timer != nil && timer.Stop() {
-			wg.Done() // its beat will not run
-		}
-		mu.Unlock()
-		wg.Wait()
-	}
 }
 
 // CanSendFiles implements agent.ChatFiles: the channel takes files.

@@ -1,9 +1,8 @@
-package router
+package approvals
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,40 +14,25 @@ import (
 	"switchboard/channels"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
+	"switchboard/router"
+	"switchboard/router/routertest"
 	"switchboard/store"
 )
 
-// buttonChannel is a fake channel with buttons.
-type buttonChannel struct {
-	*fakeChannel
-	mu      sync.Mutex
-	asked   []channels.Outbound
-	buttons [][]channels.Button
+// rig wires the real agent (scripted model, real SQLite) to the router
+// and approvals, with a channel that has buttons, and a tool that needs
+// approval.
+type rig struct {
+	*routertest.Rig
+	t    *testing.T
+	fake *testkit.FakeLLM
+	st   *store.Store
+	ch   *routertest.Channel
+	// closeStore closes st once (the router stopped first).
+	closeStore func()
 }
 
-func (c *buttonChannel) Ask(ctx context.Context, m channels.Outbound, b []channels.Button) (string, error) {
-	c.mu.Lock()
-	c.asked = append(c.asked, m)
-	c.buttons = append(c.buttons, b)
-	c.mu.Unlock()
-	return c.Send(ctx, m)
-}
-
-// approvalRig wires the real agent (scripted model, real SQLite) to the
-// router with a channel that has buttons, and a tool that needs approval.
-type approvalRig struct {
-	t     *testing.T
-	path  string
-	fake  *testkit.FakeLLM
-	st    *store.Store
-	r     *Router
-	ch    *buttonChannel
-	ran   *atomic.Int32
-	ticks chan time.Time
-	clock *time.Time
-}
-
-func newApprovalRig(t *testing.T, path string, fake *testkit.FakeLLM, ran *atomic.Int32, now *time.Time) *approvalRig {
+func newRig(t *testing.T, path string, fake *testkit.FakeLLM, ran *atomic.Int32, now *time.Time) *rig {
 	t.Helper()
 	st, err := store.Open(t.Context(), path, store.WithClock(func() time.Time { return *now }))
 	if err != nil {
@@ -66,58 +50,20 @@ func newApprovalRig(t *testing.T, path string, fake *testkit.FakeLLM, ran *atomi
 	if err != nil {
 		t.Fatal(err)
 	}
-	rig := &approvalRig{t: t, path: path, fake: fake, st: st, ran: ran, ticks: make(chan time.Time), clock: now,
-		ch: &buttonChannel{fakeChannel: newFakeChannel()}}
-	rig.r, err = New(Config{Store: st, Agent: ag, ApprovalTimeout: time.Hour, NewTicker: func(d time.Duration) Ticker {
-		if d == time.Minute {
-			return manualTicker{c: rig.ticks}
-		}
-		return stoppedTicker{}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rig.r.AddChannel(rig.ch, everyone)
-	if err := rig.r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rig.stop() })
-	return rig
+	closeStore := sync.OnceFunc(func() { st.Close() })
+	t.Cleanup(closeStore) // after the router's shutdown
+	r := routertest.Start(t, router.Config{Store: st, Agent: ag,
+		Interceptors: []router.Interceptor{New(Config{Store: st, Timeout: time.Hour})}})
+	return &rig{Rig: r, t: t, fake: fake, st: st, ch: r.Ch, closeStore: closeStore}
 }
 
-func (a *approvalRig) stop() {
-	if a.st == nil {
-		return
-	}
-	_ = a.r.Shutdown(context.Background())
-	a.st.Close()
-	a.st = nil
-}
-
-func (a *approvalRig) say(in channels.Inbound) {
+func (a *rig) approvalID() string {
 	a.t.Helper()
-	if err := a.r.Deliver(a.t.Context(), in); err != nil {
-		a.t.Fatal(err)
+	all := a.ch.Buttons()
+	if len(all) == 0 {
+		a.t.Fatalf("no question with buttons was asked; sent %q", a.ch.Texts())
 	}
-	if err := a.r.Drain(a.t.Context()); err != nil {
-		a.t.Fatal(err)
-	}
-}
-
-func press(action string) channels.Inbound {
-	msgSeq++
-	return channels.Inbound{Channel: "fake", ChatID: "c1", ChatType: channels.DM, MessageID: fmt.Sprint("cb", msgSeq),
-		UserID: "u", Action: action, Mentioned: true}
-}
-
-func (a *approvalRig) approvalID() string {
-	a.t.Helper()
-	a.ch.mu.Lock()
-	defer a.ch.mu.Unlock()
-	if len(a.ch.buttons) == 0 {
-		a.t.Fatalf("no question with buttons was asked; sent %q", a.ch.texts())
-	}
-	b := a.ch.buttons[len(a.ch.buttons)-1]
+	b := all[len(all)-1]
 	if len(b) != 2 || b[0].Label != "Approve" || b[1].Label != "Deny" {
 		a.t.Fatalf("buttons = %+v", b)
 	}
@@ -132,23 +78,23 @@ func scriptDelete(fake *testkit.FakeLLM) {
 func TestApprovalApproveAndDuplicate(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	var ran atomic.Int32
-	a := newApprovalRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
+	a := newRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
 	scriptDelete(a.fake)
-	a.say(msg("c1", "u", "delete old.txt"))
+	a.Say(routertest.Msg("c1", "u", "delete old.txt"))
 	if ran.Load() != 0 {
 		t.Fatal("the tool ran before approval")
 	}
-	if q := a.ch.texts(); len(q) != 1 || !strings.Contains(q[0], `delete_file {"path":"old.txt"}`) {
+	if q := a.ch.Texts(); len(q) != 1 || !strings.Contains(q[0], `delete_file {"path":"old.txt"}`) {
 		t.Fatalf("question = %q", q)
 	}
 	id := a.approvalID()
 	a.fake.Push(testkit.Reply{Text: "Deleted old.txt."})
-	a.say(press("approve:" + id))
-	a.say(press("approve:" + id)) // a second click is a no-op
+	a.Say(routertest.Press("approve:" + id))
+	a.Say(routertest.Press("approve:" + id)) // a second click is a no-op
 	if ran.Load() != 1 {
 		t.Fatalf("tool ran %d times; want 1", ran.Load())
 	}
-	got := a.ch.texts()
+	got := a.ch.Texts()
 	if len(got) != 2 || got[1] != "Deleted old.txt." {
 		t.Fatalf("sent %q", got)
 	}
@@ -164,11 +110,11 @@ func TestApprovalApproveAndDuplicate(t *testing.T) {
 func TestApprovalDenyByText(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	var ran atomic.Int32
-	a := newApprovalRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
+	a := newRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
 	scriptDelete(a.fake)
-	a.say(msg("c1", "u", "delete old.txt"))
+	a.Say(routertest.Msg("c1", "u", "delete old.txt"))
 	a.fake.Push(testkit.Reply{Text: "OK, I left it alone."})
-	a.say(msg("c1", "u", "No."))
+	a.Say(routertest.Msg("c1", "u", "No."))
 	if ran.Load() != 0 {
 		t.Fatal("a denied tool ran")
 	}
@@ -176,7 +122,7 @@ func TestApprovalDenyByText(t *testing.T) {
 	if r := last[len(last)-1]; !strings.Contains(r.Content, "not run: the user denied it") {
 		t.Fatalf("result = %+v", r)
 	}
-	if got := a.ch.texts(); got[len(got)-1] != "OK, I left it alone." {
+	if got := a.ch.Texts(); got[len(got)-1] != "OK, I left it alone." {
 		t.Fatalf("sent %q", got)
 	}
 }
@@ -186,12 +132,12 @@ func TestApprovalDenyByText(t *testing.T) {
 func TestApprovalSuperseded(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	var ran atomic.Int32
-	a := newApprovalRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
+	a := newRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
 	scriptDelete(a.fake)
-	a.say(msg("c1", "u", "delete old.txt"))
+	a.Say(routertest.Msg("c1", "u", "delete old.txt"))
 	id := a.approvalID()
 	a.fake.Push(testkit.Reply{Text: "It's sunny."})
-	a.say(msg("c1", "u", "what's the weather?"))
+	a.Say(routertest.Msg("c1", "u", "what's the weather?"))
 	if ran.Load() != 0 {
 		t.Fatal("a superseded tool ran")
 	}
@@ -203,7 +149,7 @@ func TestApprovalSuperseded(t *testing.T) {
 	if strings.Join(roles, ",") != "user,assistant,tool,user" || !strings.Contains(req[3].Content, "superseded") {
 		t.Fatalf("request after supersede: roles %v, result %q", roles, req[3].Content)
 	}
-	a.say(press("approve:" + id)) // too late: a no-op
+	a.Say(routertest.Press("approve:" + id)) // too late: a no-op
 	if ran.Load() != 0 || a.fake.Calls() != 2 {
 		t.Fatalf("a late approval ran the tool (%d) or the model (%d)", ran.Load(), a.fake.Calls())
 	}
@@ -213,21 +159,17 @@ func TestApprovalSuperseded(t *testing.T) {
 func TestApprovalExpires(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	var ran atomic.Int32
-	a := newApprovalRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
+	a := newRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
 	scriptDelete(a.fake)
-	a.say(msg("c1", "u", "delete old.txt"))
+	a.Say(routertest.Msg("c1", "u", "delete old.txt"))
 	id := a.approvalID()
 	now = now.Add(2 * time.Hour)
-	a.ticks <- now
-	a.ticks <- now // the sweep handled the first tick once it takes the second
-	if err := a.r.Drain(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	got := a.ch.texts()
+	a.Tick(now)
+	got := a.ch.Texts()
 	if !strings.Contains(got[len(got)-1], "expired") {
 		t.Fatalf("sent %q", got)
 	}
-	a.say(press("approve:" + id))
+	a.Say(routertest.Press("approve:" + id))
 	if ran.Load() != 0 || a.fake.Calls() != 1 {
 		t.Fatalf("an expired request ran: tool %d, model calls %d", ran.Load(), a.fake.Calls())
 	}
@@ -244,19 +186,20 @@ func TestApprovalSurvivesRestart(t *testing.T) {
 	var ran atomic.Int32
 	path := filepath.Join(t.TempDir(), "a.db")
 	fake := testkit.NewFakeLLM(t)
-	a := newApprovalRig(t, path, fake, &ran, &now)
+	a := newRig(t, path, fake, &ran, &now)
 	scriptDelete(fake)
-	a.say(msg("c1", "u", "delete old.txt"))
+	a.Say(routertest.Msg("c1", "u", "delete old.txt"))
 	id := a.approvalID()
-	a.stop()
+	a.Stop()
+	a.closeStore()
 
-	b := newApprovalRig(t, path, fake, &ran, &now)
+	b := newRig(t, path, fake, &ran, &now)
 	fake.Push(testkit.Reply{Text: "Done after the restart."})
-	b.say(press("approve:" + id))
+	b.Say(routertest.Press("approve:" + id))
 	if ran.Load() != 1 {
 		t.Fatalf("tool ran %d times after the restart", ran.Load())
 	}
-	if got := b.ch.texts(); len(got) != 1 || got[0] != "Done after the restart." {
+	if got := b.ch.Texts(); len(got) != 1 || got[0] != "Done after the restart." {
 		t.Fatalf("sent %q", got)
 	}
 	turns, _ := b.st.Turns(t.Context(), 1, 0)

@@ -1,13 +1,40 @@
-package router
+package delegate
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"switchboard/agent"
+	"switchboard/channels"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
+	"switchboard/router"
+	"switchboard/router/routertest"
+	"switchboard/store"
 )
+
+// rig: the real agent with the delegate tool in each turn, scripted model,
+// real store.
+func rig(t *testing.T) (*routertest.Rig, *Tasks, *testkit.FakeLLM) {
+	t.Helper()
+	fake := testkit.NewFakeLLM(t)
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() }) // after the router's shutdown
+	model, _ := llm.New(llm.Config{BaseURL: fake.URL, Model: "fake-model", MaxRetries: -1})
+	ag, err := agent.New(agent.Config{Model: model, Store: st, Sources: []agent.Source{agent.Builtin(nil, nil), agent.ChannelContext()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := New(Config{Agent: ag, Store: st})
+	a := routertest.Start(t, router.Config{Store: st, Agent: ag, Tasks: tasks,
+		TurnSources: func(in channels.Inbound) []agent.Source { return []agent.Source{tasks.Source(in)} }})
+	return a, tasks, fake
+}
 
 // delegateModel: the parent delegates and answers at once; the background
 // task's model call waits for release (or its cancellation).
@@ -36,43 +63,43 @@ func delegateModel(release <-chan struct{}) func(testkit.Recorded) testkit.Reply
 // A delegated task taking long does not delay the parent's reply; its
 // result arrives once; /tasks lists it while it runs.
 func TestDelegateRunsInBackground(t *testing.T) {
-	a, fake := planRig(t)
+	a, tasks, fake := rig(t)
 	release := make(chan struct{})
 	fake.SetDefault(&testkit.Reply{Func: delegateModel(release)})
-	a.say(msg("c1", "u", "research solar panels please"))
-	got := a.ch.texts()
+	a.Say(routertest.Msg("c1", "u", "research solar panels please"))
+	got := a.Ch.Texts()
 	if len(got) != 1 || got[0] != "I've started that in the background." {
 		t.Fatalf("parent reply = %q", got)
 	}
 	if err := fake.WaitCalls(t.Context(), 3); err != nil { // the task's call is in flight
 		t.Fatal(err)
 	}
-	a.say(msg("c1", "u", "/tasks"))
-	if got := a.ch.texts(); !strings.Contains(got[1], "#1 research solar panels") {
+	a.Say(routertest.Msg("c1", "u", "/tasks"))
+	if got := a.Ch.Texts(); !strings.Contains(got[1], "#1 research solar panels") {
 		t.Fatalf("/tasks = %q", got[1])
 	}
 	close(release)
-	a.r.tasks.wg.Wait()
-	got = a.ch.texts()
+	tasks.Wait()
+	got = a.Ch.Texts()
 	if len(got) != 3 || got[2] != "Background task #1 (research solar panels):\nFound three sources." {
 		t.Fatalf("task result = %q", got)
 	}
-	if n := len(a.r.tasks.forChat("fake\x00c1")); n != 0 {
+	if n := len(tasks.forChat("fake\x00c1")); n != 0 {
 		t.Fatalf("%d tasks still listed", n)
 	}
 }
 
 func TestDelegateStop(t *testing.T) {
-	a, fake := planRig(t)
+	a, tasks, fake := rig(t)
 	release := make(chan struct{}) // never closed: the task waits until stopped
 	fake.SetDefault(&testkit.Reply{Func: delegateModel(release)})
-	a.say(msg("c1", "u", "research solar panels"))
+	a.Say(routertest.Msg("c1", "u", "research solar panels"))
 	if err := fake.WaitCalls(t.Context(), 3); err != nil {
 		t.Fatal(err)
 	}
-	a.say(msg("c1", "u", "/stop"))
-	a.r.tasks.wg.Wait()
-	got := a.ch.texts()
+	a.Say(routertest.Msg("c1", "u", "/stop"))
+	tasks.Wait()
+	got := a.Ch.Texts()
 	// The task may report before or after the /stop reply.
 	if len(got) != 3 || !slices.Contains(got[1:], "Stopped.") || !slices.Contains(got[1:], "Background task #1 was stopped.") {
 		t.Fatalf("sent %q", got)
@@ -81,7 +108,7 @@ func TestDelegateStop(t *testing.T) {
 
 // Limits: at most maxTasksPerChat tasks per chat; a task cannot delegate.
 func TestDelegateLimits(t *testing.T) {
-	a, fake := planRig(t)
+	a, tasks, fake := rig(t)
 	release := make(chan struct{})
 	defer close(release)
 	fake.SetDefault(&testkit.Reply{Func: func(r testkit.Recorded) testkit.Reply {
@@ -93,7 +120,7 @@ func TestDelegateLimits(t *testing.T) {
 			}
 		}
 		for _, tool := range r.Tools {
-			if strings.HasPrefix(first, "[background task]") && tool.Name == DelegateTool {
+			if strings.HasPrefix(first, "[background task]") && tool.Name == Tool {
 				return testkit.Reply{Text: "a task was offered delegate"}
 			}
 		}
@@ -114,12 +141,12 @@ func TestDelegateLimits(t *testing.T) {
 			testkit.Call("d1", "delegate", `{"task":"one"}`), testkit.Call("d2", "delegate", `{"task":"two"}`),
 			testkit.Call("d3", "delegate", `{"task":"three"}`)}}
 	}})
-	a.say(msg("c1", "u", "do three things"))
-	got := a.ch.texts()
+	a.Say(routertest.Msg("c1", "u", "do three things"))
+	got := a.Ch.Texts()
 	if len(got) != 1 || strings.Count(got[0], "Started background task") != 2 || !strings.Contains(got[0], "too many background tasks running (2 in this chat") {
 		t.Fatalf("reply = %q", got)
 	}
-	if n := len(a.r.tasks.forChat("fake\x00c1")); n != 2 {
+	if n := len(tasks.forChat("fake\x00c1")); n != 2 {
 		t.Fatalf("%d tasks running; want 2", n)
 	}
 	if err := fake.WaitCalls(t.Context(), 4); err != nil {
@@ -129,7 +156,7 @@ func TestDelegateLimits(t *testing.T) {
 		for _, m := range r.Messages {
 			if strings.HasPrefix(m.Content, "[background task]") {
 				for _, tool := range r.Tools {
-					if tool.Name == DelegateTool {
+					if tool.Name == Tool {
 						t.Fatal("a background task was offered the delegate tool")
 					}
 				}

@@ -1,4 +1,4 @@
-package router
+package plans
 
 import (
 	"context"
@@ -14,35 +14,33 @@ import (
 	"switchboard/channels"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
+	"switchboard/router"
+	"switchboard/router/routertest"
 	"switchboard/store"
 )
 
-// planRig: the real agent as runner and planner, scripted model, real store.
-func planRig(t *testing.T) (*approvalRig, *testkit.FakeLLM) {
+// planRig: the real agent as runner and planner, scripted model, real
+// store; adjust changes the configurations before the router starts.
+func planRig(t *testing.T, adjust func(*Config, *router.Config)) (*routertest.Rig, *testkit.FakeLLM) {
 	t.Helper()
 	fake := testkit.NewFakeLLM(t)
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "p.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() }) // after the router's shutdown
 	model, _ := llm.New(llm.Config{BaseURL: fake.URL, Model: "fake-model", MaxRetries: -1})
 	ag, err := agent.New(agent.Config{Model: model, Store: st, Sources: []agent.Source{agent.Builtin(nil, nil), agent.ChannelContext()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rig := &approvalRig{t: t, fake: fake, st: st, ticks: make(chan time.Time), ch: &buttonChannel{fakeChannel: newFakeChannel()}}
-	rig.r, _ = New(Config{Store: st, Agent: ag, Planner: ag, PlanStepMaxSteps: 2, NewTicker: func(d time.Duration) Ticker {
-		if d == time.Minute {
-			return manualTicker{c: rig.ticks}
-		}
-		return stoppedTicker{}
-	}})
-	rig.r.AddChannel(rig.ch, everyone)
-	if err := rig.r.Start(t.Context()); err != nil {
-		t.Fatal(err)
+	pc := Config{Store: st, Planner: ag, StepMaxSteps: 2}
+	rc := router.Config{Store: st, Agent: ag}
+	if adjust != nil {
+		adjust(&pc, &rc)
 	}
-	t.Cleanup(rig.stop)
-	return rig, fake
+	rc.Interceptors = []router.Interceptor{New(pc)}
+	return routertest.Start(t, rc), fake
 }
 
 // scriptedPlanModel answers the planning call with three steps and each
@@ -73,7 +71,7 @@ func (s *scriptedPlanModel) reply(r testkit.Recorded) testkit.Reply {
 }
 
 func TestPlanSkipAfterCapThenFinish(t *testing.T) {
-	a, fake := planRig(t)
+	a, fake := planRig(t, nil)
 	s := &scriptedPlanModel{}
 	s.steps = map[int]func(testkit.Recorded) testkit.Reply{
 		1: func(testkit.Recorded) testkit.Reply { return testkit.Reply{Text: "Facts gathered."} },
@@ -90,19 +88,19 @@ func TestPlanSkipAfterCapThenFinish(t *testing.T) {
 		3: func(testkit.Recorded) testkit.Reply { return testkit.Reply{Text: "Summary written."} },
 	}
 	fake.SetDefault(&testkit.Reply{Func: s.reply})
-	a.say(msg("c1", "u", "/plan choose a laptop"))
-	got := a.ch.texts()
+	a.Say(routertest.Msg("c1", "u", "/plan choose a laptop"))
+	got := a.Ch.Texts()
 	if len(got) != 3 || !strings.Contains(got[0], "1. Gather\n2. Compare\n3. Write") || got[1] != "Facts gathered." ||
 		!strings.Contains(got[2], "Step 1 of 3 (Gather) is done") {
 		t.Fatalf("after step 1: %q", got)
 	}
-	a.say(press(a.ch.buttons[0][0].Action)) // Continue
-	got = a.ch.texts()
+	a.Say(routertest.Press(a.Ch.Buttons()[0][0].Action)) // Continue
+	got = a.Ch.Texts()
 	if got[3] != "Compared half of them." || !strings.Contains(got[4], "Step 2 of 3 (Compare) hit its step limit") {
 		t.Fatalf("after step 2: %q", got[3:])
 	}
-	a.say(msg("c1", "u", "skip"))
-	got = a.ch.texts()
+	a.Say(routertest.Msg("c1", "u", "skip"))
+	got = a.Ch.Texts()
 	if got[5] != "Summary written." || !strings.Contains(got[6], "Plan finished: choose a laptop\n1. Gather — done\n2. Compare — skipped\n3. Write — done") {
 		t.Fatalf("after step 3: %q", got[5:])
 	}
@@ -121,7 +119,7 @@ func TestPlanSkipAfterCapThenFinish(t *testing.T) {
 }
 
 func TestPlanRetryWithSuggestionAndStop(t *testing.T) {
-	a, fake := planRig(t)
+	a, fake := planRig(t, nil)
 	var mu sync.Mutex
 	var step1 []string
 	s := &scriptedPlanModel{steps: map[int]func(testkit.Recorded) testkit.Reply{
@@ -133,41 +131,36 @@ func TestPlanRetryWithSuggestionAndStop(t *testing.T) {
 		},
 	}}
 	fake.SetDefault(&testkit.Reply{Func: s.reply})
-	a.say(msg("c1", "u", "/plan choose a laptop"))
-	a.say(msg("c1", "u", "only look at ThinkPads"))
+	a.Say(routertest.Msg("c1", "u", "/plan choose a laptop"))
+	a.Say(routertest.Msg("c1", "u", "only look at ThinkPads"))
 	if len(step1) != 2 || !strings.Contains(step1[1], "redo this step with this suggestion: only look at ThinkPads") {
 		t.Fatalf("step 1 requests: %q", step1)
 	}
-	a.say(press(a.ch.buttons[1][3].Action)) // Stop
-	got := a.ch.texts()
+	a.Say(routertest.Press(a.Ch.Buttons()[1][3].Action)) // Stop
+	got := a.Ch.Texts()
 	if last := got[len(got)-1]; !strings.Contains(last, "Plan stopped: choose a laptop\n1. Gather — done\n2. Compare — not run") {
 		t.Fatalf("summary = %q", last)
 	}
-	a.say(press(a.ch.buttons[1][0].Action)) // a late Continue: a no-op
-	if n := len(a.ch.texts()); n != len(got) {
-		t.Fatalf("a late button did something: %q", a.ch.texts()[len(got):])
+	a.Say(routertest.Press(a.Ch.Buttons()[1][0].Action)) // a late Continue: a no-op
+	if n := len(a.Ch.Texts()); n != len(got) {
+		t.Fatalf("a late button did something: %q", a.Ch.Texts()[len(got):])
 	}
 }
 
 // Without an answer, a waiting plan continues after its timeout.
 func TestPlanTimeoutContinues(t *testing.T) {
-	a, fake := planRig(t)
+	a, fake := planRig(t, func(c *Config, _ *router.Config) { c.FeedbackTimeout = time.Nanosecond })
 	s := &scriptedPlanModel{steps: map[int]func(testkit.Recorded) testkit.Reply{
 		1: func(testkit.Recorded) testkit.Reply { return testkit.Reply{Text: "one"} },
 		2: func(testkit.Recorded) testkit.Reply { return testkit.Reply{Text: "two"} },
 		3: func(testkit.Recorded) testkit.Reply { return testkit.Reply{Text: "three"} },
 	}}
 	fake.SetDefault(&testkit.Reply{Func: s.reply})
-	a.r.cfg.PlanFeedbackTimeout = time.Nanosecond
-	a.say(msg("c1", "u", "/plan do it"))
+	a.Say(routertest.Msg("c1", "u", "/plan do it"))
 	for range 2 {
-		a.ticks <- time.Now()
-		a.ticks <- time.Now()
-		if err := a.r.Drain(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		a.Tick(time.Now())
 	}
-	got := a.ch.texts()
+	got := a.Ch.Texts()
 	if last := got[len(got)-1]; !strings.HasPrefix(last, "Plan finished: do it") {
 		t.Fatalf("sent %q", got)
 	}
@@ -175,16 +168,17 @@ func TestPlanTimeoutContinues(t *testing.T) {
 
 // A skill with mode: plan runs its command as a plan (Prepared.Plan).
 func TestPlanFromSkillMode(t *testing.T) {
-	a, fake := planRig(t)
-	a.r.cfg.Prepare = func(_ context.Context, in channels.Inbound) Prepared {
-		return Prepared{Plan: strings.HasPrefix(in.Text, "/research")}
-	}
+	a, fake := planRig(t, func(_ *Config, rc *router.Config) {
+		rc.Prepare = func(_ context.Context, in channels.Inbound) router.Prepared {
+			return router.Prepared{Plan: strings.HasPrefix(in.Text, "/research")}
+		}
+	})
 	s := &scriptedPlanModel{steps: map[int]func(testkit.Recorded) testkit.Reply{
 		1: func(testkit.Recorded) testkit.Reply { return testkit.Reply{Text: "one"} },
 	}}
 	fake.SetDefault(&testkit.Reply{Func: s.reply})
-	a.say(msg("c1", "u", "/research solar"))
-	got := a.ch.texts()
+	a.Say(routertest.Msg("c1", "u", "/research solar"))
+	got := a.Ch.Texts()
 	if len(got) < 3 || !strings.HasPrefix(got[0], "Plan for: /research solar") || got[1] != "one" {
 		t.Fatalf("sent %q", got)
 	}

@@ -1,0 +1,276 @@
+// Package approvals pauses a turn before tool calls that need the user's
+// consent, asks the user (with buttons where the channel has them), and
+// resumes the turn with the decision: approved, denied, superseded by a new
+// message, or expired. It plugs into the router as a router.Interceptor.
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/router"
+	"switchboard/store"
+)
+
+// DefaultTimeout is how long a paused turn waits for the user's decision
+// before its calls are dropped as expired.
+const DefaultTimeout = time.Hour
+
+// An approval's status (store.Approval.Status) once decided.
+const (
+	statusApproved   = "approved"
+	statusDenied     = "denied"
+	statusSuperseded = "superseded"
+	statusExpired    = "expired"
+)
+
+// Store is the part of the store approvals need (*store.Store).
+type Store interface {
+	CreateApproval(ctx context.Context, a store.Approval, ttl time.Duration) (int64, error)
+	PendingApproval(ctx context.Context, channel, chatKey string) (store.Approval, bool, error)
+	DecideApproval(ctx context.Context, id int64, status, reason string) (bool, error)
+	DueApprovals(ctx context.Context) ([]store.Approval, error)
+	EnsureChat(ctx context.Context, channel, key, chatType, title string) (store.Chat, error)
+	OpenSession(ctx context.Context, chatID int64) (store.Session, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Config wires Approvals.
+type Config struct {
+	Store       Store
+	Timeout     time.Duration // default DefaultTimeout
+	TurnTimeout time.Duration // a resumed turn's bound; default router.DefaultTurnTimeout
+	Logger      *slog.Logger
+}
+
+// Approvals implements router.Interceptor.
+type Approvals struct {
+	cfg   Config
+	log   *slog.Logger
+	chats router.Chats // from Start
+}
+
+var _ router.Interceptor = (*Approvals)(nil)
+
+// New returns Approvals; the router starts it.
+func New(cfg Config) *Approvals {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.TurnTimeout <= 0 {
+		cfg.TurnTimeout = router.DefaultTurnTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Approvals{cfg: cfg, log: cfg.Logger.With("component", "router")}
+}
+
+// Start implements router.Interceptor.
+func (ap *Approvals) Start(_ context.Context, chats router.Chats) { ap.chats = chats }
+
+// Take implements router.Interceptor: approvals take no message.
+func (ap *Approvals) Take(context.Context, channels.Inbound, func() router.Prepared) bool {
+	return false
+}
+
+// Stop implements router.Interceptor: a pending approval waits on.
+func (ap *Approvals) Stop(context.Context, channels.Inbound) (string, bool) { return "", false }
+
+// resolution is a decision on a paused turn.
+type resolution struct {
+	approval store.Approval
+	res      agent.Resolution
+}
+
+// queue resumes the paused turn with the decision, in its chat's queue.
+func (ap *Approvals) queue(in channels.Inbound, rs resolution) {
+	ap.chats.Queue(in, func(ctx context.Context) { ap.resume(ctx, in, rs) })
+}
+
+// Paused implements router.Interceptor: it records a paused turn and asks
+// the user, with buttons where the channel has them, otherwise in words.
+func (ap *Approvals) Paused(ctx context.Context, in channels.Inbound, inboxID int64, res agent.Result) {
+	origin, _ := json.Marshal(in)
+	id, err := ap.cfg.Store.CreateApproval(ctx, store.Approval{TurnID: res.TurnID, InboxID: inboxID, Channel: in.Channel,
+		ChatKey: in.ChatID, UserID: in.UserID, Calls: res.Pending, Origin: origin}, ap.cfg.Timeout)
+	if err != nil {
+		ap.log.Error("record approval request", "err", err)
+		return
+	}
+	var b strings.Builder
+	b.WriteString("I'd like to run:\n")
+	for _, c := range res.Pending {
+		fmt.Fprintf(&b, "- %s %s\n", c.Name, clip(strings.TrimSpace(c.Arguments), 300))
+	}
+	asker, hasButtons := ap.chats.Channel(in.Channel).(channels.Asker)
+	out := channels.Outbound{ChatID: in.ChatID}
+	if in.ChatType == channels.Group {
+		out.ReplyTo = in.MessageID
+	}
+	if hasButtons {
+		b.WriteString("\nApprove? (or reply yes / no)")
+		out.Text = b.String()
+		_, err = asker.Ask(ctx, out, []channels.Button{
+			{Label: "Approve", Action: "approve:" + strconv.FormatInt(id, 10)},
+			{Label: "Deny", Action: "deny:" + strconv.FormatInt(id, 10)},
+		})
+	} else {
+		b.WriteString("\nReply yes to approve or no to deny.")
+		_, err = ap.chats.Send(ctx, in, b.String())
+	}
+	if err != nil {
+		ap.log.Warn("could not ask for approval", "err", err)
+	}
+}
+
+// decision reads an answer to a pending approval: a button press or a
+// yes/no reply. ok is false for anything else.
+func decision(in channels.Inbound, pendingID int64) (approve, ok bool, stale bool) {
+	if in.Action != "" {
+		verb, idText, _ := strings.Cut(in.Action, ":")
+		id, err := strconv.ParseInt(idText, 10, 64)
+		if err != nil || (verb != "approve" && verb != "deny") {
+			return false, false, false
+		}
+		if id != pendingID {
+			return false, false, true // an old button: a no-op
+		}
+		return verb == "approve", true, false
+	}
+	switch strings.ToLower(strings.Trim(strings.TrimSpace(in.Text), ".!")) {
+	case "yes", "y", "approve", "ok", "okay", "go", "go ahead", "sure":
+		return true, true, false
+	case "no", "n", "deny", "don't", "dont", "stop", "cancel":
+		return false, true, false
+	}
+	return false, false, false
+}
+
+// Intercept implements router.Interceptor: it handles a message that
+// arrives while its chat has a pending approval. It reports true when the
+// message was consumed (a decision, or a stale button); otherwise the
+// pending calls are superseded and the message is handled as usual.
+func (ap *Approvals) Intercept(ctx context.Context, in channels.Inbound) (bool, error) {
+	button := strings.HasPrefix(in.Action, "approve:") || strings.HasPrefix(in.Action, "deny:")
+	if in.Action != "" && !button {
+		return false, nil // another feature's button
+	}
+	pending, found, err := ap.cfg.Store.PendingApproval(ctx, in.Channel, in.ChatID)
+	if err != nil {
+		return false, fmt.Errorf("router: pending approval: %w", err)
+	}
+	if !found {
+		return button, nil // a button with nothing pending: a no-op
+	}
+	approve, isDecision, stale := decision(in, pending.ID)
+	switch {
+	case stale:
+		return true, nil
+	case isDecision && pending.UserID != "" && in.UserID != pending.UserID:
+		return true, nil // only the person who asked decides
+	case isDecision:
+		status, reason := statusDenied, "the user denied it"
+		if approve {
+			status, reason = statusApproved, ""
+		}
+		if won, err := ap.cfg.Store.DecideApproval(ctx, pending.ID, status, reason); err != nil || !won {
+			return true, err // decided meanwhile: a second click is a no-op
+		}
+		ap.queue(in, resolution{approval: pending, res: agent.Resolution{Approved: approve, Reason: reason, Continue: true}})
+		return true, nil
+	case in.Action != "":
+		return true, nil
+	}
+	const why = "the user sent a new message instead of answering (superseded)"
+	if won, err := ap.cfg.Store.DecideApproval(ctx, pending.ID, statusSuperseded, why); err != nil {
+		return false, err
+	} else if won {
+		ap.queue(in, resolution{approval: pending, res: agent.Resolution{Reason: why}})
+	}
+	return false, nil
+}
+
+// Sweep implements router.Interceptor: it drops the calls of approvals
+// nobody answered in time and tells the chat.
+func (ap *Approvals) Sweep(ctx context.Context) {
+	due, err := ap.cfg.Store.DueApprovals(ctx)
+	if err != nil {
+		ap.log.Warn("expire approvals", "err", err)
+		return
+	}
+	const why = "nobody approved it in time (expired)"
+	for _, a := range due {
+		won, err := ap.cfg.Store.DecideApproval(ctx, a.ID, statusExpired, why)
+		if err != nil || !won {
+			continue
+		}
+		in := channels.Inbound{Channel: a.Channel, ChatID: a.ChatKey, UserID: a.UserID}
+		var names []string
+		for _, c := range a.Calls {
+			names = append(names, c.Name)
+		}
+		if _, err := ap.chats.Send(ctx, in, "The request to run "+strings.Join(names, ", ")+" expired, so I did not run it."); err != nil {
+			ap.log.Warn("could not report an expired approval", "err", err)
+		}
+		ap.queue(in, resolution{approval: a, res: agent.Resolution{Reason: why}})
+	}
+}
+
+// resume runs a paused turn on with the user's decision.
+func (ap *Approvals) resume(ctx context.Context, in channels.Inbound, rs resolution) {
+	a := rs.approval
+	log := ap.log.With("channel", in.Channel, "chat", in.ChatID, "approval", a.ID)
+	chat, err := ap.cfg.Store.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
+	if err != nil {
+		log.Error("store chat", "err", err)
+		return
+	}
+	sess, err := ap.cfg.Store.OpenSession(ctx, chat.ID)
+	if err != nil {
+		log.Error("session", "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, ap.cfg.TurnTimeout)
+	defer cancel()
+	if rs.res.Continue {
+		stop := ap.chats.Typing(ctx, in)
+		defer stop()
+	}
+	quiet := in
+	quiet.MessageID = "" // a button press is no message to reply to
+	// The turn resumes as it started: the original message decides the
+	// skills and context; replies go to the chat without quoting the press.
+	orig := in
+	if err := json.Unmarshal(a.Origin, &orig); err != nil || orig.ChatID != in.ChatID {
+		orig = in
+	}
+	res := ap.chats.RunTurn(ctx, router.ChatTurn{In: orig, Reply: quiet, ChatID: chat.ID, SessionID: sess.ID,
+		InboxID: a.InboxID, TurnID: a.TurnID, Log: log, Adjust: func(t *agent.Turn) {
+			t.ResumeTurnID, t.Resolve = a.TurnID, &rs.res
+		}})
+	if res.StopReason == agent.StopRequiresApproval {
+		ap.Paused(ctx, in, a.InboxID, res)
+	}
+	if res.Err != nil && !errors.Is(res.Err, context.Canceled) {
+		log.Warn("resumed turn ended with an error", "stop_reason", res.StopReason, "err", res.Err)
+	}
+}
+
+// clip shortens s to n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

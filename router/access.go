@@ -1,0 +1,171 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"switchboard/channels"
+)
+
+// Access is a channel's admission rule. Users holds platform user ids and
+// @usernames; "*" admits everyone. The zero value admits nobody. Spaces and
+// Chats, when not empty, further restrict group chats to those servers
+// (Inbound.Space) and chats (Inbound.ChatID); private chats are not affected.
+type Access struct {
+	AllowAll bool
+	Users    []string
+	Spaces   []string
+	Chats    []string
+	// Pairing lets an unknown user in a private chat ask for access with a
+	// one-time code the operator approves (switchboard pairing approve).
+	Pairing bool
+}
+
+// pairingTTL is how long a pairing code stays valid: long enough for an
+// operator to notice, short enough that a leaked code soon goes stale.
+const pairingTTL = time.Hour
+
+// Allows reports whether the author of in may use the bot here.
+func (a Access) Allows(in channels.Inbound) bool {
+	if a.AllowAll {
+		return true
+	}
+	return a.allowsPlace(in) && a.allowsUser(in)
+}
+
+// allowsPlace applies the server and chat restrictions to group chats.
+func (a Access) allowsPlace(in channels.Inbound) bool {
+	if in.ChatType != channels.Group {
+		return true
+	}
+	return (len(a.Spaces) == 0 || slices.Contains(a.Spaces, in.Space)) &&
+		(len(a.Chats) == 0 || slices.Contains(a.Chats, in.ChatID))
+}
+
+func (a Access) allowsUser(in channels.Inbound) bool {
+	for _, u := range a.Users {
+		u = strings.TrimSpace(u)
+		switch {
+		case u == "*":
+			return true
+		case strings.HasPrefix(u, "@"):
+			if in.UserName != "" && strings.EqualFold(u[1:], in.UserName) {
+				return true
+			}
+		case u != "" && u == in.UserID:
+			return true
+		}
+	}
+	return false
+}
+
+// pairings is the part of the store the gate needs.
+type pairings interface {
+	IsApproved(ctx context.Context, channel, userID string) (bool, error)
+	PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (string, bool, error)
+}
+
+// gate admits the authors of messages: by the channels' Access rules, or
+// approved by the operator after pairing; it gives strangers a pairing code
+// where the channel allows pairing, and otherwise refuses them.
+type gate struct {
+	store pairings
+	send  func(ctx context.Context, in channels.Inbound, text string) (string, error)
+
+	mu      sync.Mutex
+	rules   map[string]Access // by channel
+	refused map[string]bool   // users told they are refused (once per process)
+}
+
+func newGate(st pairings, rules map[string]Access, send func(context.Context, channels.Inbound, string) (string, error)) *gate {
+	g := &gate{store: st, send: send, rules: map[string]Access{}, refused: map[string]bool{}}
+	maps.Copy(g.rules, rules)
+	return g
+}
+
+// set sets a channel's rule.
+func (g *gate) set(channel string, a Access) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rules[channel] = a
+}
+
+// admit reports whether the author of in may use the bot here; a stranger
+// is refused or given a pairing code (not admitted, err nil). err is set
+// when the store failed.
+func (g *gate) admit(ctx context.Context, in channels.Inbound, log *slog.Logger) (bool, error) {
+	g.mu.Lock()
+	acc := g.rules[in.Channel]
+	g.mu.Unlock()
+	if acc.Allows(in) {
+		return true, nil
+	}
+	approved, err := g.store.IsApproved(ctx, in.Channel, in.UserID)
+	if err != nil {
+		return false, fmt.Errorf("router: access check: %w", err)
+	}
+	if approved && acc.allowsPlace(in) {
+		return true, nil
+	}
+	if acc.Pairing && in.ChatType == channels.DM {
+		return false, g.pair(ctx, in, log)
+	}
+	g.refuse(ctx, in, log)
+	return false, nil
+}
+
+// refuse tells a refused user once (per process) who they are, and the log
+// tells the operator how to admit them.
+func (g *gate) refuse(ctx context.Context, in channels.Inbound, log *slog.Logger) {
+	key := in.Channel + "\x00" + in.UserID
+	g.mu.Lock()
+	seen := g.refused[key]
+	g.refused[key] = true
+	g.mu.Unlock()
+	if seen {
+		return
+	}
+	log.Warn("refused a user who is not on the allowlist",
+		"username", in.UserName, "hint", fmt.Sprintf("to admit them, add %q to channels.%s.allow_users", in.UserID, in.Channel))
+	text := fmt.Sprintf("Sorry, I only talk to people on my allowlist. Your user id is %s; ask the operator to add it.", in.UserID)
+	if _, err := g.send(ctx, in, text); err != nil {
+		log.Warn("could not send refusal", "err", err)
+	}
+}
+
+// pair gives an unknown user a one-time code to ask the operator for access.
+func (g *gate) pair(ctx context.Context, in channels.Inbound, log *slog.Logger) error {
+	code, fresh, err := g.store.PairingCode(ctx, in.Channel, in.UserID, in.UserName, newPairingCode(), pairingTTL)
+	if err != nil {
+		return fmt.Errorf("router: pairing: %w", err)
+	}
+	if fresh {
+		log.Warn("pairing requested by an unknown user", "username", in.UserName,
+			"hint", "to admit them, run: switchboard pairing approve "+code)
+	}
+	text := fmt.Sprintf("I don't know you yet. Your pairing code is %s (valid for an hour). Ask the operator to run: switchboard pairing approve %s", code, code)
+	if _, err := g.send(ctx, in, text); err != nil {
+		log.Warn("could not send pairing code", "err", err)
+	}
+	return nil
+}
+
+// newPairingCode returns 8 characters without look-alikes (0/O, 1/I).
+func newPairingCode() string {
+	const alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}

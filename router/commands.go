@@ -1,0 +1,153 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"switchboard/channels"
+	"switchboard/store"
+)
+
+// helpText answers /help and /start.
+const helpText = `Hi! Just write to me and I'll answer. Commands:
+/new — start a new conversation (the old one stays stored)
+/stop — stop what I'm doing (queued messages and background tasks too)
+/plan <task> — work through a task step by step, checking with you
+/tasks — background tasks I'm working on
+/status — what I'm doing, and this conversation's numbers
+/help — this message`
+
+// noTasks answers /tasks when no chat has background work.
+const noTasks = "No background tasks are running."
+
+// command splits "/cmd@bot args" into "cmd" and args; ok is false for text.
+func command(text string) (name, args string, ok bool) {
+	text = strings.TrimSpace(text)
+	if !strings.HasPrefix(text, "/") || len(text) < 2 {
+		return "", "", false
+	}
+	first, rest, _ := strings.Cut(text, " ")
+	first = strings.TrimPrefix(first, "/")
+	first, _, _ = strings.Cut(first, "@")
+	return strings.ToLower(first), strings.TrimSpace(rest), true
+}
+
+// immediate answers commands that must not wait behind a running turn
+// (/stop, /status, /help). It reports whether it handled the message.
+func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbound) bool {
+	name, args, ok := command(in.Text)
+	if !ok {
+		return false
+	}
+	var reply string
+	switch name {
+	case "stop":
+		reply = r.stop(ctx, in)
+	case "status":
+		reply = r.status(ctx, in)
+	case "tasks":
+		reply = noTasks
+		if r.cfg.Tasks != nil {
+			reply = r.cfg.Tasks.Describe(in.Channel, in.ChatID)
+		}
+	case "help", "start":
+		reply = helpText
+		if r.cfg.Learning != nil {
+			reply += learningHelp
+		}
+	case "memory", "profile":
+		if reply, ok = learningCommand(ctx, r.cfg.Learning, name, args, in); !ok {
+			return false
+		}
+	default:
+		return false // /new and unknown commands go through the queue
+	}
+	if _, err := r.Send(ctx, in, reply); err != nil {
+		r.log.Warn("command reply failed", "command", name, "err", err)
+	}
+	if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), inboxID, store.InboxDone); err != nil {
+		r.log.Error("finish command message", "err", err)
+	}
+	return true
+}
+
+// stop cancels the chat's running turn and drops its queued messages.
+func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
+	r.mu.Lock()
+	q := r.queues[chatKey(in.Channel, in.ChatID)]
+	var dropped []item
+	running := false
+	if q != nil {
+		dropped = q.items
+		q.items = nil
+		if q.cancel != nil {
+			q.cancel()
+			running = true
+		}
+	}
+	r.mu.Unlock()
+	if r.cfg.Tasks != nil && r.cfg.Tasks.Cancel(in.Channel, in.ChatID) > 0 {
+		running = true
+	}
+	for _, it := range abandonJobs(dropped, ErrJobStopped) {
+		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, store.InboxSkipped)
+		if it.plain() {
+			r.unclaim(it.inboxID)
+		}
+	}
+	for _, ic := range r.cfg.Interceptors {
+		if reply, ok := ic.Stop(ctx, in); ok {
+			return reply
+		}
+	}
+	switch {
+	case running && len(dropped) > 0:
+		return fmt.Sprintf("Stopped. I also dropped %d queued message(s).", len(dropped))
+	case running:
+		return "Stopped."
+	case len(dropped) > 0:
+		return fmt.Sprintf("Dropped %d queued message(s).", len(dropped))
+	}
+	return "Nothing to stop."
+}
+
+func (r *Router) status(ctx context.Context, in channels.Inbound) string {
+	r.mu.Lock()
+	q := r.queues[chatKey(in.Channel, in.ChatID)]
+	busy, queued := false, 0
+	if q != nil {
+		busy, queued = q.current != nil, len(q.items)
+	}
+	r.mu.Unlock()
+	var b strings.Builder
+	if busy {
+		b.WriteString("Working on a message")
+	} else {
+		b.WriteString("Idle")
+	}
+	if queued > 0 {
+		fmt.Fprintf(&b, ", %d queued", queued)
+	}
+	b.WriteString(".\n")
+	if r.cfg.ModelName != "" {
+		fmt.Fprintf(&b, "Model: %s\n", r.cfg.ModelName)
+	}
+	chat, err := r.cfg.Store.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
+	if err != nil {
+		return b.String() + "(history unavailable)"
+	}
+	if sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID); err == nil {
+		fmt.Fprintf(&b, "Conversation #%d: %d messages since %s\n", sess.ID, sess.Messages, sess.StartedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if turns, err := r.cfg.Store.Turns(ctx, chat.ID, 1); err == nil && len(turns) > 0 {
+		t := turns[0]
+		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens\n", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
+	}
+	if r.cfg.StatusNotes != nil {
+		for _, n := range r.cfg.StatusNotes() {
+			b.WriteString(n + "\n")
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
