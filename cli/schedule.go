@@ -1,14 +1,12 @@
-package main
+package cli
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
-	"switchboard/config"
 	"switchboard/schedule"
 	"switchboard/store"
 )
@@ -16,23 +14,13 @@ import (
 // scheduleCommand lists scheduled jobs or cancels one. It works on the
 // database directly, so it also works while the service runs: a cancelled
 // job is skipped when its time comes.
-func scheduleCommand(ctx context.Context, cfg *config.Config, args []string, out, errw io.Writer) int {
-	usage := "usage: switchboard schedule list | cancel ID\n"
-	if len(args) == 0 {
-		fmt.Fprint(errw, usage)
-		return exitConfig
-	}
-	st, ok := openStore(ctx, cfg, errw)
-	if !ok {
-		return exitFail
-	}
-	defer st.Close()
+func scheduleCommand(ctx context.Context, c *adminRun, args []string) error {
+	st, out := c.st, c.out
 	switch {
 	case args[0] == "list" && len(args) == 1:
 		jobs, err := st.Schedules(ctx, store.ScheduleFilter{})
 		if err != nil {
-			fmt.Fprintf(errw, "switchboard: %v\n", err)
-			return exitFail
+			return err
 		}
 		finished := 0
 		for _, sc := range jobs {
@@ -58,31 +46,26 @@ func scheduleCommand(ctx context.Context, cfg *config.Config, args []string, out
 		case finished > 0:
 			fmt.Fprintf(out, "(and %d finished or cancelled)\n", finished)
 		}
-		return exitOK
+		return nil
 	case args[0] == "cancel" && len(args) == 2:
 		id, err := strconv.ParseInt(strings.TrimPrefix(args[1], "#"), 10, 64)
 		if err != nil {
-			fmt.Fprintf(errw, "switchboard: %q is not a job id; see `switchboard schedule list`\n", args[1])
-			return exitConfig
+			return usageError{fmt.Sprintf("%q is not a job id; see `switchboard schedule list`", args[1])}
 		}
 		sc, err := st.CancelSchedule(ctx, id, store.ScheduleFilter{})
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			fmt.Fprintf(errw, "switchboard: no job #%d; see `switchboard schedule list`\n", id)
-			return exitFail
+			return fmt.Errorf("no job #%d; see `switchboard schedule list`", id)
 		case errors.Is(err, store.ErrScheduleInactive):
-			fmt.Fprintf(errw, "switchboard: job #%d is already finished or cancelled\n", id)
-			return exitFail
+			return fmt.Errorf("job #%d is already finished or cancelled", id)
 		case err != nil:
-			fmt.Fprintf(errw, "switchboard: %v\n", err)
-			return exitFail
+			return err
 		}
 		fmt.Fprintf(out, "cancelled #%d %s %q\n", sc.ID, sc.Kind, sc.Name)
 		if sc.Origin == store.OriginConfig {
 			fmt.Fprintln(out, "it is in the configuration: it stays cancelled until its definition there changes; remove it there to keep things tidy")
 		}
-		return exitOK
+		return nil
 	}
-	fmt.Fprint(errw, usage)
-	return exitConfig
+	return errUsage
 }

@@ -1,8 +1,10 @@
-package main
+package gateway
 
 import (
+	"context"
 	"switchboard/agent"
 	"switchboard/config"
+	"switchboard/llm"
 	"switchboard/skills"
 	"switchboard/tools"
 )
@@ -38,4 +40,15 @@ func fileTools(cfg *config.Config, current func() *skills.Registry) agent.Source
 	}
 	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes,
 		Protected: protected})
+}
+
+// transcriber returns the voice transcription hook, or nil when no
+// transcription model is configured.
+func transcriber(model *llm.Client, name string) func(context.Context, string, []byte) (string, error) {
+	if name == "" {
+		return nil
+	}
+	return func(ctx context.Context, file string, audio []byte) (string, error) {
+		return model.Transcribe(ctx, name, file, audio)
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -46,7 +46,7 @@ type trackedTurn struct {
 
 // newLearner builds the learning side and starts its runner.
 func newLearner(ctx context.Context, cfg *config.Config, st *store.Store, model learning.Model, watcher *skills.Watcher,
-	log *slog.Logger) *learner {
+	newRunner func(learning.Config) *learning.Runner, log *slog.Logger) *learner {
 	l := &learner{on: cfg.Learning.Enabled, st: st, log: log.With("component", "learning"), now: time.Now,
 		turns: map[string]trackedTurn{}}
 	l.overlay = skills.NewOverlay(st, log.With("component", "skills"))
@@ -64,7 +64,10 @@ func newLearner(ctx context.Context, cfg *config.Config, st *store.Store, model 
 				Overlay: l.overlay, Apply: mode == "apply", Logger: log}))
 		}
 	}
-	l.runner = learning.NewRunner(learning.Config{Jobs: jobs, EveryNTurns: cfg.Learning.EveryNTurns,
+	if newRunner == nil {
+		newRunner = learning.NewRunner
+	}
+	l.runner = newRunner(learning.Config{Jobs: jobs, EveryNTurns: cfg.Learning.EveryNTurns,
 		Timeout: cfg.Learning.JobTimeout, QueueSize: cfg.Learning.QueueSize, Logger: log})
 	if l.on {
 		l.runner.Start(ctx)

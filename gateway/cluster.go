@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -16,9 +16,9 @@ const (
 	roleTelegramPoller = "telegram-poller"
 )
 
-// replicaID is this process's name among replicas sharing a PostgreSQL
+// ReplicaID is this process's name among replicas sharing a PostgreSQL
 // store, or "" on SQLite (one process owns the file).
-func replicaID(cfg *config.Config) string {
+func ReplicaID(cfg *config.Config) string {
 	if cfg.Store.Driver != config.StorePostgres {
 		return ""
 	}
@@ -30,7 +30,7 @@ func replicaID(cfg *config.Config) string {
 
 // newReplica makes this process's membership in the cluster, or nil when
 // the store is not shared.
-func newReplica(cfg *config.Config, id string, st *store.Store, log *slog.Logger) (*cluster.Replica, error) {
+func newReplica(cfg *config.Config, version, id string, st *store.Store, log *slog.Logger) (*cluster.Replica, error) {
 	if id == "" {
 		return nil, nil
 	}
@@ -42,10 +42,10 @@ func newReplica(cfg *config.Config, id string, st *store.Store, log *slog.Logger
 // replicas, once this one holds the scheduler role (whichever replica is
 // alive fires each due job; the store's claim makes it fire once). The
 // returned function stops waiting for the role; call it before sched.Stop.
-func (a *app) startScheduler(ctx context.Context) (stopWaiting func()) {
-	if a.replica == nil {
-		if err := a.sched.Start(ctx, a.router); err != nil {
-			a.log.Error("scheduled jobs are off", "err", err)
+func (g *Gateway) startScheduler(ctx context.Context) (stopWaiting func()) {
+	if g.replica == nil {
+		if err := g.sched.Start(ctx, g.router); err != nil {
+			g.log.Error("scheduled jobs are off", "err", err)
 		}
 		return func() {}
 	}
@@ -54,11 +54,11 @@ func (a *app) startScheduler(ctx context.Context) (stopWaiting func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := a.replica.Hold(wctx, roleScheduler); err != nil {
+		if err := g.replica.Hold(wctx, roleScheduler); err != nil {
 			return // stopping
 		}
-		if err := a.sched.Start(wctx, a.router); err != nil {
-			a.log.Error("scheduled jobs are off", "err", err)
+		if err := g.sched.Start(wctx, g.router); err != nil {
+			g.log.Error("scheduled jobs are off", "err", err)
 		}
 	}()
 	return func() {
@@ -68,9 +68,9 @@ func (a *app) startScheduler(ctx context.Context) (stopWaiting func()) {
 }
 
 // clusterStatus is /readyz's view of the replica; nil for a single process.
-func (a *app) clusterStatus() func(ctx context.Context) (cluster.Status, error) {
-	if a.replica == nil {
+func (g *Gateway) clusterStatus() func(ctx context.Context) (cluster.Status, error) {
+	if g.replica == nil {
 		return nil
 	}
-	return a.replica.Status
+	return g.replica.Status
 }

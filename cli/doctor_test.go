@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func TestDoctor(t *testing.T) {
 	var out bytes.Buffer
 	code := run(t.Context(), []string{"doctor", "--config", doctorConfig(t, model, tg, tgTok, dc, dc.Token)}, strings.NewReader(""), &out, &out)
 	report := out.String()
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("doctor with everything working: exit %d\n%s", code, report)
 	}
 	for _, want := range []string{
@@ -76,7 +76,7 @@ func TestDoctor(t *testing.T) {
 	code = run(t.Context(), []string{"doctor", "--config", doctorConfig(t, model, tg, "7305550000:AAF-wrong-Secret_xx", dc, "wrong-discord-token-xyz")},
 		strings.NewReader(""), &out, &out)
 	report = out.String()
-	if code != exitFail {
+	if code != ExitFail {
 		t.Fatalf("doctor with problems: exit %d\n%s", code, report)
 	}
 	for _, want := range []string{
@@ -104,7 +104,7 @@ func TestDoctor(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	if code := run(t.Context(), []string{"doctor", "--config", bad}, strings.NewReader(""), &out, &out); code != exitConfig ||
+	if code := run(t.Context(), []string{"doctor", "--config", bad}, strings.NewReader(""), &out, &out); code != ExitConfig ||
 		!strings.Contains(out.String(), "FAIL  config") || !strings.Contains(out.String(), "http.token") {
 		t.Fatalf("doctor with a bad config: exit %d\n%s", code, out.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 	}
 	if err != nil {
 		report(finding{"FAIL", "config", err.Error(), "edit the keys named above (see config.example.yaml), then run `switchboard doctor` again"})
-		return exitConfig
+		return ExitConfig
 	}
 	where := cfgPath
 	if where == "" {
@@ -86,10 +86,10 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 	}
 	if failed > 0 {
 		fmt.Fprintf(out, "\n%d problem(s) to fix before `switchboard serve` works.\n", failed)
-		return exitFail
+		return ExitFail
 	}
 	fmt.Fprintln(out, "\nAll checks passed.")
-	return exitOK
+	return ExitOK
 }
 
 func doctorStore(ctx context.Context, cfg *config.Config) finding {

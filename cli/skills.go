@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"switchboard/config"
 	"switchboard/skills"
 	"switchboard/store"
 )
@@ -18,72 +17,54 @@ import (
 // in which a skill was active, applies one as the skill's learned overlay,
 // or reverts a skill to its file's instructions. The skill files are never
 // written; a running server uses the change from its next turn.
-func skillsCommand(ctx context.Context, cfg *config.Config, args []string, out, errw io.Writer) int {
-	usage := "usage: switchboard skills proposals [apply ID | revert NAME]\n"
-	if len(args) == 0 || args[0] != "proposals" || (len(args) != 1 && len(args) != 3) {
-		fmt.Fprint(errw, usage)
-		return exitConfig
-	}
-	st, ok := openStore(ctx, cfg, errw)
-	if !ok {
-		return exitFail
-	}
-	defer st.Close()
+func skillsCommand(ctx context.Context, c *adminRun, args []string) error {
+	cfg, st, out := c.cfg, c.st, c.out
 	files := skills.Load(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{})
 	overlay := skills.NewOverlay(st, nil)
 	if len(args) == 1 {
-		return listProposals(ctx, overlay, files, out, errw)
+		return listProposals(ctx, overlay, files, out)
 	}
 	switch args[1] {
 	case "apply":
 		id, err := strconv.ParseInt(strings.TrimPrefix(args[2], "#"), 10, 64)
 		if err != nil {
-			fmt.Fprintf(errw, "switchboard: %q is not a proposal number; see `switchboard skills proposals`\n", args[2])
-			return exitConfig
+			return usageError{fmt.Sprintf("%q is not a proposal number; see `switchboard skills proposals`", args[2])}
 		}
 		p, err := overlay.ApplyProposal(ctx, files, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			fmt.Fprintf(errw, "switchboard: no proposal %d; see `switchboard skills proposals`\n", id)
-			return exitFail
+			return fmt.Errorf("no proposal %d; see `switchboard skills proposals`", id)
 		case errors.Is(err, skills.ErrStaleProposal):
-			fmt.Fprintf(errw, "switchboard: the instructions of skill %q changed since proposal %d was made; it no longer applies\n", p.Skill, id)
-			return exitFail
+			return fmt.Errorf("the instructions of skill %q changed since proposal %d was made; it no longer applies", p.Skill, id)
 		case errors.Is(err, skills.ErrUnknownSkill):
-			fmt.Fprintf(errw, "switchboard: skill %q of proposal %d is not loaded from %s\n", p.Skill, id, cfg.Skills.Dir)
-			return exitFail
+			return fmt.Errorf("skill %q of proposal %d is not loaded from %s", p.Skill, id, cfg.Skills.Dir)
 		case err != nil:
-			fmt.Fprintf(errw, "switchboard: %v\n", err)
-			return exitFail
+			return err
 		}
 		fmt.Fprintf(out, "applied proposal %d to skill %s: used from the next turn; undo with `switchboard skills proposals revert %s`\n", p.ID, p.Skill, p.Skill)
-		return exitOK
+		return nil
 	case "revert":
 		p, err := overlay.Revert(ctx, args[2])
 		if errors.Is(err, store.ErrNotFound) {
-			fmt.Fprintf(errw, "switchboard: skill %q has no applied proposal; its file's instructions are in use\n", args[2])
-			return exitFail
+			return fmt.Errorf("skill %q has no applied proposal; its file's instructions are in use", args[2])
 		}
 		if err != nil {
-			fmt.Fprintf(errw, "switchboard: %v\n", err)
-			return exitFail
+			return err
 		}
 		fmt.Fprintf(out, "reverted skill %s to its file's instructions (proposal %d is no longer used)\n", p.Skill, p.ID)
-		return exitOK
+		return nil
 	}
-	fmt.Fprint(errw, usage)
-	return exitConfig
+	return errUsage
 }
 
-func listProposals(ctx context.Context, overlay *skills.Overlay, files *skills.Registry, out, errw io.Writer) int {
+func listProposals(ctx context.Context, overlay *skills.Overlay, files *skills.Registry, out io.Writer) error {
 	ps, err := overlay.Proposals(ctx, 0)
 	if err != nil {
-		fmt.Fprintf(errw, "switchboard: %v\n", err)
-		return exitFail
+		return err
 	}
 	if len(ps) == 0 {
 		fmt.Fprintln(out, "no skill proposals yet")
-		return exitOK
+		return nil
 	}
 	for _, p := range ps {
 		status := p.Status
@@ -105,5 +86,5 @@ func listProposals(ctx context.Context, overlay *skills.Overlay, files *skills.R
 		}
 	}
 	fmt.Fprintln(out, "apply one with `switchboard skills proposals apply ID`; undo with `switchboard skills proposals revert NAME`")
-	return exitOK
+	return nil
 }
