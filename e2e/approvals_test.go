@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests of approvals through the real wiring: a skill defines a
 // tool that requires approval; the model calls it; the chat shows buttons;

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // TestChaos is the crash-recovery test of issue 10. serve runs in child
 // processes (this test binary, see TestMain) under a scripted workload of

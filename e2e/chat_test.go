@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/gateway"
 	"switchboard/httpapi"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
-	"switchboard/store"
 )
 
 // lineWriter collects output and hands every "bot>" line to a channel.
@@ -252,7 +252,7 @@ func TestStopWhileStarting(t *testing.T) {
 	defer cancel()
 	var readyz int
 	var startup httpapi.Check
-	testHookRouterStart = func() {
+	hook := func() {
 		defer cancel()
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
@@ -267,9 +267,8 @@ func TestStopWhileStarting(t *testing.T) {
 		}
 		startup = rd.Checks["startup"]
 	}
-	t.Cleanup(func() { testHookRouterStart = nil })
 	stderr := newLineWriter()
-	code := run(ctx, []string{"serve", "--config", cfg}, strings.NewReader(""), io.Discard, stderr)
+	code := runWith(ctx, gateway.Options{BeforeRouterStart: hook}, []string{"serve", "--config", cfg}, strings.NewReader(""), io.Discard, stderr)
 	if code != exitOK || strings.Contains(stderr.String(), "level=ERROR") || !strings.Contains(stderr.String(), "stopped while starting") {
 		t.Errorf("serve stopped while starting: exit %d, want 0, log:\n%s", code, stderr.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ func TestDeployConfig(t *testing.T) {
 	t.Setenv("OPENAI_MODEL", "gpt-deploy")
 	t.Setenv("TELEGRAM_BOT_TOKEN", "123:deploy")
 	t.Setenv("SWITCHBOARD_HTTP_TOKEN", "deploy-http-token-0123456789")
-	cfg, err := config.Load("deploy/config.yaml")
+	cfg, err := config.Load("../deploy/config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,12 +26,12 @@ func TestDeployConfig(t *testing.T) {
 	}
 	if cfg.HTTP.Token == "" || cfg.HTTP.Listen != "127.0.0.1:8080" || cfg.Tools.Command.Enabled || cfg.Log.Format != "json" ||
 		cfg.Agent.UserDailyTokenBudget == 0 || !strings.HasPrefix(cfg.Store.Path, "/var/lib/switchboard/") {
-		t.Fatalf("deploy/config.yaml is not hardened as documented: %+v", cfg.Redacted())
+		t.Fatalf("../deploy/config.yaml is not hardened as documented: %+v", cfg.Redacted())
 	}
 
 	// The unit runs serve with that file, reloads with SIGHUP, gives the
 	// shutdown time to finish, and keeps its sandbox.
-	f, err := os.Open("deploy/switchboard.service")
+	f, err := os.Open("../deploy/switchboard.service")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestDeployReplicas(t *testing.T) {
 	ports := map[string]bool{}
 	for _, instance := range []string{"1", "2", "3"} {
 		t.Setenv("SWITCHBOARD_INSTANCE", instance)
-		cfg, err := config.Load("deploy/replicas/config.yaml")
+		cfg, err := config.Load("../deploy/replicas/config.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestDeployReplicas(t *testing.T) {
 	if len(ids) != 3 || len(ports) != 6 {
 		t.Fatalf("instances share names or ports: %v %v", ids, ports)
 	}
-	unit, err := os.ReadFile("deploy/replicas/switchboard@.service")
+	unit, err := os.ReadFile("../deploy/replicas/switchboard@.service")
 	if err != nil {
 		t.Fatal(err)
 	}

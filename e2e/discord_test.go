@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests of the Discord channel through the real wiring: a config
 // file → `serve` → the adapter on discordgo against the fake Discord → the

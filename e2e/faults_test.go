@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Faults end to end (issue 10), through `serve` with real client libraries
 // against the fakes: a model that fails (429, 500, a request slower than
@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/gateway"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
 	"switchboard/internal/tgfake"
@@ -89,11 +90,13 @@ channels:
 
 // startFaultServe runs serve on cfg (written by faultConfig for tg and
 // model) and returns once it polls Telegram and its HTTP server listens.
-func startFaultServe(t *testing.T, cfg string, tg *tgfake.Fake, model *testkit.FakeLLM, script *modelScript) *faultServe {
+// The store is opened with storeOpts (a database that cannot take writes).
+func startFaultServe(t *testing.T, cfg string, tg *tgfake.Fake, model *testkit.FakeLLM, script *modelScript, storeOpts ...store.Option) *faultServe {
 	t.Helper()
 	polls := tg.Calls("getUpdates")
 	s := &faultServe{tg: tg, model: model, modelScript: script}
-	s.serveRun = startServe(t, cfg, func(ctx context.Context) error { return tg.WaitCalls(ctx, "getUpdates", polls+1) })
+	s.serveRun = startServeWith(t, cfg, gateway.Options{StoreOptions: storeOpts},
+		func(ctx context.Context) error { return tg.WaitCalls(ctx, "getUpdates", polls+1) })
 	if err := waitLog(s.ctx(t), s.stderr, "http listening"); err != nil {
 		t.Fatal(err)
 	}
@@ -504,13 +507,6 @@ func TestDiscordFaults(t *testing.T) {
 	s.checkAllAsked(t)
 }
 
-// withStoreOptions makes the next serve open its store with opts.
-func withStoreOptions(t *testing.T, opts ...store.Option) {
-	t.Helper()
-	storeOptions = opts
-	t.Cleanup(func() { storeOptions = nil })
-}
-
 // faultPages caps the database of TestStoreFull: room for the schema and a
 // few conversations (4 KiB pages).
 const faultPages = 400
@@ -611,8 +607,7 @@ func TestStoreFull(t *testing.T) {
 	script := newModelScript(model)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "switchboard.db")
-	withStoreOptions(t, store.WithMaxPages(faultPages))
-	s := startFaultServe(t, faultConfig(t, dir, tg, model, "  max_retries: 0\n"), tg, model, script)
+	s := startFaultServe(t, faultConfig(t, dir, tg, model, "  max_retries: 0\n"), tg, model, script, store.WithMaxPages(faultPages))
 	ctx := s.ctx(t)
 	if c := s.readiness(t); !c.OK {
 		t.Fatalf("store not ready at start: %+v", c)
@@ -724,9 +719,7 @@ func TestStoreReadOnly(t *testing.T) {
 		t.Fatalf("serve exited with %d; stderr:\n%s", code, s.stderr.String())
 	}
 
-	withStoreOptions(t, store.WithReadOnly())
-	ro := startFaultServe(t, cfg, tg, model, script)
-	storeOptions = nil
+	ro := startFaultServe(t, cfg, tg, model, script, store.WithReadOnly())
 	c := ro.waitStoreCheck(t, false)
 	if c.Status != http.StatusServiceUnavailable || !strings.Contains(c.Detail, "readonly") {
 		t.Errorf("readiness when read-only = %+v, want 503 naming the read-only database", c)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Helpers shared by the end-to-end tests of every channel, and the entry
 // point of the child processes of the crash tests.
@@ -18,9 +18,29 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/cli"
+	"switchboard/gateway"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
 )
+
+// Exit codes of the command line.
+const (
+	exitOK     = cli.ExitOK
+	exitFail   = cli.ExitFail
+	exitConfig = cli.ExitConfig
+)
+
+// run is the command line as the binary runs it (version "dev"), on these
+// streams.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runWith(ctx, gateway.Options{}, args, stdin, stdout, stderr)
+}
+
+// runWith is run with more options for the gateway serve or chat builds.
+func runWith(ctx context.Context, opts gateway.Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return cli.RunWith(ctx, "dev", args, cli.Stdio{In: stdin, Out: stdout, Err: stderr}, opts)
+}
 
 // crashChildEnv names the configuration file a crash-test child serves. A
 // test binary started with it set runs `switchboard serve` instead of the
@@ -58,12 +78,18 @@ type serveRun struct {
 // stopped when the test ends, if not before.
 func startServe(t *testing.T, cfg string, ready func(ctx context.Context) error) *serveRun {
 	t.Helper()
+	return startServeWith(t, cfg, gateway.Options{}, ready)
+}
+
+// startServeWith is startServe with more options for the gateway.
+func startServeWith(t *testing.T, cfg string, opts gateway.Options, ready func(ctx context.Context) error) *serveRun {
+	t.Helper()
 	s := &serveRun{stderr: newLineWriter(), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() {
 		defer close(s.done)
-		s.code = run(ctx, []string{"serve", "--config", cfg}, strings.NewReader(""), io.Discard, s.stderr)
+		s.code = runWith(ctx, opts, []string{"serve", "--config", cfg}, strings.NewReader(""), io.Discard, s.stderr)
 	}()
 	// Registered after the caller's fakes and temporary directories, so it
 	// runs before they go away.

@@ -1,11 +1,10 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,9 +16,11 @@ import (
 	"time"
 
 	"switchboard/channels"
+	"switchboard/gateway"
 	"switchboard/internal/testkit"
 	"switchboard/learning"
 	"switchboard/llm"
+	"switchboard/memory"
 	"switchboard/router"
 	"switchboard/store"
 )
@@ -50,7 +51,9 @@ type lrnRig struct {
 	t       testing.TB
 	fake    *testkit.FakeLLM
 	cfgPath string
-	a       *app
+	opts    gateway.Options // how start builds the gateway
+	a       *gateway.Gateway
+	closed  map[*gateway.Gateway]bool
 	ch      *lrnChan
 	seq     int
 
@@ -62,7 +65,13 @@ type lrnRig struct {
 // section learningYAML (indented keys) and skill files.
 func newLrnRig(t testing.TB, mode, learningYAML string, skillFiles map[string]string) *lrnRig {
 	t.Helper()
-	r := &lrnRig{t: t, fake: testkit.NewFakeLLM(t)}
+	return newLrnRigWith(t, gateway.Options{}, mode, learningYAML, skillFiles)
+}
+
+// newLrnRigWith is newLrnRig building the gateway with opts.
+func newLrnRigWith(t testing.TB, opts gateway.Options, mode, learningYAML string, skillFiles map[string]string) *lrnRig {
+	t.Helper()
+	r := &lrnRig{t: t, fake: testkit.NewFakeLLM(t), opts: opts, closed: map[*gateway.Gateway]bool{}}
 	r.fake.SetDefault(&testkit.Reply{Func: r.reply})
 	dir := t.TempDir()
 	skillsDir := filepath.Join(dir, "skills")
@@ -99,17 +108,17 @@ learning:
 
 func (r *lrnRig) start() {
 	r.t.Helper()
-	cfg, err := loadConfig(r.cfgPath)
+	cfg, err := gateway.LoadConfig(r.cfgPath)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.a, err = build(r.t.Context(), cfg, slog.New(slog.DiscardHandler))
+	r.a, err = gateway.Build(r.t.Context(), cfg, r.opts)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.ch = &lrnChan{notify: make(chan channels.Outbound, 100)}
-	r.a.router.AddChannel(r.ch, router.Access{AllowAll: true})
-	if err := r.a.router.Start(r.t.Context()); err != nil {
+	r.a.Router().AddChannel(r.ch, router.Access{AllowAll: true})
+	if err := r.a.Router().Start(r.t.Context()); err != nil {
 		r.t.Fatal(err)
 	}
 	a := r.a
@@ -117,20 +126,20 @@ func (r *lrnRig) start() {
 }
 
 // stop shuts the gateway down; crash cancels running learning jobs at once.
-func (r *lrnRig) stop(a *app, crash bool) {
-	if a.store == nil {
+func (r *lrnRig) stop(a *gateway.Gateway, crash bool) {
+	if r.closed[a] {
 		return
 	}
+	r.closed[a] = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = a.router.Shutdown(ctx)
+	_ = a.Router().Shutdown(ctx)
 	if crash {
 		dead, kill := context.WithCancel(context.Background())
 		kill()
-		_ = a.learn.runner.Shutdown(dead)
+		_ = a.LearningRunner().Shutdown(dead)
 	}
-	a.close()
-	a.store = nil
+	a.Close()
 }
 
 var lrnUserLine = regexp.MustCompile(`\[(\d+)\] USER: ("(?:[^"\\]|\\.)*")`)
@@ -196,7 +205,7 @@ func (r *lrnRig) send(chat, user string, group bool, text string) string {
 	if group {
 		in.ChatType, in.ChatTitle = channels.Group, "Friends"
 	}
-	if err := r.a.router.Deliver(r.t.Context(), in); err != nil {
+	if err := r.a.Router().Deliver(r.t.Context(), in); err != nil {
 		r.t.Fatal(err)
 	}
 	select {
@@ -211,10 +220,10 @@ func (r *lrnRig) send(chat, user string, group bool, text string) string {
 // settle waits until the turn is over and its learning jobs are done.
 func (r *lrnRig) settle() {
 	r.t.Helper()
-	if err := r.a.router.Drain(r.t.Context()); err != nil {
+	if err := r.a.Router().Drain(r.t.Context()); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := r.a.learn.runner.Drain(r.t.Context()); err != nil {
+	if err := r.a.LearningRunner().Drain(r.t.Context()); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -223,13 +232,13 @@ func (r *lrnRig) memories(user string, chat string) []string {
 	r.t.Helper()
 	o := store.Owners{User: store.UserKey("lrn", user)}
 	if chat != "" {
-		c, err := r.a.store.EnsureChat(r.t.Context(), "lrn", chat, "", "")
+		c, err := r.a.Store().EnsureChat(r.t.Context(), "lrn", chat, "", "")
 		if err != nil {
 			r.t.Fatal(err)
 		}
 		o = store.Owners{Chat: c.ID}
 	}
-	ms, err := r.a.store.Memories(r.t.Context(), o, 0)
+	ms, err := r.a.Store().Memories(r.t.Context(), o, 0)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -272,7 +281,7 @@ func TestLearningReplyIsNotDelayedByJobs(t *testing.T) {
 	if err := r.fake.WaitCalls(t.Context(), 2); err != nil {
 		t.Fatal(err)
 	}
-	if s := r.a.learn.runner.Stats(); s.Succeeded != 0 || s.Running != 1 {
+	if s := r.a.LearningRunner().Stats(); s.Succeeded != 0 || s.Running != 1 {
 		t.Fatalf("runner stats when the reply arrived: %+v; want the job still running", s)
 	}
 	if got := r.memories("ada", ""); len(got) != 0 {
@@ -283,7 +292,7 @@ func TestLearningReplyIsNotDelayedByJobs(t *testing.T) {
 	if got := r.memories("ada", ""); len(got) != 1 || got[0] != "Is allergic to peanuts" {
 		t.Errorf("memories after the job = %q", got)
 	}
-	if s := r.a.learn.runner.Stats(); s.Succeeded != 2 || s.Failed != 0 {
+	if s := r.a.LearningRunner().Stats(); s.Succeeded != 2 || s.Failed != 0 {
 		t.Errorf("stats = %+v; want the memory and profile jobs done", s)
 	}
 }
@@ -447,23 +456,29 @@ var callMe = regexp.MustCompile(`call me (\w+)`)
 // A job that panics and one that times out leave the turn, its reply and
 // the store intact, and do not keep the other jobs from running.
 func TestLearningFailingJobsLeaveTheTurnIntact(t *testing.T) {
-	r := newLrnRig(t, "off", "  enabled: true", nil)
 	var mu sync.Mutex
 	var panics, slow int
-	jobs := []learning.Job{
-		{Name: "panics", Run: func(context.Context, learning.Trigger) error { mu.Lock(); panics++; mu.Unlock(); panic("boom") }},
-		{Name: "slow", Run: func(ctx context.Context, _ learning.Trigger) error {
-			mu.Lock()
-			slow++
-			mu.Unlock()
-			<-ctx.Done()
-			return ctx.Err()
-		}},
-		r.a.learn.memory.Job(),
+	// The configured memory job, beside one that panics and one that
+	// times out.
+	failing := func(c learning.Config) *learning.Runner {
+		jobs := []learning.Job{
+			{Name: "panics", Run: func(context.Context, learning.Trigger) error { mu.Lock(); panics++; mu.Unlock(); panic("boom") }},
+			{Name: "slow", Run: func(ctx context.Context, _ learning.Trigger) error {
+				mu.Lock()
+				slow++
+				mu.Unlock()
+				<-ctx.Done()
+				return ctx.Err()
+			}},
+		}
+		for _, j := range c.Jobs {
+			if j.Name == memory.JobName {
+				jobs = append(jobs, j)
+			}
+		}
+		return learning.NewRunner(learning.Config{Jobs: jobs, Timeout: 200 * time.Millisecond, RetryDelay: time.Hour})
 	}
-	r.a.learn.runner.Shutdown(t.Context())
-	r.a.learn.runner = learning.NewRunner(learning.Config{Jobs: jobs, Timeout: 200 * time.Millisecond, RetryDelay: time.Hour})
-	r.a.learn.runner.Start(t.Context())
+	r := newLrnRigWith(t, gateway.Options{LearningRunner: failing}, "off", "  enabled: true", nil)
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
 		return `{"facts":[` + fact("Plays chess", "user", 1, "") + `]}`
 	})
@@ -473,7 +488,7 @@ func TestLearningFailingJobsLeaveTheTurnIntact(t *testing.T) {
 	if reply != "ok" {
 		t.Errorf("reply = %q", reply)
 	}
-	s := r.a.learn.runner.Stats()
+	s := r.a.LearningRunner().Stats()
 	if s.Panics != 1 || s.TimedOut != 1 || s.Succeeded != 1 || s.Retries != 1 {
 		t.Errorf("stats = %+v; want one panic, one timeout, the memory job done, a retry scheduled", s)
 	}
@@ -481,16 +496,16 @@ func TestLearningFailingJobsLeaveTheTurnIntact(t *testing.T) {
 		t.Errorf("memories = %q; the memory job must run despite the others", got)
 	}
 	ctx := t.Context()
-	chat, _ := r.a.store.EnsureChat(ctx, "lrn", "d1", "", "")
-	turns, _ := r.a.store.Turns(ctx, chat.ID, 0)
+	chat, _ := r.a.Store().EnsureChat(ctx, "lrn", "d1", "", "")
+	turns, _ := r.a.Store().Turns(ctx, chat.ID, 0)
 	if len(turns) != 1 || turns[0].Status != store.TurnCompleted || turns[0].Error != "" {
 		t.Errorf("turns = %+v; want one completed turn", turns)
 	}
-	if pending, _ := r.a.store.PendingInbox(ctx); len(pending) != 0 {
+	if pending, _ := r.a.Store().PendingInbox(ctx); len(pending) != 0 {
 		t.Errorf("%d messages pending", len(pending))
 	}
 	var check string
-	if err := r.a.store.DB().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
+	if err := r.a.Store().DB().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check); err != nil || check != "ok" {
 		t.Errorf("integrity_check = %q, %v", check, err)
 	}
 	// The next turn works as before.
@@ -649,7 +664,7 @@ func TestLearningSkillSelfImproveApply(t *testing.T) {
 	if p := system(reqs[0]); !strings.Contains(p, "Name the city first.") {
 		t.Errorf("apply mode: the next turn's prompt:\n%s\nwant the learned instructions", p)
 	}
-	cfg, _ := loadConfig(r.cfgPath)
+	cfg, _ := gateway.LoadConfig(r.cfgPath)
 	data, err := os.ReadFile(filepath.Join(cfg.Skills.Dir, "weather.yaml"))
 	if err != nil || string(data) != weatherSkill {
 		t.Errorf("the skill file changed: %q, %v", data, err)
@@ -688,7 +703,7 @@ func BenchmarkReplyLatency(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			s := r.a.learn.runner.Stats()
+			s := r.a.LearningRunner().Stats()
 			b.ReportMetric(float64(s.Runs), "job-runs")
 			r.stop(r.a, true) // jobs still waiting on the model are cancelled
 		})

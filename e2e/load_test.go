@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Load and leaks (issue 10): a thousand chats at once through the real
 // wiring (build: router, agent loop, skills, SQLite store, the go-openai
@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"switchboard/channels"
+	"switchboard/gateway"
 	"switchboard/internal/transport"
 	"switchboard/router"
 )
@@ -151,7 +151,7 @@ func TestLoadThousandChats(t *testing.T) {
 	ctx := t.Context()
 	model := echoModel(t, loadModelDelay)
 	dir := t.TempDir()
-	cfg, err := loadConfig(writeConfig(t, fmt.Sprintf(`llm:
+	cfg, err := gateway.LoadConfig(writeConfig(t, fmt.Sprintf(`llm:
   base_url: %q
   api_key: %q
   model: fake-model
@@ -170,17 +170,17 @@ http:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := build(ctx, cfg, slog.New(slog.DiscardHandler))
+	a, err := gateway.Build(ctx, cfg, gateway.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.close()
+	defer a.Close()
 	ch := newMemoryChannel()
-	a.router.AddChannel(ch, router.Access{AllowAll: true})
-	if err := a.router.Start(ctx); err != nil {
+	a.Router().AddChannel(ch, router.Access{AllowAll: true})
+	if err := a.Router().Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer a.router.Shutdown(context.Background())
+	defer a.Router().Shutdown(context.Background())
 	msg := func(chat, i int) channels.Inbound {
 		text := fmt.Sprintf("chat %d, message %d", chat, i)
 		return channels.Inbound{Channel: "load", ChatID: fmt.Sprint("c", chat), ChatType: channels.DM,
@@ -188,13 +188,13 @@ http:
 	}
 
 	// Warm up: one turn loads what is loaded once (skills, connections).
-	if err := a.router.Deliver(ctx, msg(-1, 0)); err != nil {
+	if err := a.Router().Deliver(ctx, msg(-1, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.wait(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.router.Drain(ctx); err != nil {
+	if err := a.Router().Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
 	goroutines, heap := runtime.NumGoroutine(), heapLive()
@@ -229,7 +229,7 @@ http:
 			// Deliver returns once the message is stored and queued, so
 			// each chat's messages are queued in the order they are sent.
 			for i := range loadPerChat {
-				if err := a.router.Deliver(lctx, msg(c, i)); err != nil {
+				if err := a.Router().Deliver(lctx, msg(c, i)); err != nil {
 					errs <- fmt.Errorf("deliver %d/%d: %w", c, i, err)
 					return
 				}
@@ -244,7 +244,7 @@ http:
 	if err := ch.wait(lctx, 1+loadChats*loadPerChat); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.router.Drain(lctx); err != nil {
+	if err := a.Router().Drain(lctx); err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(start)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Replicas: several `switchboard serve` processes (children of this test
 // binary, see TestMain) share one PostgreSQL store, and one of them is

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Security tests through the real wiring: who is admitted on each channel
 // (by user id, so a renamed user stays in and a stranger who takes a freed
@@ -655,7 +655,7 @@ tools:
 	if got := r.memories("ada", ""); slices.ContainsFunc(got, func(m string) bool { return strings.Contains(m, injected) }) {
 		t.Errorf("memories = %q", got)
 	}
-	prof, err := r.a.store.Profile(t.Context(), store.UserKey("lrn", "ada"))
+	prof, err := r.a.Store().Profile(t.Context(), store.UserKey("lrn", "ada"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,7 +664,7 @@ tools:
 			t.Errorf("profile %s = %q", e.Dimension, e.Value)
 		}
 	}
-	props, err := r.a.store.SkillProposals(t.Context(), 100)
+	props, err := r.a.Store().SkillProposals(t.Context(), 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Tests of `serve` as a long-lived service: the HTTP server next to the
 // Telegram channel, metrics after a scripted turn, SIGHUP, a channel that

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests of the Telegram channel through the real wiring: a config
 // file → `serve` → the adapter on tgbotapi against the fake Bot API → the
