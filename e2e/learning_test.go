@@ -53,7 +53,7 @@ type lrnRig struct {
 	cfgPath string
 	opts    gateway.Options // how start builds the gateway
 	a       *gateway.Gateway
-	closed  map[*gateway.Gateway]bool
+	closed  map[*gateway.Gateway]bool // stopped already
 	ch      *lrnChan
 	seq     int
 
@@ -71,7 +71,7 @@ func newLrnRig(t testing.TB, mode, learningYAML string, skillFiles map[string]st
 // newLrnRigWith is newLrnRig building the gateway with opts.
 func newLrnRigWith(t testing.TB, opts gateway.Options, mode, learningYAML string, skillFiles map[string]string) *lrnRig {
 	t.Helper()
-	r := &lrnRig{t: t, fake: testkit.NewFakeLLM(t), opts: opts, closed: map[*gateway.Gateway]bool{}}
+	r := &lrnRig{t: t, fake: testkit.NewFakeLLM(t), opts: opts}
 	r.fake.SetDefault(&testkit.Reply{Func: r.reply})
 	dir := t.TempDir()
 	skillsDir := filepath.Join(dir, "skills")
@@ -129,6 +129,9 @@ func (r *lrnRig) start() {
 func (r *lrnRig) stop(a *gateway.Gateway, crash bool) {
 	if r.closed[a] {
 		return
+	}
+	if r.closed == nil {
+		r.closed = map[*gateway.Gateway]bool{}
 	}
 	r.closed[a] = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
