@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/config"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/store"
 )
 
@@ -18,6 +20,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return Run(ctx, "dev", args, Stdio{In: stdin, Out: stdout, Err: stderr})
 }
 
+// storeConfig writes a configuration with model m and the database at db,
+// changed by more (if not nil).
+func storeConfig(t *testing.T, db string, more func(*config.Config)) string {
+	t.Helper()
+	cfg := config.Default()
+	cfg.LLM.Model, cfg.Store.Path = "m", db
+	if more != nil {
+		more(cfg)
+	}
+	return cfgfile.Write(t, cfg)
+}
+
+// writeConfig writes a configuration file as is (for what the typed
+// builder cannot write: mistakes, environment references).
 func writeConfig(t *testing.T, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
@@ -44,7 +60,8 @@ func TestCommandLine(t *testing.T) {
 		{"check with env only", []string{"check", "--config", ""}, map[string]string{"OPENAI_MODEL": "m1", "OPENAI_API_KEY": "sk-secret-value"}, 0, "model:    m1", ""},
 		{"check on postgres shows the replica", []string{"check", "--config", writeConfig(t, "llm:\n  model: m\nstore:\n  driver: postgres\n  dsn: postgres://sb:${PGPW}@127.0.0.1:5432/sb\ncluster:\n  replica_id: gw-7\n  lease_ttl: 20s\n")},
 			map[string]string{"PGPW": "sk-secret-value"}, 0, "cluster:  replica gw-7, leases for 20s, polling every 250ms", ""},
-		{"serve without channels", []string{"serve", "--config", writeConfig(t, "llm:\n  model: m\nhttp:\n  listen: \"\"\nstore:\n  path: "+filepath.Join(t.TempDir(), "x.db")+"\n")}, nil, 2, "", "no channel is enabled"},
+		{"serve without channels", []string{"serve", "--config", storeConfig(t, filepath.Join(t.TempDir(), "x.db"), func(c *config.Config) { c.HTTP.Listen = "" })},
+			nil, 2, "", "no channel is enabled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,7 +83,7 @@ func TestCommandLine(t *testing.T) {
 
 func TestPairingCommand(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "p.db")
-	cfg := writeConfig(t, "llm:\n  model: m\nstore:\n  path: "+db+"\n")
+	cfg := storeConfig(t, db, nil)
 	st, err := store.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)

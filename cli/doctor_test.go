@@ -2,44 +2,31 @@ package cli
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"switchboard/config"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 )
 
 func doctorConfig(t *testing.T, model *testkit.FakeLLM, tg *tgfake.Fake, tgToken string, dc *discordfake.Fake, dcToken string) string {
 	t.Helper()
 	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model = model.URL, "sk-doctor-secret-key", "fake-model"
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	c := &cfg.Channels
+	c.Telegram.Enabled, c.Telegram.Token, c.Telegram.APIEndpoint, c.Telegram.AllowUsers = true, tgToken, tg.URL, []string{"1"}
+	c.Discord.Enabled, c.Discord.Token, c.Discord.APIBase, c.Discord.AllowUsers = true, dcToken, dc.APIBase(), []string{"310000000000000001"}
 	path := filepath.Join(dir, "config.yaml")
-	body := fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: sk-doctor-secret-key
-  model: fake-model
-store:
-  path: %q
-skills:
-  dir: %q
-http:
-  listen: 127.0.0.1:0
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    allow_users: ["1"]
-  discord:
-    enabled: true
-    token: %q
-    api_base: %q
-    allow_users: ["310000000000000001"]
-`, model.URL, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"), tgToken, tg.URL, dcToken, dc.APIBase())
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -12,7 +12,7 @@ import (
 
 func TestScheduleCommand(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "s.db")
-	cfg := writeConfig(t, "llm:\n  model: m\nstore:\n  path: "+db+"\n")
+	cfg := storeConfig(t, db, nil)
 	st, err := store.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)

@@ -7,14 +7,16 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"switchboard/config"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 	"switchboard/llm"
 )
@@ -33,9 +35,9 @@ define_tools:
     parameters: {type: object, properties: {what: {type: string}}, required: [what]}
 `
 
-// approvalConfig writes a config with the housekeeping skill; channel holds
-// the channels: section.
-func approvalConfig(t *testing.T, model *testkit.FakeLLM, channel string) string {
+// approvalConfig writes a config with the housekeeping skill; channel sets
+// the channels.
+func approvalConfig(t *testing.T, model *testkit.FakeLLM, channel func(*config.Channels)) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "skills"), 0o755); err != nil {
@@ -44,21 +46,13 @@ func approvalConfig(t *testing.T, model *testkit.FakeLLM, channel string) string
 	if err := os.WriteFile(filepath.Join(dir, "skills", "housekeeping.yaml"), []byte(approvalSkill), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return writeConfig(t, fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-  max_retries: 0
-store:
-  path: %q
-skills:
-  dir: %q
-learning:
-  enabled: false
-http:
-  listen: ""
-channels:
-%s`, model.URL, e2eAPIKey, filepath.Join(dir, "sb.db"), filepath.Join(dir, "skills"), channel))
+	cfg := modelConfig(model.URL)
+	cfg.Store.Path = filepath.Join(dir, "sb.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = ""
+	channel(&cfg.Channels)
+	return cfgfile.Write(t, cfg)
 }
 
 // scriptCleanup: the model calls cleanup, the tool's sub-call reports, and
@@ -74,13 +68,10 @@ func TestTelegramApprovalButton(t *testing.T) {
 	tg := tgfake.New(t, tgToken)
 	model := testkit.NewFakeLLM(t)
 	script := newModelScript(model)
-	cfg := approvalConfig(t, model, fmt.Sprintf(`  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: 1s
-    allow_users: ["501"]
-`, tgToken, tg.URL))
+	cfg := approvalConfig(t, model, func(c *config.Channels) {
+		c.Telegram.Enabled, c.Telegram.Token, c.Telegram.APIEndpoint = true, tgToken, tg.URL
+		c.Telegram.PollTimeout, c.Telegram.AllowUsers = time.Second, []string{"501"}
+	})
 	serve := startServe(t, cfg, func(ctx context.Context) error { return tg.WaitCalls(ctx, "getUpdates", 1) })
 	scriptCleanup(script, "clean up tmp please")
 	tg.PushText(501, 501, "ada", "clean up tmp please")
@@ -130,13 +121,10 @@ func TestDiscordApprovalButton(t *testing.T) {
 	dc := discordfake.New(t)
 	model := testkit.NewFakeLLM(t)
 	script := newModelScript(model)
-	cfg := approvalConfig(t, model, fmt.Sprintf(`  discord:
-    enabled: true
-    token: %q
-    api_base: %q
-    gateway_url: %q
-    allow_users: [%q]
-`, dc.Token, dc.APIBase(), dc.GatewayURL(), aliceID))
+	cfg := approvalConfig(t, model, func(c *config.Channels) {
+		c.Discord.Enabled, c.Discord.Token, c.Discord.APIBase, c.Discord.GatewayURL = true, dc.Token, dc.APIBase(), dc.GatewayURL()
+		c.Discord.AllowUsers = []string{aliceID}
+	})
 	serve := startServe(t, cfg, func(ctx context.Context) error {
 		return dc.WaitFor(ctx, func() bool { return dc.Identifies() >= 1 })
 	})

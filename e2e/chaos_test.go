@@ -80,8 +80,10 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"switchboard/config"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 	"switchboard/llm"
 )
@@ -455,9 +457,9 @@ type tapCall struct {
 // chaosChannel is what the test needs of a platform.
 type chaosChannel interface {
 	name() string
-	events() []chaosEvent // the kill points it offers
-	upstream() string     // the fake's base URL, for the tap
-	config(tapURL string) string
+	events() []chaosEvent                        // the kill points it offers
+	upstream() string                            // the fake's base URL, for the tap
+	config(tapURL string) func(*config.Channels) // sets the channel in channels
 	classify(r *http.Request, body []byte) tapCall
 	sentID(answer []byte) string   // the platform's id of a sent message, from the answer
 	hasUpdates(answer []byte) bool // the answer hands messages over
@@ -547,27 +549,17 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // chaosConfig is serve's configuration: the fake model, the database, and
-// channel (lines under channels:).
-func chaosConfig(model *testkit.FakeLLM, dir, channel string) string {
-	return fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-  max_retries: 0
-store:
-  path: %q
-skills:
-  dir: %q
-agent:
-  max_concurrent_turns: 6
-learning:
-  enabled: false
-http:
-  listen: ""
-log:
-  level: debug
-channels:
-%s`, model.URL, e2eAPIKey, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"), channel)
+// channel (which sets the channels).
+func chaosConfig(model *testkit.FakeLLM, dir string, channel func(*config.Channels)) *config.Config {
+	cfg := modelConfig(model.URL)
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.Agent.MaxConcurrentTurns = 6
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = ""
+	cfg.Log.Level = "debug"
+	channel(&cfg.Channels)
+	return cfg
 }
 
 // runChaos runs the cycles, the final clean run, and the checks.
@@ -719,9 +711,9 @@ func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
 		ch.name(), cycles, fallbacks, len(w.all()), chaosChats, fake.Calls(), model.reasked.Load(), dups, caughtUp, time.Since(start).Round(time.Millisecond))
 }
 
-func writeChaosConfig(t *testing.T, path, body string) {
+func writeChaosConfig(t *testing.T, path string, cfg *config.Config) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -1001,18 +993,16 @@ func (c *telegramChaos) upstream() string { return c.tg.URL }
 
 func chaosTelegramUser(chat int) int64 { return 6001 + int64(chat) }
 
-func (c *telegramChaos) config(tapURL string) string {
+func (c *telegramChaos) config(tapURL string) func(*config.Channels) {
 	ids := make([]int64, chaosChats)
 	for i := range ids {
 		ids[i] = chaosTelegramUser(i)
 	}
 	// A long poll: a killed child's poll ends with its connection.
-	return fmt.Sprintf(`  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: 30s
-%s`, tgToken, tapURL, allowUsers(ids...))
+	return func(ch *config.Channels) {
+		ch.Telegram.Enabled, ch.Telegram.Token, ch.Telegram.APIEndpoint = true, tgToken, tapURL
+		ch.Telegram.PollTimeout, ch.Telegram.AllowUsers = 30*time.Second, userIDs(ids...)
+	}
 }
 
 func (c *telegramChaos) classify(r *http.Request, body []byte) tapCall {
@@ -1121,19 +1111,16 @@ func (c *discordChaos) upstream() string { return c.dc.URL }
 
 func chaosDiscordUser(chat int) string { return fmt.Sprintf("3200000000000000%02d", chat) }
 
-func (c *discordChaos) config(tapURL string) string {
+func (c *discordChaos) config(tapURL string) func(*config.Channels) {
 	users := make([]string, chaosChats)
 	for i := range users {
-		users[i] = strconv.Quote(chaosDiscordUser(i))
+		users[i] = chaosDiscordUser(i)
 	}
 	// REST goes through the tap; the gateway straight to the fake.
-	return fmt.Sprintf(`  discord:
-    enabled: true
-    token: %q
-    api_base: %q
-    gateway_url: %q
-    allow_users: [%s]
-`, c.dc.Token, tapURL+"/api/v9", c.dc.GatewayURL(), strings.Join(users, ", "))
+	return func(ch *config.Channels) {
+		ch.Discord.Enabled, ch.Discord.Token, ch.Discord.APIBase, ch.Discord.GatewayURL = true, c.dc.Token, tapURL+"/api/v9", c.dc.GatewayURL()
+		ch.Discord.AllowUsers = users
+	}
 }
 
 var (

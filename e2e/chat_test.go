@@ -8,16 +8,17 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"switchboard/config"
 	"switchboard/gateway"
 	"switchboard/httpapi"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/llm"
 )
 
@@ -103,23 +104,18 @@ func (s *session) quit() int {
 
 // noLearning turns background learning off for tests that script the
 // model's replies in order: its calls would take replies meant for turns.
-const noLearning = "learning:\n  enabled: false\n"
-
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func noLearning(cfg *config.Config) { cfg.Learning.Enabled = false }
 
 // The terminal chat: a multi-turn conversation through the real router and
 // loop; after a restart on the same database the history is there.
 func TestChatConversationSurvivesRestart(t *testing.T) {
 	fake := testkit.NewFakeLLM(t)
 	db := filepath.Join(t.TempDir(), "chat.db")
-	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  api_key: sk-test\n  model: fake-model\nstore:\n  path: %s\n%s", fake.URL, db, noLearning))
+	c := config.Default()
+	c.LLM.BaseURL, c.LLM.APIKey, c.LLM.Model = fake.URL, "sk-test", "fake-model"
+	c.Store.Path = db
+	noLearning(c)
+	cfg := cfgfile.Write(t, c)
 
 	fake.Push(
 		testkit.Reply{Text: "Nice to meet you, Ada."},
@@ -171,7 +167,11 @@ func TestChatUnreachableModel(t *testing.T) {
 	fake := testkit.NewFakeLLM(t)
 	fake.SetDefault(&testkit.Reply{Status: 503})
 	db := filepath.Join(t.TempDir(), "chat.db")
-	cfg := writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\n  max_retries: 1\nstore:\n  path: %s\n%s", fake.URL, db, noLearning))
+	c := config.Default()
+	c.LLM.BaseURL, c.LLM.Model, c.LLM.MaxRetries = fake.URL, "fake-model", 1
+	c.Store.Path = db
+	noLearning(c)
+	cfg := cfgfile.Write(t, c)
 	s := startChat(t, cfg)
 	if got := s.say("hello?"); !strings.Contains(got, "couldn't reach the language model") {
 		t.Fatalf("reply = %q", got)
@@ -196,8 +196,12 @@ func apiOnlyConfig(t *testing.T, fake *testkit.FakeLLM) (cfg, addr string) {
 	}
 	addr = ln.Addr().String()
 	ln.Close()
-	cfg = writeConfig(t, fmt.Sprintf("llm:\n  base_url: %s\n  model: fake-model\nlearning:\n  enabled: false\nstore:\n  path: %s\nhttp:\n  listen: %s\n",
-		fake.URL, filepath.Join(t.TempDir(), "api.db"), addr))
+	c := config.Default()
+	c.LLM.BaseURL, c.LLM.Model = fake.URL, "fake-model"
+	c.Learning.Enabled = false
+	c.Store.Path = filepath.Join(t.TempDir(), "api.db")
+	c.HTTP.Listen = addr
+	cfg = cfgfile.Write(t, c)
 	return cfg, addr
 }
 

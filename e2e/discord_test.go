@@ -23,6 +23,7 @@ import (
 
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/llm"
 )
 
@@ -62,29 +63,17 @@ func startDiscordServe(t *testing.T) *discordServe {
 	s.modelScript = newModelScript(s.model)
 	s.guild = s.dc.NewID()
 	db := filepath.Join(t.TempDir(), "switchboard.db")
-	cfg := writeConfig(t, fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-  max_retries: 0
-store:
-  path: %q
-# Learning calls the model in the background after replies; these tests
-# count the model calls of turns.
-learning:
-  enabled: false
-http:
-  listen: ""
-log:
-  level: debug
-channels:
-  discord:
-    enabled: true
-    token: %q
-    api_base: %q
-    gateway_url: %q
-    allow_users: [%q, %q, %q, %q]
-`, s.model.URL, e2eAPIKey, db, s.dc.Token, s.dc.APIBase(), s.dc.GatewayURL(), aliceID, bobID, carolID, daveID))
+	c := modelConfig(s.model.URL)
+	c.Store.Path = db
+	// Learning calls the model in the background after replies; these tests
+	// count the model calls of turns.
+	c.Learning.Enabled = false
+	c.HTTP.Listen = ""
+	c.Log.Level = "debug"
+	dc := &c.Channels.Discord
+	dc.Enabled, dc.Token, dc.APIBase, dc.GatewayURL = true, s.dc.Token, s.dc.APIBase(), s.dc.GatewayURL()
+	dc.AllowUsers = []string{aliceID, bobID, carolID, daveID}
+	cfg := cfgfile.Write(t, c)
 
 	s.cfg = cfg
 	// Up once the gateway session is identified.

@@ -23,9 +23,11 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/config"
 	"switchboard/gateway"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 	"switchboard/llm"
 	"switchboard/store"
@@ -61,32 +63,25 @@ type faultServe struct {
 }
 
 // faultConfig writes a configuration for tg and model with a database in
-// dir; llmExtra holds more lines of llm (retries, timeouts).
-func faultConfig(t *testing.T, dir string, tg *tgfake.Fake, model *testkit.FakeLLM, llmExtra string) string {
+// dir; llm sets more of llm (retries, timeouts).
+func faultConfig(t *testing.T, dir string, tg *tgfake.Fake, model *testkit.FakeLLM, llm func(*config.LLM)) string {
 	t.Helper()
-	return writeConfig(t, fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-%sstore:
-  path: %q
-skills:
-  dir: %q
-learning:
-  enabled: false
-http:
-  listen: 127.0.0.1:0
-log:
-  level: debug
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: 1s
-%s`, model.URL, e2eAPIKey, llmExtra, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"),
-		tgToken, tg.URL, allowUsers(faultUsers...)))
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model = model.URL, e2eAPIKey, "fake-model"
+	llm(&cfg.LLM)
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Log.Level = "debug"
+	c := &cfg.Channels.Telegram
+	c.Enabled, c.Token, c.APIEndpoint, c.PollTimeout = true, tgToken, tg.URL, time.Second
+	c.AllowUsers = userIDs(faultUsers...)
+	return cfgfile.Write(t, cfg)
 }
+
+// noRetries is faultConfig's llm: no retries.
+func noRetries(c *config.LLM) { c.MaxRetries = 0 }
 
 // startFaultServe runs serve on cfg (written by faultConfig for tg and
 // model) and returns once it polls Telegram and its HTTP server listens.
@@ -213,7 +208,7 @@ func TestModelFaults(t *testing.T) {
 	tg := tgfake.New(t, tgToken)
 	model := testkit.NewFakeLLM(t)
 	script := newModelScript(model)
-	cfg := faultConfig(t, t.TempDir(), tg, model, "  max_retries: 2\n  request_timeout: 2s\n")
+	cfg := faultConfig(t, t.TempDir(), tg, model, func(c *config.LLM) { c.MaxRetries, c.RequestTimeout = 2, 2*time.Second })
 	s := startFaultServe(t, cfg, tg, model, script)
 
 	// then checks that the chat's next message is answered after what came
@@ -365,7 +360,7 @@ func TestTelegramFaults(t *testing.T) {
 	tg := tgfake.New(t, tgToken)
 	model := testkit.NewFakeLLM(t)
 	script := newModelScript(model)
-	s := startFaultServe(t, faultConfig(t, t.TempDir(), tg, model, "  max_retries: 0\n"), tg, model, script)
+	s := startFaultServe(t, faultConfig(t, t.TempDir(), tg, model, noRetries), tg, model, script)
 
 	// sendFails arms a failure of the reply's sendMessage and checks that
 	// the reply arrives once after one more attempt.
@@ -607,7 +602,7 @@ func TestStoreFull(t *testing.T) {
 	script := newModelScript(model)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "switchboard.db")
-	s := startFaultServe(t, faultConfig(t, dir, tg, model, "  max_retries: 0\n"), tg, model, script, store.WithMaxPages(faultPages))
+	s := startFaultServe(t, faultConfig(t, dir, tg, model, noRetries), tg, model, script, store.WithMaxPages(faultPages))
 	ctx := s.ctx(t)
 	if c := s.readiness(t); !c.OK {
 		t.Fatalf("store not ready at start: %+v", c)
@@ -709,7 +704,7 @@ func TestStoreReadOnly(t *testing.T) {
 	script := newModelScript(model)
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "switchboard.db")
-	cfg := faultConfig(t, dir, tg, model, "  max_retries: 0\n")
+	cfg := faultConfig(t, dir, tg, model, noRetries)
 
 	s := startFaultServe(t, cfg, tg, model, script)
 	script.answer("remember: pear", testkit.Reply{Text: "Noted: pear."})

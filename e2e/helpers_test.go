@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"switchboard/cli"
+	"switchboard/config"
 	"switchboard/gateway"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
@@ -40,6 +42,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // runWith is run with more options for the gateway serve or chat builds.
 func runWith(ctx context.Context, opts gateway.Options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return cli.RunWith(ctx, "dev", args, cli.Stdio{In: stdin, Out: stdout, Err: stderr}, opts)
+}
+
+// modelConfig is the built-in configuration aimed at the scripted model at
+// url: the e2e API key, model fake-model, no retries.
+func modelConfig(url string) *config.Config {
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model, cfg.LLM.MaxRetries = url, e2eAPIKey, "fake-model", 0
+	return cfg
+}
+
+// userIDs lists Telegram user ids as allow_users holds them.
+func userIDs(ids ...int64) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatInt(id, 10)
+	}
+	return out
 }
 
 // crashChildEnv names the configuration file a crash-test child serves. A

@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"switchboard/channels"
+	"switchboard/config"
 	"switchboard/gateway"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/learning"
 	"switchboard/llm"
 	"switchboard/memory"
@@ -62,14 +64,17 @@ type lrnRig struct {
 }
 
 // newLrnRig runs the gateway with skills.self_improve mode, the learning
-// section learningYAML (indented keys) and skill files.
-func newLrnRig(t testing.TB, mode, learningYAML string, skillFiles map[string]string) *lrnRig {
+// section set by learn, and skill files.
+func newLrnRig(t testing.TB, mode string, learn func(*config.Learning), skillFiles map[string]string) *lrnRig {
 	t.Helper()
-	return newLrnRigWith(t, gateway.Options{}, mode, learningYAML, skillFiles)
+	return newLrnRigWith(t, gateway.Options{}, mode, learn, skillFiles)
 }
 
+// learningOn is newLrnRig's learn for learning with its defaults.
+func learningOn(l *config.Learning) { l.Enabled = true }
+
 // newLrnRigWith is newLrnRig building the gateway with opts.
-func newLrnRigWith(t testing.TB, opts gateway.Options, mode, learningYAML string, skillFiles map[string]string) *lrnRig {
+func newLrnRigWith(t testing.TB, opts gateway.Options, mode string, learn func(*config.Learning), skillFiles map[string]string) *lrnRig {
 	t.Helper()
 	r := &lrnRig{t: t, fake: testkit.NewFakeLLM(t), opts: opts}
 	r.fake.SetDefault(&testkit.Reply{Func: r.reply})
@@ -84,22 +89,13 @@ func newLrnRigWith(t testing.TB, opts gateway.Options, mode, learningYAML string
 		}
 	}
 	r.cfgPath = filepath.Join(dir, "config.yaml")
-	cfg := fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: sk-test
-  model: fake-model
-  max_retries: 0
-store:
-  path: %q
-skills:
-  dir: %q
-  self_improve: %s
-http:
-  listen: ""
-learning:
-%s
-`, r.fake.URL, filepath.Join(dir, "s.db"), skillsDir, mode, learningYAML)
-	if err := os.WriteFile(r.cfgPath, []byte(cfg), 0o600); err != nil {
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model, cfg.LLM.MaxRetries = r.fake.URL, "sk-test", "fake-model", 0
+	cfg.Store.Path = filepath.Join(dir, "s.db")
+	cfg.Skills.Dir, cfg.Skills.SelfImprove = skillsDir, mode
+	cfg.HTTP.Listen = ""
+	learn(&cfg.Learning)
+	if err := cfgfile.WriteFile(r.cfgPath, cfg); err != nil {
 		t.Fatal(err)
 	}
 	r.start()
@@ -261,7 +257,7 @@ func fact(text, scope string, source int, extra string) string {
 // The reply goes out while the background jobs are still running: the
 // extraction call is held by the model until the test lets it go.
 func TestLearningReplyIsNotDelayedByJobs(t *testing.T) {
-	r := newLrnRig(t, "propose", "  enabled: true", nil)
+	r := newLrnRig(t, "propose", learningOn, nil)
 	release := make(chan struct{})
 	r.fake.SetDefault(&testkit.Reply{Func: func(rec testkit.Recorded) testkit.Reply {
 		reply := r.reply(rec)
@@ -304,7 +300,7 @@ func TestLearningReplyIsNotDelayedByJobs(t *testing.T) {
 // when it is relevant, and only then; an update supersedes it; /memory
 // forget removes it from later prompts.
 func TestLearningRecallSupersedeAndForget(t *testing.T) {
-	r := newLrnRig(t, "propose", "  enabled: true", nil)
+	r := newLrnRig(t, "propose", learningOn, nil)
 	var berlinID string
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
 		if rec.ForcedTool != "save_memories" {
@@ -377,7 +373,7 @@ func TestLearningRecallSupersedeAndForget(t *testing.T) {
 // Two users in one group: neither's private memory or profile is in any
 // request made for the other, and the group sees only the group's memories.
 func TestLearningIsolatesUsersInAGroup(t *testing.T) {
-	r := newLrnRig(t, "propose", "  enabled: true", nil)
+	r := newLrnRig(t, "propose", learningOn, nil)
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
 		var fs []string
 		for n, l := range lines {
@@ -481,7 +477,7 @@ func TestLearningFailingJobsLeaveTheTurnIntact(t *testing.T) {
 		}
 		return learning.NewRunner(learning.Config{Jobs: jobs, Timeout: 200 * time.Millisecond, RetryDelay: time.Hour})
 	}
-	r := newLrnRigWith(t, gateway.Options{LearningRunner: failing}, "off", "  enabled: true", nil)
+	r := newLrnRigWith(t, gateway.Options{LearningRunner: failing}, "off", learningOn, nil)
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
 		return `{"facts":[` + fact("Plays chess", "user", 1, "") + `]}`
 	})
@@ -521,7 +517,7 @@ func TestLearningFailingJobsLeaveTheTurnIntact(t *testing.T) {
 // reads from the cursor (the crashed run's message included) and stores each
 // fact once.
 func TestLearningResumesFromTheCursorAfterACrash(t *testing.T) {
-	r := newLrnRig(t, "off", "  enabled: true", nil)
+	r := newLrnRig(t, "off", learningOn, nil)
 	hold := make(chan struct{}) // never closed: the first run never gets its answer
 	var held atomic.Bool
 	r.fake.SetDefault(&testkit.Reply{Func: func(rec testkit.Recorded) testkit.Reply {
@@ -590,7 +586,7 @@ instructions: Answer with the temperature.
 // A turn with an active skill yields a proposal; the CLI lists and applies
 // it, the next turn uses it, and revert restores the file's instructions.
 func TestLearningSkillProposalApplyAndRevert(t *testing.T) {
-	r := newLrnRig(t, "propose", "  enabled: true", map[string]string{"weather.yaml": weatherSkill})
+	r := newLrnRig(t, "propose", learningOn, map[string]string{"weather.yaml": weatherSkill})
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
 		if rec.ForcedTool != "review_skill" {
 			return ""
@@ -654,7 +650,7 @@ func TestLearningSkillProposalApplyAndRevert(t *testing.T) {
 // With skills.self_improve: apply, the proposal is used from the next turn
 // without the operator; the skill file is never written.
 func TestLearningSkillSelfImproveApply(t *testing.T) {
-	r := newLrnRig(t, "apply", "  enabled: true", map[string]string{"weather.yaml": weatherSkill})
+	r := newLrnRig(t, "apply", learningOn, map[string]string{"weather.yaml": weatherSkill})
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
 		if rec.ForcedTool != "review_skill" {
 			return ""
@@ -681,13 +677,13 @@ func TestLearningSkillSelfImproveApply(t *testing.T) {
 func BenchmarkReplyLatency(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
-		learning string
+		learning func(*config.Learning)
 		jobDelay time.Duration
 	}{
-		{"learning_off", "  enabled: false", 0},
-		{"recall_no_jobs", "  enabled: true\n  every_n_turns: 1000000", 0}, // prompt recall, jobs gated off
-		{"jobs_instant", "  enabled: true", 0},
-		{"jobs_5s", "  enabled: true", 5 * time.Second},
+		{"learning_off", func(l *config.Learning) { l.Enabled = false }, 0},
+		{"recall_no_jobs", func(l *config.Learning) { l.Enabled, l.EveryNTurns = true, 1000000 }, 0}, // prompt recall, jobs gated off
+		{"jobs_instant", learningOn, 0},
+		{"jobs_5s", learningOn, 5 * time.Second},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			r := newLrnRig(b, "off", bc.learning, nil)

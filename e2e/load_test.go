@@ -21,6 +21,7 @@ import (
 
 	"switchboard/channels"
 	"switchboard/gateway"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/transport"
 	"switchboard/router"
 )
@@ -151,22 +152,13 @@ func TestLoadThousandChats(t *testing.T) {
 	ctx := t.Context()
 	model := echoModel(t, loadModelDelay)
 	dir := t.TempDir()
-	cfg, err := gateway.LoadConfig(writeConfig(t, fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-  max_retries: 0
-store:
-  path: %q
-skills:
-  dir: %q
-agent:
-  max_concurrent_turns: %d
-learning:
-  enabled: false
-http:
-  listen: ""
-`, model.URL+"/v1", e2eAPIKey, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"), loadChats)))
+	c := modelConfig(model.URL + "/v1")
+	c.Store.Path = filepath.Join(dir, "switchboard.db")
+	c.Skills.Dir = filepath.Join(dir, "skills")
+	c.Agent.MaxConcurrentTurns = loadChats
+	c.Learning.Enabled = false
+	c.HTTP.Listen = ""
+	cfg, err := gateway.LoadConfig(cfgfile.Write(t, c))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,13 +26,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"switchboard/config"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/webhooklb"
 	"sync"
 	"sync/atomic"
@@ -169,48 +170,36 @@ func newReplicaRig(t *testing.T, modelDelay time.Duration) *replicaRig {
 	return r
 }
 
-// config is serve's configuration for replica id; telegram holds
-// the lines under channels.telegram after api_endpoint.
-func (r *replicaRig) config(id, apiEndpoint, telegram, extra string) string {
-	return fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-  max_retries: 0
-store:
-  driver: postgres
-  dsn: %q
-skills:
-  dir: %q
-agent:
-  max_concurrent_turns: 16
-learning:
-  enabled: false
-http:
-  listen: "127.0.0.1:0"
-log:
-  level: debug
-cluster:
-  replica_id: %q
-  lease_ttl: %s
-  poll_interval: %s
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-%s%s`, r.model.URL, e2eAPIKey, r.pg.DSN, filepath.Join(r.dir, "skills-"+id), id, replicaTTL, replicaPoll,
-		tgToken, apiEndpoint, telegram, extra)
+// config is serve's configuration for replica id; telegram sets more of
+// channels.telegram, and extra more of the rest (either may be nil).
+func (r *replicaRig) config(id, apiEndpoint string, telegram func(*config.Telegram), extra func(*config.Config)) *config.Config {
+	cfg := modelConfig(r.model.URL)
+	cfg.Store.Driver, cfg.Store.DSN = config.StorePostgres, r.pg.DSN
+	cfg.Skills.Dir = filepath.Join(r.dir, "skills-"+id)
+	cfg.Agent.MaxConcurrentTurns = 16
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Log.Level = "debug"
+	cfg.Cluster.ReplicaID, cfg.Cluster.LeaseTTL, cfg.Cluster.PollInterval = id, replicaTTL, replicaPoll
+	tg := &cfg.Channels.Telegram
+	tg.Enabled, tg.Token, tg.APIEndpoint = true, tgToken, apiEndpoint
+	if telegram != nil {
+		telegram(tg)
+	}
+	if extra != nil {
+		extra(cfg)
+	}
+	return cfg
 }
 
 // start starts replica id; telegram and extra as for config. It returns
 // at once: see ready.
-func (r *replicaRig) start(t *testing.T, id, telegram, extra string) *replicaProc {
+func (r *replicaRig) start(t *testing.T, id string, telegram func(*config.Telegram), extra func(*config.Config)) *replicaProc {
 	t.Helper()
 	p := &replicaProc{id: id, tap: newReplicaTap(id, r.tg.URL, r.sends)}
 	r.procs = append(r.procs, p)
 	p.cfg = filepath.Join(r.dir, id+".yaml")
-	if err := os.WriteFile(p.cfg, []byte(r.config(id, p.tap.URL, telegram, extra)), 0o600); err != nil {
+	if err := cfgfile.WriteFile(p.cfg, r.config(id, p.tap.URL, telegram, extra)); err != nil {
 		t.Fatal(err)
 	}
 	r.crash.cfg = p.cfg
@@ -737,14 +726,13 @@ func TestReplicasTakeOverAfterKill(t *testing.T) {
 	for i := range users {
 		users[i] = takeoverUser(i)
 	}
-	telegram := fmt.Sprintf(`    poll_timeout: 30s
-    webhook:
-      url: %q
-      listen: "127.0.0.1:0"
-      secret_token: %q
-%s`, lb.URL+replicaHookPath, replicaHookSecret, allowUsers(users...))
+	telegram := func(tg *config.Telegram) {
+		tg.PollTimeout = 30 * time.Second
+		tg.Webhook = config.Webhook{URL: lb.URL + replicaHookPath, Listen: "127.0.0.1:0", SecretToken: replicaHookSecret}
+		tg.AllowUsers = userIDs(users...)
+	}
 	for _, id := range []string{"r1", "r2", "r3"} {
-		rig.start(t, id, telegram, "")
+		rig.start(t, id, telegram, nil)
 	}
 	for _, p := range rig.procs {
 		p.ready(t, true)
@@ -1120,16 +1108,14 @@ func TestReplicasScheduleFiresOnce(t *testing.T) {
 	// Long polling: the telegram-poller role moves with a kill too. A
 	// configured job far ahead checks that a scheduler taking over does not
 	// add or revive config jobs.
-	telegram := "    poll_timeout: 2s\n" + allowUsers(scheduleChat)
-	extra := fmt.Sprintf(`schedule:
-  jobs:
-    - name: far-ahead
-      spec: "at 2099-01-01 09:00"
-      channel: telegram
-      chat: "%d"
-      kind: reminder
-      text: "not in this test"
-`, scheduleChat)
+	telegram := func(tg *config.Telegram) {
+		tg.PollTimeout = 2 * time.Second
+		tg.AllowUsers = userIDs(scheduleChat)
+	}
+	extra := func(cfg *config.Config) {
+		cfg.Schedule.Jobs = []config.ScheduleJob{{Name: "far-ahead", Spec: "at 2099-01-01 09:00", Channel: "telegram",
+			Chat: strconv.FormatInt(scheduleChat, 10), Kind: "reminder", Text: "not in this test"}}
+	}
 	for _, id := range []string{"s1", "s2"} {
 		rig.start(t, id, telegram, extra)
 	}
@@ -1390,31 +1376,15 @@ func TestReplicasReadyz(t *testing.T) {
 	}})
 	const chat int64 = 7201
 	addr := freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-  max_retries: 0
-store:
-  driver: postgres
-  dsn: %q
-skills:
-  dir: %q
-learning:
-  enabled: false
-http:
-  listen: %q
-cluster:
-  replica_id: solo
-  lease_ttl: %s
-  poll_interval: %s
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: 2s
-%s`, model.URL, e2eAPIKey, pg.DSN, filepath.Join(t.TempDir(), "skills"), addr, replicaTTL, replicaPoll, tgToken, tg.URL, allowUsers(chat)))
+	c := modelConfig(model.URL)
+	c.Store.Driver, c.Store.DSN = config.StorePostgres, pg.DSN
+	c.Skills.Dir = filepath.Join(t.TempDir(), "skills")
+	c.Learning.Enabled = false
+	c.HTTP.Listen = addr
+	c.Cluster.ReplicaID, c.Cluster.LeaseTTL, c.Cluster.PollInterval = "solo", replicaTTL, replicaPoll
+	c.Channels.Telegram = config.Telegram{Enabled: true, Token: tgToken, APIEndpoint: tg.URL, PollTimeout: 2 * time.Second,
+		AllowUsers: userIDs(chat)}
+	cfg := cfgfile.Write(t, c)
 	s := startServe(t, cfg, func(ctx context.Context) error {
 		_, err := waitReadyzAt(ctx, addr, func(rd replicaReadiness) bool { return rd.code == http.StatusOK })
 		return err

@@ -19,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/config"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 	"switchboard/llm"
 	"switchboard/store"
@@ -84,36 +86,30 @@ type svcServe struct {
 	url    string // the HTTP server, once listening
 }
 
-func svcConfig(t *testing.T, dir string, model *testkit.FakeLLM, tg *tgfake.Fake, extra string) string {
+// svcSettings is the services tests' configuration: the fake model and
+// Telegram, a database and skills folder in dir, the HTTP server on a free
+// port, behind a token.
+func svcSettings(dir string, model *testkit.FakeLLM, tg *tgfake.Fake) *config.Config {
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model, cfg.LLM.MaxRetries = model.URL, "sk-service-test", "fake-model", 0
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	// Learning calls the model in the background after replies; these tests
+	// count the model calls of turns.
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen, cfg.HTTP.Token = "127.0.0.1:0", svcHTTPToken
+	cfg.Log.Level = "info"
+	c := &cfg.Channels.Telegram
+	c.Enabled, c.Token, c.APIEndpoint, c.PollTimeout = true, svcTGToken, tg.URL, time.Second
+	c.AllowUsers = userIDs(svcAda)
+	return cfg
+}
+
+// svcConfig writes cfg to config.yaml in dir and returns its path.
+func svcConfig(t *testing.T, dir string, cfg *config.Config) string {
 	t.Helper()
 	path := filepath.Join(dir, "config.yaml")
-	body := fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: sk-service-test
-  model: fake-model
-  max_retries: 0
-store:
-  path: %q
-skills:
-  dir: %q
-# Learning calls the model in the background after replies; these tests
-# count the model calls of turns.
-learning:
-  enabled: false
-http:
-  listen: 127.0.0.1:0
-  token: %q
-log:
-  level: info
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: 1s
-    allow_users: ["%d"]
-%s`, model.URL, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"), svcHTTPToken, svcTGToken, tg.URL, svcAda, extra)
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -224,7 +220,8 @@ func TestServeAsAService(t *testing.T) {
 	tg := tgfake.New(t, svcTGToken)
 	model := testkit.NewFakeLLM(t)
 	dir := t.TempDir()
-	cfg := svcConfig(t, dir, model, tg, "")
+	settings := svcSettings(dir, model, tg)
+	cfg := svcConfig(t, dir, settings)
 	s := startSvc(t, cfg, tg)
 
 	// Health needs no token; readiness does, and is green once Telegram
@@ -283,16 +280,10 @@ func TestServeAsAService(t *testing.T) {
 
 	// SIGHUP: the log level and the allowlist change at once; a changed
 	// model only after a restart, which the log says.
-	data, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := strings.Replace(string(data), "level: info", "level: debug", 1)
-	edited = strings.Replace(edited, fmt.Sprintf(`allow_users: ["%d"]`, svcAda), fmt.Sprintf(`allow_users: ["%d", "%d"]`, svcAda, svcBob), 1)
-	edited = strings.Replace(edited, "max_retries: 0", "max_retries: 2", 1)
-	if err := os.WriteFile(cfg, []byte(edited), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	settings.Log.Level = "debug"
+	settings.Channels.Telegram.AllowUsers = userIDs(svcAda, svcBob)
+	settings.LLM.MaxRetries = 2
+	svcConfig(t, dir, settings)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -333,17 +324,19 @@ func TestServeAsAService(t *testing.T) {
 func TestServeGracefulShutdown(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		timeout  string
+		timeout  time.Duration
 		finishes bool
 	}{
-		{"turn finishes within the timeout", "30s", true},
-		{"turn is checkpointed and resumed after a restart", "100ms", false},
+		{"turn finishes within the timeout", 30 * time.Second, true},
+		{"turn is checkpointed and resumed after a restart", 100 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := tgfake.New(t, svcTGToken)
 			model := testkit.NewFakeLLM(t)
 			dir := t.TempDir()
-			cfg := svcConfig(t, dir, model, tg, "shutdown_timeout: "+tc.timeout+"\n")
+			settings := svcSettings(dir, model, tg)
+			settings.ShutdownTimeout = tc.timeout
+			cfg := svcConfig(t, dir, settings)
 			s := startSvc(t, cfg, tg)
 
 			release := make(chan struct{})

@@ -31,7 +31,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"switchboard/config"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 	"switchboard/internal/tghtml"
 	"switchboard/llm"
@@ -50,44 +52,27 @@ const (
 )
 
 // telegramConfig writes a serve configuration aimed at the fake model and
-// the Bot API at endpoint; extra holds more lines of channels.telegram.
-func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollTimeout, extra string) string {
+// the Bot API at endpoint; extra sets more of channels.telegram.
+func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollTimeout time.Duration, extra func(*config.Telegram)) string {
 	t.Helper()
 	dir := t.TempDir()
-	return writeConfig(t, fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: %q
-  model: fake-model
-  max_retries: 0
-store:
-  path: %q
-skills:
-  dir: %q
-# Learning calls the model in the background after replies; these tests
-# count the model calls of turns.
-learning:
-  enabled: false
-http:
-  listen: ""
-log:
-  level: debug
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: %s
-%s`, model.URL, e2eAPIKey, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"),
-		tgToken, endpoint, pollTimeout, extra))
+	cfg := modelConfig(model.URL)
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	// Learning calls the model in the background after replies; these tests
+	// count the model calls of turns.
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = ""
+	cfg.Log.Level = "debug"
+	tg := &cfg.Channels.Telegram
+	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout = true, tgToken, endpoint, pollTimeout
+	extra(tg)
+	return cfgfile.Write(t, cfg)
 }
 
-// allowUsers is the channels.telegram.allow_users line admitting ids.
-func allowUsers(ids ...int64) string {
-	q := make([]string, len(ids))
-	for i, id := range ids {
-		q[i] = strconv.Quote(strconv.FormatInt(id, 10))
-	}
-	return "    allow_users: [" + strings.Join(q, ", ") + "]\n"
+// allowUsers admits the Telegram users ids.
+func allowUsers(ids ...int64) func(*config.Telegram) {
+	return func(tg *config.Telegram) { tg.AllowUsers = userIDs(ids...) }
 }
 
 // telegramServe is a running `switchboard serve` with Telegram enabled.
@@ -104,13 +89,13 @@ type telegramServe struct {
 }
 
 // startTelegramServe runs serve against tg (set up by the caller) and a
-// scripted model, with a 1 s long poll; extra holds more lines of
+// scripted model, with a 1 s long poll; extra sets more of
 // channels.telegram. It returns once the adapter polls for updates.
-func startTelegramServe(t *testing.T, tg *tgfake.Fake, extra string) *telegramServe {
+func startTelegramServe(t *testing.T, tg *tgfake.Fake, extra func(*config.Telegram)) *telegramServe {
 	t.Helper()
 	model := testkit.NewFakeLLM(t)
 	s := &telegramServe{tg: tg, net: newFlakyNet(t, tg.URL), model: model, modelScript: newModelScript(model), final: map[int64]int{}}
-	s.cfg = telegramConfig(t, s.net.URL, model, "1s", extra)
+	s.cfg = telegramConfig(t, s.net.URL, model, time.Second, extra)
 	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return tg.WaitCalls(ctx, "getUpdates", 1) })
 	return s
 }
@@ -541,7 +526,7 @@ func TestTelegramServeWithoutOptionalMethods(t *testing.T) {
 // `switchboard pairing approve` while serve runs, and the user is answered.
 func TestTelegramPairing(t *testing.T) {
 	tg := tgfake.New(t, tgToken)
-	s := startTelegramServe(t, tg, "    pairing: true\n")
+	s := startTelegramServe(t, tg, func(tg *config.Telegram) { tg.Pairing = true })
 
 	s.say(tgErin, tgErin, "erin", "may I come in?")
 	notice := s.waitSent(t, tgErin, 1)[0]
@@ -592,7 +577,7 @@ func newCrashRig(t *testing.T) *crashRig {
 	// A long poll: a child stops by signal, which ends its poll at once, and
 	// an idle poll must not end (and take the failure armed for the next
 	// poll) while the test pushes an update.
-	r.cfg = telegramConfig(t, r.tg.URL, r.model, "30s", allowUsers(tgAlice))
+	r.cfg = telegramConfig(t, r.tg.URL, r.model, 30*time.Second, allowUsers(tgAlice))
 	// Registered after the fakes, so it runs before they close.
 	t.Cleanup(func() {
 		for i, c := range r.children {
