@@ -52,7 +52,7 @@ package e2e
 // kill lands still depends on scheduling, so a replay repeats the same
 // faults at the same kinds of moments, not bit for bit. By hand:
 //
-//	go test -race -run 'TestChaos' -chaos.cycles=500 -chaos.seed=N .
+//	go test -race -run 'TestChaos' -chaos.cycles=500 -chaos.seed=N ./e2e/
 
 import (
 	"context"
@@ -581,7 +581,7 @@ func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
 		}
 		if t.Failed() {
 			reportChaos(t, rig, ran)
-			t.Logf("replay with: go test -race -run 'TestChaos/%s' -chaos.seed=%d -chaos.cycles=%d .", ch.name(), seed, cycles)
+			t.Logf("replay with: go test -race -run 'TestChaos/%s' -chaos.seed=%d -chaos.cycles=%d ./e2e/", ch.name(), seed, cycles)
 		}
 	})
 

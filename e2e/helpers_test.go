@@ -80,7 +80,7 @@ func runCrashChild(cfg string) int {
 	return run(ctx, []string{"serve", "--config", cfg}, strings.NewReader(""), os.Stdout, os.Stderr)
 }
 
-// serveRun is `switchboard serve` running in this process, as run() runs
+// serveRun is `switchboard serve` running in this process, as cli.Run runs
 // it, until stop.
 type serveRun struct {
 	stderr *lineWriter

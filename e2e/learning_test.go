@@ -27,7 +27,7 @@ import (
 	"switchboard/store"
 )
 
-// Acceptance tests of learning through the real wiring (build): router,
+// Acceptance tests of learning through the real wiring (gateway.Build): router,
 // agent, store file, memory, profile and skill jobs, the scripted model on
 // 127.0.0.1.
 

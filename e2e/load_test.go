@@ -1,9 +1,9 @@
 package e2e
 
 // Load and leaks (issue 10): a thousand chats at once through the real
-// wiring (build: router, agent loop, skills, SQLite store, the go-openai
+// wiring (gateway.Build: router, agent loop, skills, SQLite store, the go-openai
 // client) against a model on loopback. The channel is an in-memory one: the
-// Telegram and Discord adapters under faults are in e2e_faults_test.go, and
+// Telegram and Discord adapters under faults are in faults_test.go, and
 // bench/ measures the binary end to end.
 
 import (
