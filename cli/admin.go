@@ -31,25 +31,31 @@ type adminRun struct {
 	out io.Writer
 }
 
-// storeCommands are the admin commands on the store, by name.
-var storeCommands = map[string]storeCommand{
-	"pairing": {
-		usage: "usage: switchboard pairing list | approve CODE | revoke CHANNEL USER_ID\n",
-		ready: func(args []string) bool { return len(args) > 0 },
-		run:   pairing,
-	},
-	"schedule": {
-		usage: "usage: switchboard schedule list | cancel ID\n",
-		ready: func(args []string) bool { return len(args) > 0 },
-		run:   scheduleCommand,
-	},
-	"skills": {
-		usage: "usage: switchboard skills proposals [apply ID | revert NAME]\n",
-		ready: func(args []string) bool {
-			return len(args) > 0 && args[0] == "proposals" && (len(args) == 1 || len(args) == 3)
-		},
-		run: skillsCommand,
-	},
+// storeCommandNamed returns the admin command on the store called name.
+func storeCommandNamed(name string) (storeCommand, bool) {
+	switch name {
+	case "pairing":
+		return storeCommand{
+			usage: "usage: switchboard pairing list | approve CODE | revoke CHANNEL USER_ID\n",
+			ready: func(args []string) bool { return len(args) > 0 },
+			run:   pairing,
+		}, true
+	case "schedule":
+		return storeCommand{
+			usage: "usage: switchboard schedule list | cancel ID\n",
+			ready: func(args []string) bool { return len(args) > 0 },
+			run:   scheduleCommand,
+		}, true
+	case "skills":
+		return storeCommand{
+			usage: "usage: switchboard skills proposals [apply ID | revert NAME]\n",
+			ready: func(args []string) bool {
+				return len(args) > 0 && args[0] == "proposals" && (len(args) == 1 || len(args) == 3)
+			},
+			run: skillsCommand,
+		}, true
+	}
+	return storeCommand{}, false
 }
 
 // errUsage from a command prints its usage, exit code 2.

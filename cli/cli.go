@@ -90,7 +90,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	admin, isAdmin := storeCommands[cmd]
+	admin, isAdmin := storeCommandNamed(cmd)
 	if len(positional) > 0 && !isAdmin {
 		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", positional[0], usage)
 		return ExitConfig
