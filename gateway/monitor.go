@@ -1,7 +1,7 @@
 package gateway
 
 // The monitor: what feeds the metrics, the dashboard's activity and the
-// HTTP API channel from turn events and sends.
+// chat API channel from turn events and sends.
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"switchboard/agent"
 	"switchboard/channels"
+	"switchboard/channels/openai"
 	"switchboard/config"
 	"switchboard/httpapi"
 	"switchboard/llm"
@@ -18,11 +19,11 @@ import (
 )
 
 // monitor observes the gateway: every turn event and send goes to the
-// metrics, the dashboard's activity and the HTTP API channel.
+// metrics, the dashboard's activity and the chat API channel.
 type monitor struct {
 	metrics  *metrics.Metrics
 	activity *httpapi.Activity
-	api      *httpapi.API
+	api      *openai.API
 	model    *metrics.Model
 	log      *slog.Logger
 }
@@ -30,7 +31,7 @@ type monitor struct {
 func newMonitor(cfg *config.Config, version, replica string, model *llm.Client, log *slog.Logger) *monitor {
 	m := &monitor{metrics: metrics.NewReplica(version, replica), activity: httpapi.NewActivity(), log: log}
 	m.model = m.metrics.ObserveModel(model, cfg.LLM.Model)
-	m.api = httpapi.NewAPI(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
+	m.api = openai.New(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
 	return m
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"switchboard/channels"
+	"switchboard/channels/openai"
 	"switchboard/config"
 	"switchboard/httpapi"
 	"switchboard/router"
@@ -59,7 +60,7 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 	if srv != nil {
 		// The chat API authenticates with http.token, so whoever gets in
 		// may talk to the agent.
-		specs = append(specs, channelSpec{name: httpapi.APIChannel, access: router.Access{AllowAll: true},
+		specs = append(specs, channelSpec{name: openai.ChannelName, access: router.Access{AllowAll: true},
 			build: func(context.Context) (channels.Channel, error) { return g.mon.api, nil }})
 	}
 	st := &stopping{sup: sup, srv: srv, stopChannels: func() {}}

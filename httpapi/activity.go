@@ -142,6 +142,14 @@ func (a *Activity) trim() {
 	}
 }
 
+// clip cuts s to n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 func userOf(in channels.Inbound) string {
 	switch {
 	case in.DisplayName != "":

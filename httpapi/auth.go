@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"switchboard/internal/httpjson"
 )
 
 const (
@@ -49,7 +51,7 @@ func (s *Server) bearer(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
-		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
+		httpjson.Error(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key",
 			"missing or wrong bearer token: send the http.token as \"Authorization: Bearer TOKEN\"")
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"switchboard/agent"
 	"switchboard/llm"
 	"switchboard/mcpclient"
 	"switchboard/store"
@@ -416,14 +417,16 @@ func clipRunes(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-// statusClass maps a status or state to a CSS class.
+// statusClass maps a status or state to a CSS class: a turn's status
+// (store.Turn*), a channel's state, a job run's outcome (store.Run*) or a
+// stop reason.
 func statusClass(s string) string {
 	switch s {
-	case "completed", StateConnected, "ok", "end_turn":
+	case string(store.TurnCompleted), StateConnected, string(store.RunOK), string(agent.StopEndTurn):
 		return "ok"
-	case "running", StateStarting:
+	case string(store.TurnRunning), StateStarting:
 		return "busy"
-	case "cancelled", StateStopped:
+	case string(store.TurnCancelled), StateStopped:
 		return "muted"
 	}
 	return "bad"

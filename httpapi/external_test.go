@@ -1,17 +1,15 @@
 package httpapi
 
-// Tests that drive the server with real outside clients: the official
-// openai npm package under Node.js, and headless Chromium (Debian's
-// chromium package) through chromedp. Their tools are installed by .ci/run;
-// under CI=true a missing tool fails the test, elsewhere it skips it with a
-// message saying what to install.
+// A test that drives the dashboard in a real browser: headless Chromium
+// (Debian's chromium package) through chromedp. It is installed by .ci/run;
+// under CI=true a missing browser fails the test, elsewhere it skips it
+// with a message saying what to install (testkit.Missing). The chat API's
+// test with the official openai npm client is in channels/openai.
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,95 +22,6 @@ import (
 	"switchboard/llm"
 )
 
-// missing reports a missing outside dependency: a failure in CI, a skip
-// elsewhere.
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: .ci/run should have installed it)", msg)
-	}
-	t.Skipf("skipped: %s", msg)
-}
-
-// openaiClientDir is where the npm client is installed (node_modules is
-// ignored by git).
-const openaiClientDir = "testdata/openai-client"
-
-func TestOpenAINodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node is not installed; the official openai client runs on Node.js")
-	}
-	dir, err := filepath.Abs(openaiClientDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			missing(t, "npm is not installed, and the openai package is not in %s/node_modules", openaiClientDir)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			missing(t, "npm ci in %s failed: %v\n%s", openaiClientDir, err, out)
-		}
-	}
-
-	s := newStack(t, func(o *Options) { o.Token = testToken })
-	s.scriptToolTurn("It is tea time.")
-	s.fake.Push(testkit.Reply{Text: "Streamed, at last.", Usage: &llm.Usage{PromptTokens: 40, CompletionTokens: 4, TotalTokens: 44}})
-
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SB_BASE_URL="+s.url+"/v1", "SB_TOKEN="+testToken)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
-	}
-	var got struct {
-		Models []string
-		Plain  struct {
-			ID, Content, Role, Finish string
-			Total                     int
-		}
-		Stream struct {
-			Content, Finish string
-			Total, Chunks   int
-		}
-		WrongKey any
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("client output %q: %v", out, err)
-	}
-	if len(got.Models) != 1 || got.Models[0] != "switchboard" {
-		t.Errorf("models = %v", got.Models)
-	}
-	if got.Plain.Content != "It is tea time." || got.Plain.Role != "assistant" || got.Plain.Finish != "stop" ||
-		got.Plain.Total != 290 || !strings.HasPrefix(got.Plain.ID, "chatcmpl-") {
-		t.Errorf("non-streaming = %+v", got.Plain)
-	}
-	if got.Stream.Content != "Streamed, at last." || got.Stream.Finish != "stop" || got.Stream.Total != 44 || got.Stream.Chunks < 3 {
-		t.Errorf("streaming = %+v", got.Stream)
-	}
-	if got.WrongKey != float64(401) {
-		t.Errorf("a wrong key gave %v, want status 401", got.WrongKey)
-	}
-	// Both requests were one session: the streamed turn saw the first.
-	reqs := s.fake.Requests()
-	last := reqs[len(reqs)-1].Messages
-	if !historyHas(last, "What time is it?") || !historyHas(last, "And now, streamed?") {
-		t.Errorf("the streamed turn's request lacks the session history: %+v", last)
-	}
-}
-
 // chromium finds Debian's chromium (or $CHROME_PATH).
 func chromium(t *testing.T) string {
 	t.Helper()
@@ -124,7 +33,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	missing(t, "chromium is not installed (apt-get install chromium); the dashboard test drives it headless")
+	testkit.Missing(t, "chromium is not installed (apt-get install chromium); the dashboard test drives it headless")
 	return ""
 }
 

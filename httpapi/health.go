@@ -2,13 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
-	"switchboard/cluster"
 	"sync"
 	"time"
+
+	"switchboard/cluster"
+	"switchboard/internal/httpjson"
 )
 
 // Check is one readiness check's result.
@@ -37,7 +38,7 @@ type probeState struct {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
+	httpjson.Write(w, http.StatusOK, map[string]any{
 		"status":         "ok",
 		"version":        s.opts.Version,
 		"uptime_seconds": int(s.opts.Now().Sub(s.started).Seconds()),
@@ -50,7 +51,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !rd.Ready {
 		code = http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, rd)
+	httpjson.Write(w, code, rd)
 }
 
 // Ready runs the readiness checks: the store accepts writes, every enabled
@@ -182,19 +183,4 @@ func (s *Server) probeModel(ctx context.Context, lastFailure time.Time) error {
 
 func ago(now, t time.Time) string {
 	return now.Sub(t).Round(time.Second).String() + " ago"
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-// writeAPIError writes an error in the OpenAI API's shape.
-func writeAPIError(w http.ResponseWriter, code int, typ, errCode, msg string) {
-	body := map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": errCode, "param": nil}}
-	writeJSON(w, code, body)
 }

@@ -1,15 +1,16 @@
 // Package httpapi is Switchboard's HTTP server: health and readiness
-// checks, Prometheus metrics, an OpenAI-compatible chat API (a channel of
-// its own, through the router like Telegram and Discord), and a read-only
-// web dashboard whose assets are embedded in the binary.
+// checks, Prometheus metrics and a read-only web dashboard whose assets are
+// embedded in the binary. It also mounts the OpenAI-compatible chat API,
+// which is a channel of its own (channels/openai) and reaches the server
+// only through the ChatAPI interface.
 //
 // Routes:
 //
 //	GET  /healthz               the process is up (never needs the token)
 //	GET  /readyz                store writable, channels connected, model reachable recently
 //	GET  /metrics               Prometheus text format
-//	POST /v1/chat/completions   OpenAI-compatible, streaming or not
-//	GET  /v1/models             lists the agent as a model
+//	POST /v1/chat/completions   the chat API (ChatAPI), OpenAI-compatible, streaming or not
+//	GET  /v1/models             the chat API: lists the agent as a model
 //	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id})
 //
 // When a token is configured every route but /healthz requires it, as
@@ -27,10 +28,10 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"switchboard/cluster"
 	"sync/atomic"
 	"time"
 
+	"switchboard/cluster"
 	"switchboard/mcpclient"
 	"switchboard/metrics"
 	"switchboard/store"
@@ -74,6 +75,16 @@ type ModelWatch interface {
 	Health() metrics.ModelHealth
 	Succeeded()
 	Failed(err error)
+}
+
+// ChatAPI is the OpenAI-compatible chat API (channels/openai's *API),
+// which the server mounts behind its token.
+type ChatAPI interface {
+	// Routes returns the API's handlers by http.ServeMux pattern.
+	Routes() map[string]http.Handler
+	// Abandon answers the requests still waiting for their turns: the
+	// server is shutting down.
+	Abandon()
 }
 
 // Channel states reported by ChannelStatus.State.
@@ -138,7 +149,7 @@ type Options struct {
 
 	Store    Store
 	Metrics  http.Handler // /metrics
-	API      *API         // /v1/...
+	API      ChatAPI      // /v1/...
 	Activity *Activity    // live turns for the dashboard
 
 	Channels func() []ChannelStatus
@@ -238,7 +249,7 @@ func (s *Server) Drain() { s.draining.Store(true) }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
 	if s.opts.API != nil {
-		s.opts.API.abandon()
+		s.opts.API.Abandon()
 	}
 	if err := s.srv.Shutdown(ctx); err != nil {
 		_ = s.srv.Close()
@@ -255,8 +266,9 @@ func (s *Server) routes() http.Handler {
 		mux.Handle("GET /metrics", s.bearer(s.opts.Metrics))
 	}
 	if s.opts.API != nil {
-		mux.Handle("POST /v1/chat/completions", s.bearer(http.HandlerFunc(s.opts.API.chatCompletions)))
-		mux.Handle("GET /v1/models", s.bearer(http.HandlerFunc(s.opts.API.models)))
+		for pattern, h := range s.opts.API.Routes() {
+			mux.Handle(pattern, s.bearer(h))
+		}
 	}
 	s.dashboardRoutes(mux)
 	return securityHeaders(mux)

@@ -2,11 +2,10 @@ package httpapi
 
 // A real gateway for the tests: SQLite in a temporary directory, the agent
 // loop, the router, the metrics and this package's server on 127.0.0.1,
-// with the scripted fake model server from internal/testkit.
+// with the scripted fake model server from internal/testkit. The chat API
+// of channels/openai, mounted as in serve, makes the turns.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 
 	"switchboard/agent"
 	"switchboard/channels"
+	"switchboard/channels/openai"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
 	"switchboard/metrics"
@@ -29,12 +29,15 @@ import (
 
 const testToken = "test-http-token-0123456789"
 
+// The chat API as the server mounts it.
+var _ ChatAPI = (*openai.API)(nil)
+
 type stack struct {
 	t        *testing.T
 	fake     *testkit.FakeLLM
 	store    *store.Store
 	router   *router.Router
-	api      *API
+	api      *openai.API
 	activity *Activity
 	metrics  *metrics.Metrics
 	model    *metrics.Model
@@ -66,7 +69,7 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 		t.Fatal(err)
 	}
 	s.activity = NewActivity()
-	s.api = NewAPI("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
+	s.api = openai.New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
 	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model",
 		OnEvent: func(in channels.Inbound, ev agent.Event) {
 			s.metrics.Observe(in, ev)
@@ -90,7 +93,7 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 		defer close(runDone)
 		_ = s.api.Run(runCtx, rt)
 	}()
-	<-s.api.started
+	<-s.api.Started()
 	s.stopAPI = func() {
 		stopRun()
 		<-runDone
@@ -175,50 +178,6 @@ func (s *stack) chat(user, text string) (string, map[string]any) {
 	}
 	choice := resp["choices"].([]any)[0].(map[string]any)
 	return choice["message"].(map[string]any)["content"].(string), resp
-}
-
-// streamChat posts a streaming chat completion and returns the decoded
-// data events (without [DONE]) and whether [DONE] came.
-func (s *stack) streamChat(user, text string) ([]map[string]any, bool) {
-	s.t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "switchboard", "user": user, "stream": true,
-		"stream_options": map[string]any{"include_usage": true},
-		"messages":       []map[string]any{{"role": "user", "content": text}}})
-	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.url+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		b, _ := io.ReadAll(resp.Body)
-		s.t.Fatalf("stream: status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
-	}
-	var events []map[string]any
-	done := false
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if line == "[DONE]" {
-			done = true
-			break
-		}
-		var ev map[string]any
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			s.t.Fatalf("stream event %q: %v", line, err)
-		}
-		events = append(events, ev)
-	}
-	return events, done
 }
 
 // scriptToolTurn queues a turn that calls current_time, then answers.

@@ -115,7 +115,7 @@ func forEachBackendB(b *testing.B, bench func(b *testing.B, db backend)) {
 }
 
 // needPostgres skips the test without a test server, or fails it under
-// CI=true (the house rule of httpapi's missing()).
+// CI=true (the house rule of testkit.Missing).
 func needPostgres(t testing.TB) {
 	t.Helper()
 	if os.Getenv(pgEnv) != "" {

@@ -1,0 +1,99 @@
+package openai
+
+// The chat API driven by the official openai npm package under Node.js.
+// .ci/run installs it (npm ci in testdata/openai-client); elsewhere the test
+// runs npm ci itself when node_modules is missing. Under CI=true a missing
+// tool fails the test, elsewhere it skips it with a message saying what to
+// install (testkit.Missing).
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+)
+
+// openaiClientDir is where the npm client is installed (node_modules is
+// ignored by git).
+const openaiClientDir = "testdata/openai-client"
+
+func TestOpenAINodeClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testkit.Missing(t, "node is not installed; the official openai client runs on Node.js")
+	}
+	dir, err := filepath.Abs(openaiClientDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			testkit.Missing(t, "npm is not installed, and the openai package is not in %s/node_modules", openaiClientDir)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			testkit.Missing(t, "npm ci in %s failed: %v\n%s", openaiClientDir, err, out)
+		}
+	}
+
+	s := newStack(t, testToken)
+	s.scriptToolTurn("It is tea time.")
+	s.fake.Push(testkit.Reply{Text: "Streamed, at last.", Usage: &llm.Usage{PromptTokens: 40, CompletionTokens: 4, TotalTokens: 44}})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "client.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SB_BASE_URL="+s.url+"/v1", "SB_TOKEN="+testToken)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+	}
+	var got struct {
+		Models []string
+		Plain  struct {
+			ID, Content, Role, Finish string
+			Total                     int
+		}
+		Stream struct {
+			Content, Finish string
+			Total, Chunks   int
+		}
+		WrongKey any
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if len(got.Models) != 1 || got.Models[0] != "switchboard" {
+		t.Errorf("models = %v", got.Models)
+	}
+	if got.Plain.Content != "It is tea time." || got.Plain.Role != "assistant" || got.Plain.Finish != "stop" ||
+		got.Plain.Total != 290 || !strings.HasPrefix(got.Plain.ID, "chatcmpl-") {
+		t.Errorf("non-streaming = %+v", got.Plain)
+	}
+	if got.Stream.Content != "Streamed, at last." || got.Stream.Finish != "stop" || got.Stream.Total != 44 || got.Stream.Chunks < 3 {
+		t.Errorf("streaming = %+v", got.Stream)
+	}
+	if got.WrongKey != float64(401) {
+		t.Errorf("a wrong key gave %v, want status 401", got.WrongKey)
+	}
+	// Both requests were one session: the streamed turn saw the first.
+	reqs := s.fake.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if !historyHas(last, "What time is it?") || !historyHas(last, "And now, streamed?") {
+		t.Errorf("the streamed turn's request lacks the session history: %+v", last)
+	}
+}

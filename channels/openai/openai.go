@@ -1,0 +1,570 @@
+// Package openai is the OpenAI-compatible chat API as a channel: each
+// request to POST /v1/chat/completions becomes an inbound message of the
+// chat named by its user, goes through the router and the agent like a
+// Telegram or Discord message, and is answered, streaming or not, with what
+// the turn sends. GET /v1/models lists the agent as a model.
+//
+// The HTTP server (httpapi) mounts its Routes behind the bearer token and
+// calls Abandon when it shuts down; this package knows no token and no
+// server.
+package openai
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/internal/httpjson"
+	"switchboard/llm"
+)
+
+// ChannelName is the channel name of the OpenAI-compatible API, as it
+// appears in Inbound.Channel, the store and the metrics.
+const ChannelName = "http"
+
+const (
+	// UserHeader selects the session when the request has no "user" field.
+	UserHeader = "X-Switchboard-User"
+	// defaultUser is the session of requests that name no user.
+	defaultUser = "api"
+	// maxBody bounds a chat request; images come inline as data URLs.
+	maxBody = 16 << 20
+	// maxUserLen bounds the user name, which becomes the chat's key.
+	maxUserLen = 128
+	// keepAliveEvery sends an SSE comment while a streamed turn works, so
+	// proxies do not cut an idle connection.
+	keepAliveEvery = 15 * time.Second
+	// deliverTimeout bounds storing the message; the turn itself runs as
+	// long as agent.turn_timeout allows.
+	deliverTimeout = 10 * time.Second
+)
+
+// API is the OpenAI-compatible chat API as a channel: each request becomes
+// an inbound message of the chat named by its user, goes through the router
+// and the agent like any other, and is answered with what the turn sends.
+// Register it with the router (AddChannel), run it, feed it the router's
+// events (Observe), and let the HTTP server mount its Routes.
+type API struct {
+	modelID  string
+	created  int64
+	log      *slog.Logger
+	shutdown func(error) bool // reports whether a Deliver error means shutting down
+
+	mu      sync.Mutex
+	sink    channels.Sink
+	waiters map[string]*waiter // by inbound message id
+	seq     atomic.Int64
+	started chan struct{} // closed when Run first takes requests
+	once    sync.Once
+}
+
+// New returns the API channel; agentName becomes the model id that
+// /v1/models lists. isShutdown tells a Deliver error that means the router
+// is shutting down (router.ErrShuttingDown) from other failures.
+func New(agentName string, isShutdown func(error) bool, log *slog.Logger) *API {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if isShutdown == nil {
+		isShutdown = func(error) bool { return false }
+	}
+	return &API{modelID: ModelID(agentName), created: time.Now().Unix(), shutdown: isShutdown,
+		log: log.With("channel", ChannelName), waiters: map[string]*waiter{}, started: make(chan struct{})}
+}
+
+// ModelID turns the agent's name into the model id the API lists:
+// lower case, spaces as dashes.
+func ModelID(agentName string) string {
+	id := strings.ToLower(strings.Join(strings.Fields(agentName), "-"))
+	if id == "" {
+		return "switchboard"
+	}
+	return id
+}
+
+// Name implements channels.Channel.
+func (a *API) Name() string { return ChannelName }
+
+// RepliesInProcess implements router.InProcessReplier: a reply goes out on
+// the request's open connection, in this process.
+func (a *API) RepliesInProcess() bool { return true }
+
+// Run implements channels.Channel: requests are taken until ctx ends.
+func (a *API) Run(ctx context.Context, sink channels.Sink) error {
+	a.mu.Lock()
+	if a.sink != nil {
+		a.mu.Unlock()
+		return errors.New("openai: Run is already running")
+	}
+	a.sink = sink
+	a.mu.Unlock()
+	a.once.Do(func() { close(a.started) })
+	<-ctx.Done()
+	a.mu.Lock()
+	a.sink = nil
+	a.mu.Unlock()
+	return nil
+}
+
+// Started is closed when Run first takes requests.
+func (a *API) Started() <-chan struct{} { return a.started }
+
+// Connected reports whether the API takes requests.
+func (a *API) Connected() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sink != nil
+}
+
+// Send implements channels.Channel: the text goes to the request the
+// message answers (the router marks the context with it). A reply whose
+// request has gone (the client hung up) is kept only in the transcript.
+func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
+	id := fmt.Sprintf("http-%d", a.seq.Add(1))
+	a.mu.Lock()
+	var w *waiter
+	if in, ok := channels.InboundOf(ctx); ok && in.Channel == ChannelName {
+		w = a.waiters[in.MessageID]
+	}
+	a.mu.Unlock()
+	if w == nil {
+		a.log.Debug("reply for a request that is no longer waiting", "chat", m.ChatID)
+		return id, nil
+	}
+	w.send(m.Text)
+	return id, nil
+}
+
+// Observe follows the turns of API requests; it is part of the router's
+// OnEvent hook.
+func (a *API) Observe(in channels.Inbound, ev agent.Event) {
+	if in.Channel != ChannelName || (ev.Kind != agent.EventTurnStart && ev.Kind != agent.EventDone) {
+		return
+	}
+	a.mu.Lock()
+	w := a.waiters[in.MessageID]
+	a.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if ev.Kind == agent.EventTurnStart {
+		w.start()
+		return
+	}
+	a.mu.Lock()
+	stopped := a.sink == nil
+	a.mu.Unlock()
+	if ev.StopReason == agent.StopCancelled && stopped {
+		// Shutting down: the router keeps the message pending, and the
+		// turn resumes after the restart.
+		w.finish(ev.Usage, ev.StopReason, errShutdownMsg)
+		return
+	}
+	w.finish(ev.Usage, ev.StopReason, ev.Err)
+}
+
+// Abandon ends every waiting request: the server is going down and their
+// turns were checkpointed, to be answered after a restart. The HTTP server
+// calls it when it shuts down.
+func (a *API) Abandon() {
+	a.mu.Lock()
+	ws := make([]*waiter, 0, len(a.waiters))
+	for _, w := range a.waiters {
+		ws = append(ws, w)
+	}
+	a.mu.Unlock()
+	for _, w := range ws {
+		w.finish(llm.Usage{}, agent.StopCancelled, errShutdownMsg)
+	}
+}
+
+const errShutdownMsg = "switchboard is shutting down; the message is stored and its turn resumes after the restart (its answer will be in this session's history)"
+
+// waiter collects what the turn answering one request sends.
+type waiter struct {
+	mu       sync.Mutex
+	texts    []string
+	started  bool // a turn began for the request
+	done     bool
+	usage    llm.Usage
+	stop     agent.StopReason
+	errMsg   string
+	notify   chan struct{} // signalled (cap 1) on every change
+	finished chan struct{} // closed when done
+}
+
+func newWaiter() *waiter {
+	return &waiter{notify: make(chan struct{}, 1), finished: make(chan struct{})}
+}
+
+func (w *waiter) poke() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (w *waiter) start() {
+	w.mu.Lock()
+	w.started = true
+	w.mu.Unlock()
+}
+
+// send adds a reply. A reply that comes before any turn started answers a
+// command (/new, /status, /help): it is the whole answer.
+func (w *waiter) send(text string) {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return
+	}
+	w.texts = append(w.texts, text)
+	command := !w.started
+	w.mu.Unlock()
+	if command {
+		w.finish(llm.Usage{}, agent.StopEndTurn, "")
+		return
+	}
+	w.poke()
+}
+
+func (w *waiter) finish(u llm.Usage, stop agent.StopReason, errMsg string) {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return
+	}
+	w.done, w.usage, w.stop, w.errMsg = true, u, stop, errMsg
+	w.mu.Unlock()
+	close(w.finished)
+	w.poke()
+}
+
+// take returns the texts from index from on, and whether the turn is done.
+func (w *waiter) take(from int) ([]string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.texts[from:]...), w.done
+}
+
+// chatRequest is the part of an OpenAI chat completion request the API
+// reads. Everything else (temperature, tools, ...) is accepted and ignored:
+// the agent has its own model settings and tools.
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	User string `json:"user"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type contentPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// input returns the text and images of the last user message.
+func (r *chatRequest) input() (string, []channels.Attachment, error) {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		m := r.Messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(m.Content, &s); err == nil {
+			return s, nil, nil
+		}
+		var parts []contentPart
+		if err := json.Unmarshal(m.Content, &parts); err != nil {
+			return "", nil, fmt.Errorf("messages[%d].content must be a string or a list of content parts", i)
+		}
+		var texts []string
+		var atts []channels.Attachment
+		for _, p := range parts {
+			switch {
+			case p.Type == "text":
+				texts = append(texts, p.Text)
+			case p.Type == "image_url" && p.ImageURL != nil:
+				atts = append(atts, imageAttachment(p.ImageURL.URL))
+			}
+		}
+		return strings.Join(texts, "\n"), atts, nil
+	}
+	return "", nil, errors.New("messages has no message with role \"user\"; the last one is the input")
+}
+
+// imageAttachment turns an image_url part into an attachment: data URLs
+// are decoded, other URLs are described.
+func imageAttachment(u string) channels.Attachment {
+	att := channels.Attachment{Kind: channels.Image, Name: "image"}
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		att.Note = "(an image URL the gateway does not fetch: " + clip(u, 200) + ")"
+		return att
+	}
+	meta, data, _ := strings.Cut(rest, ",")
+	mime, enc, _ := strings.Cut(meta, ";")
+	att.MIME = mime
+	if enc != "base64" {
+		att.Note = "(an image that was not base64-encoded)"
+		return att
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil || len(b) == 0 {
+		att.Note = "(an image whose data could not be decoded)"
+		return att
+	}
+	att.Data, att.Size = b, int64(len(b))
+	return att
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func newMessageID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Routes returns the API's handlers by http.ServeMux pattern, for the
+// HTTP server to mount (behind its token).
+func (a *API) Routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"POST /v1/chat/completions": http.HandlerFunc(a.chatCompletions),
+		"GET /v1/models":            http.HandlerFunc(a.models),
+	}
+}
+
+func (a *API) models(w http.ResponseWriter, _ *http.Request) {
+	httpjson.Write(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": a.modelID, "object": "model", "created": a.created, "owned_by": "switchboard",
+		}},
+	})
+}
+
+func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(&req); err != nil {
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "the body is not a chat completion request: "+err.Error())
+		return
+	}
+	text, atts, err := req.input()
+	if err != nil {
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "invalid_messages", err.Error())
+		return
+	}
+	if strings.TrimSpace(text) == "" && len(atts) == 0 {
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "empty_message", "the last user message is empty")
+		return
+	}
+	user := strings.TrimSpace(req.User)
+	if user == "" {
+		user = strings.TrimSpace(r.Header.Get(UserHeader))
+	}
+	if user == "" {
+		user = defaultUser
+	}
+	if len(user) > maxUserLen {
+		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "invalid_user", fmt.Sprintf("user is longer than %d bytes", maxUserLen))
+		return
+	}
+	model := req.Model
+	if model == "" {
+		model = a.modelID
+	}
+
+	a.mu.Lock()
+	sink := a.sink
+	a.mu.Unlock()
+	if sink == nil {
+		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "not_running", "the chat API is not running (starting or shutting down); try again shortly")
+		return
+	}
+	msgID := newMessageID()
+	in := channels.Inbound{
+		Channel: ChannelName, ChatID: user, ChatType: channels.DM, MessageID: msgID,
+		UserID: user, DisplayName: user, Text: text, Attachments: atts, Mentioned: true, Time: time.Now(),
+	}
+	wt := newWaiter()
+	a.mu.Lock()
+	a.waiters[msgID] = wt
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.waiters, msgID)
+		a.mu.Unlock()
+	}()
+	log := a.log.With("chat", user, "message_id", msgID)
+
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), deliverTimeout)
+	err = sink.Deliver(dctx, in)
+	cancel()
+	switch {
+	case err != nil && a.shutdown(err):
+		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "shutting_down", "switchboard is shutting down; send the message again after the restart")
+		return
+	case err != nil:
+		log.Error("could not store an API message", "err", err)
+		httpjson.Error(w, http.StatusInternalServerError, "server_error", "intake_failed", "the message could not be stored; try again")
+		return
+	}
+	log.Debug("API message accepted", "stream", req.Stream)
+
+	c := completion{id: "chatcmpl-" + msgID, model: model, created: time.Now().Unix()}
+	if req.Stream {
+		a.stream(w, r, wt, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+		return
+	}
+	select {
+	case <-wt.finished:
+	case <-r.Context().Done():
+		log.Info("client went away before the answer; the turn goes on and its answer stays in the session")
+		return
+	}
+	texts, _ := wt.take(0)
+	wt.mu.Lock()
+	usage, stop, errMsg := wt.usage, wt.stop, wt.errMsg
+	wt.mu.Unlock()
+	if len(texts) == 0 && stop == agent.StopCancelled && errMsg == errShutdownMsg {
+		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "shutting_down", errMsg)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{
+		"id": c.id, "object": "chat.completion", "created": c.created, "model": c.model,
+		"choices": []map[string]any{{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": strings.Join(texts, "\n\n")},
+			"finish_reason": finishReason(stop),
+		}},
+		"usage": usageJSON(usage),
+	})
+}
+
+// completion identifies one response.
+type completion struct {
+	id, model string
+	created   int64
+}
+
+func (c completion) chunk(delta map[string]any, finish any) map[string]any {
+	return map[string]any{
+		"id": c.id, "object": "chat.completion.chunk", "created": c.created, "model": c.model,
+		"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}},
+	}
+}
+
+// stream answers with server-sent events: a role chunk at once, a content
+// chunk for each message the turn sends, then the finish chunk, the usage
+// chunk when asked for, and [DONE].
+func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c completion, includeUsage bool) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	write := func(v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write(c.chunk(map[string]any{"role": "assistant", "content": ""}, nil)) {
+		return
+	}
+	keepAlive := time.NewTicker(keepAliveEvery)
+	defer keepAlive.Stop()
+	sent := 0
+	for {
+		texts, done := wt.take(sent)
+		for _, t := range texts {
+			if sent > 0 {
+				t = "\n\n" + t
+			}
+			sent++
+			if !write(c.chunk(map[string]any{"content": t}, nil)) {
+				return
+			}
+		}
+		if done {
+			break
+		}
+		select {
+		case <-wt.notify:
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": working\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-r.Context().Done():
+			a.log.Info("client went away before the answer; the turn goes on and its answer stays in the session")
+			return
+		}
+	}
+	wt.mu.Lock()
+	usage, stop, errMsg := wt.usage, wt.stop, wt.errMsg
+	wt.mu.Unlock()
+	if sent == 0 && stop == agent.StopCancelled && errMsg == errShutdownMsg {
+		write(map[string]any{"error": map[string]any{"message": errMsg, "type": "server_error", "code": "shutting_down"}})
+		return
+	}
+	if !write(c.chunk(map[string]any{}, finishReason(stop))) {
+		return
+	}
+	if includeUsage {
+		u := c.chunk(nil, nil)
+		u["choices"] = []any{}
+		u["usage"] = usageJSON(usage)
+		if !write(u) {
+			return
+		}
+	}
+	if _, err := fmt.Fprint(w, "data: [DONE]\n\n"); err == nil {
+		_ = rc.Flush()
+	}
+}
+
+// finishReason maps a stop reason to OpenAI's finish reasons.
+func finishReason(stop agent.StopReason) string {
+	switch stop {
+	case agent.StopMaxTokensExceeded, agent.StopBudgetExceeded, agent.StopMaxSteps, agent.StopContextOverflow:
+		return "length"
+	}
+	return "stop"
+}
+
+func usageJSON(u llm.Usage) map[string]int {
+	return map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
+}
+
+var _ channels.Channel = (*API)(nil)

@@ -1,0 +1,233 @@
+package openai
+
+// A real gateway for the tests: SQLite in a temporary directory, the agent
+// loop, the router and this channel's routes served on 127.0.0.1, with the
+// scripted fake model server from internal/testkit. The HTTP server of
+// httpapi is not part of it (it imports this package): a token, when the
+// stack has one, is checked here the way that server checks it.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/internal/httpjson"
+	"switchboard/internal/testkit"
+	"switchboard/llm"
+	"switchboard/router"
+	"switchboard/store"
+)
+
+const testToken = "test-http-token-0123456789"
+
+type stack struct {
+	t       *testing.T
+	fake    *testkit.FakeLLM
+	store   *store.Store
+	router  *router.Router
+	api     *API
+	srv     *http.Server
+	url     string
+	token   string
+	stopAPI func() // ends the API channel's Run, as serve's context does at SIGTERM
+}
+
+// newStack starts the gateway with the chat API's routes; with a token,
+// requests without it are refused.
+func newStack(t *testing.T, token string) *stack {
+	t.Helper()
+	s := &stack{t: t, fake: testkit.NewFakeLLM(t), token: token}
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "switchboard.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.store = st
+	client, err := llm.New(llm.Config{BaseURL: s.fake.URL, APIKey: "sk-test", Model: "fake-model", MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := agent.New(agent.Config{Model: client, Store: st,
+		Sources: []agent.Source{agent.Builtin(nil, time.UTC), agent.ChannelContext()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.api = New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
+	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model",
+		OnEvent: func(in channels.Inbound, ev agent.Event) { s.api.Observe(in, ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.router = rt
+	rt.AddChannel(s.api, router.Access{AllowAll: true})
+	if err := rt.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan struct{})
+	go func() {
+		defer close(runDone)
+		_ = s.api.Run(runCtx, rt)
+	}()
+	<-s.api.Started()
+	s.stopAPI = func() {
+		stopRun()
+		<-runDone
+	}
+
+	mux := http.NewServeMux()
+	for pattern, h := range s.api.Routes() {
+		mux.Handle(pattern, s.requireToken(h))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.url = "http://" + ln.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+		s.stopAPI()
+		if err := s.shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+		st.Close()
+	})
+	return s
+}
+
+// requireToken refuses a request without the stack's bearer token (if it
+// has one) with 401 in the OpenAI error shape, as httpapi's server does.
+func (s *stack) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if s.token == "" || (strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) == s.token) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		httpjson.Error(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "missing or wrong bearer token")
+	})
+}
+
+// shutdown stops serving as httpapi's server does: the waiting requests
+// are answered (Abandon), then the open connections are waited for.
+func (s *stack) shutdown(ctx context.Context) error {
+	s.api.Abandon()
+	return s.srv.Shutdown(ctx)
+}
+
+// do sends a request with the stack's token (if any) and returns status
+// and body.
+func (s *stack) do(method, path, body string, header map[string]string) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.t.Context(), method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// chat posts a non-streaming chat completion and returns the reply text.
+func (s *stack) chat(user, text string) (string, map[string]any) {
+	s.t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "switchboard", "user": user,
+		"messages": []map[string]any{{"role": "system", "content": "ignored"}, {"role": "user", "content": text}}})
+	code, out := s.do("POST", "/v1/chat/completions", string(body), nil)
+	if code != http.StatusOK {
+		s.t.Fatalf("chat %q: status %d: %s", text, code, out)
+	}
+	var resp map[string]any
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		s.t.Fatalf("chat %q: %v: %s", text, err, out)
+	}
+	choice := resp["choices"].([]any)[0].(map[string]any)
+	return choice["message"].(map[string]any)["content"].(string), resp
+}
+
+// streamChat posts a streaming chat completion and returns the decoded
+// data events (without [DONE]) and whether [DONE] came.
+func (s *stack) streamChat(user, text string) ([]map[string]any, bool) {
+	s.t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "switchboard", "user": user, "stream": true,
+		"stream_options": map[string]any{"include_usage": true},
+		"messages":       []map[string]any{{"role": "user", "content": text}}})
+	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		s.t.Fatalf("stream: status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	var events []map[string]any
+	done := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			break
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			s.t.Fatalf("stream event %q: %v", line, err)
+		}
+		events = append(events, ev)
+	}
+	return events, done
+}
+
+// scriptToolTurn queues a turn that calls current_time, then answers.
+func (s *stack) scriptToolTurn(answer string) {
+	s.fake.Push(
+		testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c1", "current_time", `{}`)},
+			Usage: &llm.Usage{PromptTokens: 120, CompletionTokens: 8, TotalTokens: 128}},
+		testkit.Reply{Text: answer, Usage: &llm.Usage{PromptTokens: 150, CompletionTokens: 12, TotalTokens: 162}},
+	)
+}
