@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"switchboard/config"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/webhooklb"
 	"sync"
 	"sync/atomic"
@@ -102,60 +104,39 @@ type replica struct {
 
 // replicaConfig is serve's configuration for replica id: PostgreSQL store,
 // Telegram in webhook mode behind the load balancer at hookURL.
-func replicaConfig(o options, sc *schema, id, dir, modelURL, tgURL, hookURL string, users int) (string, error) {
+func replicaConfig(o options, sc *schema, id, dir, modelURL, tgURL, hookURL string, users int) (*config.Config, error) {
 	dsn, err := testkit.WithDSNParam(sc.dsn, "application_name", sc.appName(id))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	allow := make([]string, users)
 	for i := range allow {
-		allow[i] = strconv.Quote(strconv.Itoa(i + 1))
+		allow[i] = strconv.Itoa(i + 1)
 	}
-	return fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: sk-bench
-  model: fake-model
-  context_window: 8192
-agent:
-  max_concurrent_turns: %d
-store:
-  driver: postgres
-  dsn: %q
-skills:
-  dir: %q
-learning:
-  enabled: false
-http:
-  listen: 127.0.0.1:0
-log:
-  format: json
-cluster:
-  replica_id: %q
-  lease_ttl: %s
-  poll_interval: %s
-shutdown_timeout: 5s
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    webhook:
-      url: %q
-      listen: 127.0.0.1:0
-      secret_token: %q
-    allow_users: [%s]
-`, modelURL, o.maxTurns, dsn, filepath.Join(dir, "skills"), id, o.leaseTTL, o.poll,
-		tgToken, tgURL, hookURL, hookSecret, strings.Join(allow, ", ")), nil
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model, cfg.LLM.ContextWindow = modelURL, "sk-bench", "fake-model", 8192
+	cfg.Agent.MaxConcurrentTurns = o.maxTurns
+	cfg.Store.Driver, cfg.Store.DSN = config.StorePostgres, dsn
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Log.Format = "json"
+	cfg.Cluster.ReplicaID, cfg.Cluster.LeaseTTL, cfg.Cluster.PollInterval = id, o.leaseTTL, o.poll
+	cfg.ShutdownTimeout = 5 * time.Second
+	tg := &cfg.Channels.Telegram
+	tg.Enabled, tg.Token, tg.APIEndpoint, tg.AllowUsers = true, tgToken, tgURL, allow
+	tg.Webhook = config.Webhook{URL: hookURL, Listen: "127.0.0.1:0", SecretToken: hookSecret}
+	return cfg, nil
 }
 
 // startReplica writes the configuration under dir and starts bin; it
 // returns once /readyz answers 200 and the webhook is registered.
-func startReplica(ctx context.Context, bin, dir, config, id string) (*replica, error) {
+func startReplica(ctx context.Context, bin, dir string, settings *config.Config, id string) (*replica, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+	if err := cfgfile.WriteFile(cfg, settings); err != nil {
 		return nil, err
 	}
 	p, err := gateway.Start(ctx, bin, dir, cfg)

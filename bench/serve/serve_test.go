@@ -22,6 +22,7 @@ import (
 	"switchboard/bench/internal/gateway"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 )
 
@@ -57,9 +58,9 @@ func runOnce(b *testing.B, bin string, tg *tgfake.Fake, dc *discordfake.Fake, mo
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	// The suite's configuration, with the default concurrency and one user.
-	body := gateway.ConfigYAML(gateway.Settings{ContextWindow: 8192, MaxConcurrentTurns: 4, Users: 1},
+	settings := gateway.Config(gateway.Settings{ContextWindow: 8192, MaxConcurrentTurns: 4, Users: 1},
 		dir, model.URL, tgToken, tg.URL, dc)
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+	if err := cfgfile.WriteFile(cfg, settings); err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

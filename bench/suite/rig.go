@@ -8,6 +8,7 @@ import (
 	"switchboard/bench/internal/gateway"
 	"switchboard/internal/discordfake"
 	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
 	"switchboard/internal/tgfake"
 )
 
@@ -36,7 +37,7 @@ func startRig(ctx context.Context, bin, root string, s settings) (*rig, error) {
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(gateway.ConfigYAML(s, dir, r.model.URL, tgToken, r.tg.URL, r.dc)), 0o600); err != nil {
+	if err := cfgfile.WriteFile(cfg, gateway.Config(s, dir, r.model.URL, tgToken, r.tg.URL, r.dc)); err != nil {
 		r.closeFakes()
 		return nil, err
 	}

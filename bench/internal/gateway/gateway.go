@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchboard/config"
 	"switchboard/internal/discordfake"
 )
 
@@ -230,45 +231,28 @@ type Settings struct {
 	Users              int // Telegram user ids 1..Users are in allow_users
 }
 
-// ConfigYAML is the configuration of every benchmark run. Learning is off: it makes
-// its own model calls after each reply, which would mix into the request
-// counts (its effect on reply latency is BenchmarkReplyLatency's subject).
-// poll_timeout is 1 s so that "idle" (three empty long polls) is short.
-func ConfigYAML(s Settings, dir, modelURL, tgToken, tgURL string, dc *discordfake.Fake) string {
+// Config is the configuration of every benchmark run. Learning is off: it
+// makes its own model calls after each reply, which would mix into the
+// request counts (its effect on reply latency is BenchmarkReplyLatency's
+// subject). poll_timeout is 1 s so that "idle" (three empty long polls) is
+// short. Write it with cfgfile.WriteFile.
+func Config(s Settings, dir, modelURL, tgToken, tgURL string, dc *discordfake.Fake) *config.Config {
 	users := make([]string, s.Users)
 	for i := range users {
-		users[i] = strconv.Quote(strconv.Itoa(i + 1))
+		users[i] = strconv.Itoa(i + 1)
 	}
-	return fmt.Sprintf(`llm:
-  base_url: %q
-  api_key: sk-bench
-  model: fake-model
-  context_window: %d
-agent:
-  max_concurrent_turns: %d
-store:
-  path: %q
-skills:
-  dir: %q
-learning:
-  enabled: false
-http:
-  listen: 127.0.0.1:0
-log:
-  format: json
-channels:
-  telegram:
-    enabled: true
-    token: %q
-    api_endpoint: %q
-    poll_timeout: 1s
-    allow_users: [%s]
-  discord:
-    enabled: true
-    token: %q
-    api_base: %q
-    gateway_url: %q
-    allow_users: ["310000000000000001"]
-`, modelURL, s.ContextWindow, s.MaxConcurrentTurns, filepath.Join(dir, "switchboard.db"), filepath.Join(dir, "skills"),
-		tgToken, tgURL, strings.Join(users, ", "), dc.Token, dc.APIBase(), dc.GatewayURL())
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model, cfg.LLM.ContextWindow = modelURL, "sk-bench", "fake-model", s.ContextWindow
+	cfg.Agent.MaxConcurrentTurns = s.MaxConcurrentTurns
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Log.Format = "json"
+	tg := &cfg.Channels.Telegram
+	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout, tg.AllowUsers = true, tgToken, tgURL, time.Second, users
+	d := &cfg.Channels.Discord
+	d.Enabled, d.Token, d.APIBase, d.GatewayURL = true, dc.Token, dc.APIBase(), dc.GatewayURL()
+	d.AllowUsers = []string{"310000000000000001"}
+	return cfg
 }

@@ -1,0 +1,131 @@
+// Package cli is the switchboard command line: it parses the arguments,
+// prints the usage, runs the admin commands (check, doctor, pairing,
+// schedule, skills, version), hands serve and chat to the gateway package,
+// and maps what they return to the exit code.
+//
+//	switchboard [serve]   run every enabled channel until SIGINT/SIGTERM
+//	switchboard chat      talk to the agent in this terminal
+//	switchboard check     validate the config and print what would run
+//	switchboard pairing   list or approve access requests (pairing codes)
+//	switchboard schedule  list or cancel scheduled jobs
+//	switchboard skills    list, apply or revert proposed skill instructions
+//	switchboard doctor    check config, store, model and channel tokens; say what to fix
+//	switchboard version   print the version
+//
+// Every command takes --config PATH (default ./config.yaml; without that file,
+// built-in defaults plus environment variables are used).
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"switchboard/gateway"
+)
+
+// Exit codes.
+const (
+	ExitOK     = 0
+	ExitFail   = 1 // the command ran and failed
+	ExitConfig = 2 // bad usage or configuration
+)
+
+// Stdio is where a command reads and writes.
+type Stdio struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+const usage = `usage: switchboard [command] [--config PATH]
+
+commands:
+  serve     run every enabled channel until interrupted (default)
+  chat      talk to the agent in this terminal
+  check     validate the configuration and print what would run
+  pairing   list | approve CODE | revoke CHANNEL USER_ID: access requests
+  schedule  list | cancel ID: scheduled reminders and tasks
+  skills    proposals [apply ID | revert NAME]: learned skill instructions
+  doctor    check the config, store, model server and channel tokens
+  version   print the version
+
+--config PATH   configuration file (default ./config.yaml; if that file does
+                not exist, built-in defaults and environment variables apply:
+                OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, ...)
+`
+
+// Run runs the command line args (without the program name) of the build
+// version and returns the exit code.
+func Run(ctx context.Context, version string, args []string, stdio Stdio) int {
+	return RunWith(ctx, version, args, stdio, gateway.Options{})
+}
+
+// RunWith is Run with more options for the gateway that serve and chat
+// build (tests: hooks, store options). Version, Logger, Level and
+// ConfigPath are set here.
+func RunWith(ctx context.Context, version string, args []string, stdio Stdio, opts gateway.Options) int {
+	stdout, stderr := stdio.Out, stdio.Err
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("switchboard "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml)")
+	// Flags may come before or after positional arguments.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return ExitOK
+			}
+			return ExitConfig
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	admin, isAdmin := storeCommandNamed(cmd)
+	if len(positional) > 0 && !isAdmin {
+		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", positional[0], usage)
+		return ExitConfig
+	}
+	switch cmd {
+	case "version":
+		fmt.Fprintf(stdout, "switchboard %s\n", version)
+		return ExitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	case "check", "serve", "chat":
+	case "doctor":
+		return doctor(ctx, *cfgPath, stdout) // it reports configuration problems itself
+	default:
+		if !isAdmin {
+			fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
+			return ExitConfig
+		}
+	}
+
+	cfg, err := gateway.LoadConfig(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchboard: %v\n", err)
+		return ExitConfig
+	}
+	opts.Version, opts.ConfigPath = version, *cfgPath
+	switch cmd {
+	case "check":
+		return check(cfg, stdout)
+	case "chat":
+		return chat(ctx, cfg, opts, stdio)
+	case "serve":
+		return serve(ctx, cfg, opts, stderr)
+	default:
+		return admin.do(ctx, cfg, positional, stdout, stderr)
+	}
+}

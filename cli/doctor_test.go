@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"switchboard/config"
+	"switchboard/internal/discordfake"
+	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
+	"switchboard/internal/tgfake"
+)
+
+func doctorConfig(t *testing.T, model *testkit.FakeLLM, tg *tgfake.Fake, tgToken string, dc *discordfake.Fake, dcToken string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model = model.URL, "sk-doctor-secret-key", "fake-model"
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	c := &cfg.Channels
+	c.Telegram.Enabled, c.Telegram.Token, c.Telegram.APIEndpoint, c.Telegram.AllowUsers = true, tgToken, tg.URL, []string{"1"}
+	c.Discord.Enabled, c.Discord.Token, c.Discord.APIBase, c.Discord.AllowUsers = true, dcToken, dc.APIBase(), []string{"310000000000000001"}
+	path := filepath.Join(dir, "config.yaml")
+	if err := cfgfile.WriteFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDoctor(t *testing.T) {
+	const tgTok = "7305550000:AAF-doctor-Secret_0123456789abcdef"
+	model := testkit.NewFakeLLM(t)
+	tg := tgfake.New(t, tgTok)
+	dc := discordfake.New(t)
+
+	var out bytes.Buffer
+	code := run(t.Context(), []string{"doctor", "--config", doctorConfig(t, model, tg, tgTok, dc, dc.Token)}, strings.NewReader(""), &out, &out)
+	report := out.String()
+	if code != ExitOK {
+		t.Fatalf("doctor with everything working: exit %d\n%s", code, report)
+	}
+	for _, want := range []string{
+		"ok    config", "ok    store", "will be created at the first start",
+		"ok    model     " + model.URL + " answers and offers fake-model",
+		"ok    telegram  token works: bot @" + tg.BotUsername,
+		"ok    discord   token works: bot " + dc.Bot.Username,
+		"ok    http", "ok    skills", "All checks passed.",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+
+	// Wrong tokens and a model the server does not offer: each failure says
+	// what to fix, and no secret is printed.
+	model.SetModels("other-model")
+	out.Reset()
+	code = run(t.Context(), []string{"doctor", "--config", doctorConfig(t, model, tg, "7305550000:AAF-wrong-Secret_xx", dc, "wrong-discord-token-xyz")},
+		strings.NewReader(""), &out, &out)
+	report = out.String()
+	if code != ExitFail {
+		t.Fatalf("doctor with problems: exit %d\n%s", code, report)
+	}
+	for _, want := range []string{
+		`FAIL  model     ` + model.URL + ` answers but does not offer model "fake-model" (it offers other-model)`,
+		"fix: set llm.model (or OPENAI_MODEL)",
+		"FAIL  telegram  getMe: the token was rejected (status 401)",
+		"fix: get the bot's token from @BotFather",
+		"FAIL  discord   /users/@me: the token was rejected (status 401)",
+		"fix: reset the token in the Discord developer portal",
+		"3 problem(s) to fix",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	for _, secret := range []string{"AAF-wrong-Secret_xx", "wrong-discord-token-xyz", "sk-doctor-secret-key", tgTok} {
+		if strings.Contains(report, secret) {
+			t.Errorf("the report shows a secret: %q", secret)
+		}
+	}
+
+	// A configuration error is reported as such.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("llm:\n  model: m\nhttp:\n  listen: 0.0.0.0:8080\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run(t.Context(), []string{"doctor", "--config", bad}, strings.NewReader(""), &out, &out); code != ExitConfig ||
+		!strings.Contains(out.String(), "FAIL  config") || !strings.Contains(out.String(), "http.token") {
+		t.Fatalf("doctor with a bad config: exit %d\n%s", code, out.String())
+	}
+}

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"switchboard/schedule"
+	"switchboard/store"
+)
+
+// scheduleCommand lists scheduled jobs or cancels one. It works on the
+// database directly, so it also works while the service runs: a cancelled
+// job is skipped when its time comes.
+func scheduleCommand(ctx context.Context, c *adminRun, args []string) error {
+	st, out := c.st, c.out
+	switch {
+	case args[0] == "list" && len(args) == 1:
+		jobs, err := st.Schedules(ctx, store.ScheduleFilter{})
+		if err != nil {
+			return err
+		}
+		finished := 0
+		for _, sc := range jobs {
+			if sc.State != store.ScheduleActive && sc.State != store.ScheduleDisabled {
+				finished++
+				continue
+			}
+			who := "from the configuration"
+			if sc.Origin == store.OriginChat {
+				who = "for user " + sc.OwnerID
+			}
+			fmt.Fprintf(out, "%s\n    in %s chat %s, %s", schedule.Describe(sc), sc.Channel, sc.ChatKey, who)
+			if runs, err := st.ScheduleRuns(ctx, sc.ID, 1); err == nil && len(runs) == 1 {
+				fmt.Fprintf(out, "; last run %s (%s)", runs[0].Outcome, runs[0].ScheduledFor.Format("2006-01-02 15:04 UTC"))
+			}
+			fmt.Fprintln(out)
+		}
+		switch {
+		case len(jobs) == finished && finished == 0:
+			fmt.Fprintln(out, "no scheduled jobs")
+		case len(jobs) == finished:
+			fmt.Fprintf(out, "no active jobs (%d finished or cancelled)\n", finished)
+		case finished > 0:
+			fmt.Fprintf(out, "(and %d finished or cancelled)\n", finished)
+		}
+		return nil
+	case args[0] == "cancel" && len(args) == 2:
+		id, err := strconv.ParseInt(strings.TrimPrefix(args[1], "#"), 10, 64)
+		if err != nil {
+			return usageError{fmt.Sprintf("%q is not a job id; see `switchboard schedule list`", args[1])}
+		}
+		sc, err := st.CancelSchedule(ctx, id, store.ScheduleFilter{})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("no job #%d; see `switchboard schedule list`", id)
+		case errors.Is(err, store.ErrScheduleInactive):
+			return fmt.Errorf("job #%d is already finished or cancelled", id)
+		case err != nil:
+			return err
+		}
+		fmt.Fprintf(out, "cancelled #%d %s %q\n", sc.ID, sc.Kind, sc.Name)
+		if sc.Origin == store.OriginConfig {
+			fmt.Fprintln(out, "it is in the configuration: it stays cancelled until its definition there changes; remove it there to keep things tidy")
+		}
+		return nil
+	}
+	return errUsage
+}

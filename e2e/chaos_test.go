@@ -1,0 +1,1195 @@
+package e2e
+
+// TestChaos is the crash-recovery test of issue 10. serve runs in child
+// processes (this test binary, see TestMain) under a scripted workload of
+// many chats, and each child is killed with SIGKILL at a random point, then
+// the next one starts on the same database, cycle after cycle. At the end a
+// last child drains everything and is stopped with SIGTERM, and the test
+// checks every message against what the platform received and what the
+// store holds: answered, in order per chat, and the database passes PRAGMA
+// integrity_check (also checked on a copy taken after every kill). Where
+// the platforms differ:
+//   - Discord: nothing lost, and exactly once. A new process starts a new
+//     gateway session, and Discord replays nothing to it: what the gateway
+//     delivered to a process that died before storing it, it fetches over
+//     REST when its session is READY, in each chat after the newest message
+//     stored. That needs a chat the bot has talked in (no API lists a bot's
+//     DMs), so a warm-up run first answers one message in every chat (see
+//     chaosChannel.warmUp). Sends carry a nonce with enforce_nonce, so a
+//     send repeated after a restart can be recognised.
+//   - Telegram: nothing lost (an update is confirmed only after it is
+//     stored). The Bot API has no idempotency key, so a process killed after
+//     Telegram accepted sendMessage and before the delivery record commits
+//     sends the answer again after the restart; such a duplicate is allowed
+//     only where it is explained (see checkChaosAnswers), and counted.
+//
+// Each cycle's kill point is one of these, chosen by the seed:
+//   - a random time after the start (startup, replay of unfinished messages);
+//   - the nth model request of the cycle, at once (the call is in flight) or
+//     a little later;
+//   - the nth send the platform accepted, before its answer reaches the
+//     child: the window in which only an idempotent send avoids a duplicate;
+//   - the nth send whose answer reached the child, a few milliseconds later:
+//     the delivery record is being written;
+//   - the arrival of messages: right after getUpdates handed updates over
+//     (Telegram), or after a dispatch on the gateway (Discord): intake;
+//   - Telegram: a poll that would confirm delivered updates, before the Bot
+//     API sees it: the offset confirmation.
+//
+// On Discord, the kill points other than a timer or an inbound event count
+// their events only once the cycle's messages are stored (see armLate).
+//
+// The model answers each message by its id, as decided by the seed: with
+// text; with a current_time call, then text (a committed tool step); or with
+// send_message carrying the answer, then a final text that must never be
+// sent (never both). Answers echo the id, so each is matched to its message.
+//
+// Between a child and a fake platform sits a tap, a small proxy made anew
+// for each child: it fires the kill points above at the exact moment, and
+// tells which child sent each message the platform accepted.
+//
+// The seed fixes the workload and every cycle's kill point; the instant a
+// kill lands still depends on scheduling, so a replay repeats the same
+// faults at the same kinds of moments, not bit for bit. By hand:
+//
+//	go test -race -run 'TestChaos' -chaos.cycles=500 -chaos.seed=N ./e2e/
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"switchboard/config"
+	"switchboard/internal/discordfake"
+	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
+	"switchboard/internal/tgfake"
+	"switchboard/llm"
+)
+
+var (
+	chaosCycles = flag.Int("chaos.cycles", 50, "TestChaos: kill/restart cycles of each channel")
+	chaosSeed   = flag.Uint64("chaos.seed", 0, "TestChaos: seed of the workload and the kill points (0: a new one, printed)")
+)
+
+const (
+	// chaosChats talk to the bot at once; each message goes to a random one.
+	chaosChats = 24
+	// chaosMaxPerCycle bounds the messages a cycle posts (1 to it, 3 on
+	// average).
+	chaosMaxPerCycle = 5
+	// chaosFallback ends a cycle whose kill point did not come (say, the
+	// nth send of a cycle with fewer): a kill at a random time, in effect.
+	chaosFallback = 3 * time.Second
+)
+
+func TestChaos(t *testing.T) {
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	cycles := max(*chaosCycles, 1)
+	t.Logf("seed %d, %d cycles per channel; replay with -chaos.seed=%d -chaos.cycles=%d", seed, cycles, seed, cycles)
+	t.Run("telegram", func(t *testing.T) {
+		runChaos(t, newTelegramChaos(t), seed, cycles)
+	})
+	t.Run("discord", func(t *testing.T) {
+		runChaos(t, newDiscordChaos(t), seed, cycles)
+	})
+}
+
+// chaosEvent is a kind of moment a kill point waits for.
+type chaosEvent int
+
+const (
+	evTimer        chaosEvent = iota // a random time after the start
+	evModelCall                      // a model request arrived; the child waits for the answer
+	evSendAccepted                   // the platform accepted a message; its answer is held from the child
+	evSendAnswered                   // the child has the platform's answer to a send
+	evInbound                        // messages reached the child (getUpdates answered, or a dispatch)
+	evConfirm                        // Telegram: a poll confirming delivered updates, not yet forwarded
+	numChaosEvents
+)
+
+var chaosEventNames = [numChaosEvents]string{"timer", "model call", "send accepted", "send answered", "inbound", "offset confirmation"}
+
+// killPlan is a cycle's kill point: the nth event of a kind, then delay (0:
+// while the event's caller waits).
+type killPlan struct {
+	event chaosEvent
+	nth   int
+	delay time.Duration
+}
+
+func (p killPlan) String() string {
+	if p.event >= numChaosEvents {
+		return "none"
+	}
+	if p.event == evTimer {
+		return fmt.Sprintf("%s after the start", p.delay)
+	}
+	return fmt.Sprintf("%s #%d + %s", chaosEventNames[p.event], p.nth, p.delay)
+}
+
+// pickKill draws a kill point among the events the channel has. late
+// (armLate) keeps the nth at 1: the events before the cycle's messages were
+// stored are not counted, and a second one may not come.
+func pickKill(rng *rand.Rand, events []chaosEvent, late bool) killPlan {
+	p := killPlan{event: events[rng.IntN(len(events))], nth: 1}
+	switch p.event {
+	case evTimer:
+		p.delay = time.Duration(rng.IntN(600)) * time.Millisecond
+	case evModelCall:
+		p.nth = 1 + rng.IntN(3)
+		if rng.IntN(2) == 0 {
+			p.delay = time.Duration(rng.IntN(40)) * time.Millisecond
+		}
+	case evSendAccepted:
+		p.nth = 1 + rng.IntN(2)
+	case evSendAnswered:
+		p.nth = 1 + rng.IntN(2)
+		p.delay = time.Duration(rng.IntN(4000)) * time.Microsecond
+	case evInbound:
+		// Telegram hands a cycle's messages over in one poll, as a rule.
+		p.delay = time.Duration(rng.IntN(5000)) * time.Microsecond
+	}
+	if late && p.event != evInbound {
+		p.nth = 1
+	}
+	return p
+}
+
+// chaosCycle is one child's life, from its start to its kill.
+type chaosCycle struct {
+	n      int
+	plan   killPlan
+	counts [numChaosEvents]atomic.Int32
+	armed  atomic.Bool   // events count towards the kill point (see chaosChannel.armLate)
+	killed chan struct{} // closed once the child is dead
+	ready  chan struct{} // Discord: closed once the child has a gateway session
+	once   sync.Once     // closes ready
+
+	mu      sync.Mutex
+	waiting []*chaosMsg // armLate: armed once the model was asked about each
+	posted  bool        // waiting is set
+	child   *crashChild
+	started time.Time
+	lived   time.Duration // from the start to the kill
+	why     string        // what killed it
+}
+
+func newChaosCycle(n int, plan killPlan) *chaosCycle {
+	return &chaosCycle{n: n, plan: plan, killed: make(chan struct{}), ready: make(chan struct{})}
+}
+
+func (c *chaosCycle) markReady() { c.once.Do(func() { close(c.ready) }) }
+
+// start runs the cycle's child.
+func (c *chaosCycle) start(t *testing.T, rig *crashRig) *crashChild {
+	t.Helper()
+	child := rig.start(t)
+	c.mu.Lock()
+	c.child, c.started = child, time.Now()
+	c.mu.Unlock()
+	if c.plan.event == evTimer {
+		time.AfterFunc(c.plan.delay, func() { c.kill(c.plan.String()) })
+	}
+	return child
+}
+
+// armWhenAsked arms the cycle once asked holds for each of msgs: now, or
+// when the model is asked about the last of them (that call then counts).
+func (c *chaosCycle) armWhenAsked(msgs []*chaosMsg, asked func(id string) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiting, c.posted = msgs, true
+	c.armIfAskedLocked(asked)
+}
+
+func (c *chaosCycle) armIfAskedLocked(asked func(id string) bool) {
+	if c.posted && !c.armed.Load() && !slices.ContainsFunc(c.waiting, func(m *chaosMsg) bool { return !asked(m.id) }) {
+		c.armed.Store(true)
+	}
+}
+
+// event counts an event and fires the kill point when it is the one.
+func (c *chaosCycle) event(e chaosEvent) {
+	if c == nil || e != c.plan.event || !c.armed.Load() || int(c.counts[e].Add(1)) != c.plan.nth {
+		return
+	}
+	if c.plan.delay == 0 {
+		c.kill(c.plan.String())
+		return
+	}
+	time.AfterFunc(c.plan.delay, func() { c.kill(c.plan.String()) })
+}
+
+// kill sends SIGKILL to the child (once) and returns when it is dead.
+func (c *chaosCycle) kill(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead() || c.child == nil {
+		return
+	}
+	c.why, c.lived = why, time.Since(c.started)
+	c.child.kill()
+	close(c.killed)
+}
+
+func (c *chaosCycle) dead() bool {
+	select {
+	case <-c.killed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *chaosCycle) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.plan.event >= numChaosEvents {
+		return fmt.Sprintf("child %d (a clean run)", c.n)
+	}
+	return fmt.Sprintf("child %d (kill point %s; killed %s after its start, at %s)", c.n, c.plan, c.lived.Round(time.Millisecond), c.why)
+}
+
+// answerKind is how the model answers a message.
+type answerKind int
+
+const (
+	answerText answerKind = iota // text: the fallback sends it
+	answerTool                   // current_time, then text
+	answerSend                   // send_message with the answer, then a final text never sent
+)
+
+// chaosMsg is a message of the workload.
+type chaosMsg struct {
+	id    string // "c03m007": chat 3's 7th message; the model's answer echoes it
+	chat  int
+	kind  answerKind
+	cycle int // the cycle that posted it (0 while not posted)
+
+	chatKey, platformID string // the inbox's key of the message
+}
+
+// chaosAnswer is the text that answers message id; the final text of a
+// send_message answer is chaosNeverSent.
+func chaosAnswer(id string) string    { return "answer " + id }
+func chaosNeverSent(id string) string { return "final " + id + " (never sent: send_message answered)" }
+
+var (
+	chaosCaughtUpRe = regexp.MustCompile(`msg="discord: delivered the messages the catch-up found".* messages=(\d+)`)
+	chaosIDRe       = regexp.MustCompile(`\bc\d{2}m\d{3}\b`)
+	chaosAnswerRe   = regexp.MustCompile(`^answer (c\d{2}m\d{3})$`)
+)
+
+// chaosWorkload is every message of a run, and how the model answers.
+type chaosWorkload struct {
+	rng *rand.Rand // the test goroutine's
+
+	mu    sync.Mutex
+	msgs  []*chaosMsg
+	byID  map[string]*chaosMsg
+	next  [chaosChats]int
+	delay *rand.Rand // the model's answer delays (under mu)
+}
+
+func newChaosWorkload(seed uint64) *chaosWorkload {
+	return &chaosWorkload{
+		rng:   rand.New(rand.NewPCG(seed, 1)),
+		delay: rand.New(rand.NewPCG(seed, 2)),
+		byID:  map[string]*chaosMsg{},
+	}
+}
+
+// add makes the next message of chat.
+func (w *chaosWorkload) add(chat int) *chaosMsg {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.next[chat]++
+	m := &chaosMsg{id: fmt.Sprintf("c%02dm%03d", chat, w.next[chat]), chat: chat}
+	switch w.rng.IntN(4) {
+	case 2:
+		m.kind = answerTool
+	case 3:
+		m.kind = answerSend
+	}
+	w.msgs = append(w.msgs, m)
+	w.byID[m.id] = m
+	return m
+}
+
+// batch makes a cycle's new messages, for random chats.
+func (w *chaosWorkload) batch() []*chaosMsg {
+	n := 1 + w.rng.IntN(chaosMaxPerCycle)
+	out := make([]*chaosMsg, n)
+	for i := range out {
+		out[i] = w.add(w.rng.IntN(chaosChats))
+	}
+	return out
+}
+
+func (w *chaosWorkload) msg(id string) *chaosMsg {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byID[id]
+}
+
+func (w *chaosWorkload) all() []*chaosMsg {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.msgs)
+}
+
+// chaosModel answers every request from the workload, by the id in its
+// newest user message.
+type chaosModel struct {
+	w       *chaosWorkload
+	current atomic.Pointer[chaosCycle]
+	// reasked counts requests that end with the model's own final answer:
+	// a turn resumed after its final text was stored asks the model again.
+	reasked atomic.Int32
+	errs    chan string // requests the script could not answer
+
+	mu    sync.Mutex
+	asked map[string]bool // the messages the model was asked about
+}
+
+func newChaosModel(fake *testkit.FakeLLM, w *chaosWorkload) *chaosModel {
+	m := &chaosModel{w: w, errs: make(chan string, 100), asked: map[string]bool{}}
+	fake.SetDefault(&testkit.Reply{Func: m.reply})
+	return m
+}
+
+func (m *chaosModel) reply(r testkit.Recorded) testkit.Reply {
+	c := m.current.Load()
+	last := -1
+	for i, msg := range r.Messages {
+		if msg.Role == llm.RoleUser {
+			last = i
+		}
+	}
+	var msg *chaosMsg
+	if last >= 0 {
+		msg = m.w.msg(chaosIDRe.FindString(r.Messages[last].Content))
+	}
+	if msg == nil {
+		c.event(evModelCall)
+		err := fmt.Sprintf("chaos: no message id in the newest user message of a request: %+v", r.Messages)
+		select {
+		case m.errs <- err:
+		default:
+		}
+		return testkit.Reply{Status: http.StatusInternalServerError, ErrorMessage: err}
+	}
+	m.mu.Lock()
+	m.asked[msg.id] = true
+	m.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		c.armIfAskedLocked(m.wasAsked)
+		c.mu.Unlock()
+	}
+	c.event(evModelCall)
+	after := r.Messages[last+1:]
+	if n := len(after); n > 0 && after[n-1].Role == llm.RoleAssistant && len(after[n-1].ToolCalls) == 0 {
+		m.reasked.Add(1)
+	}
+	toolDone := slices.ContainsFunc(after, func(msg llm.Message) bool { return msg.Role == llm.RoleTool })
+	m.w.mu.Lock()
+	delay := time.Duration(m.w.delay.IntN(25)) * time.Millisecond
+	m.w.mu.Unlock()
+	switch {
+	case msg.kind == answerText, msg.kind == answerTool && toolDone:
+		return testkit.Reply{Text: chaosAnswer(msg.id), Delay: delay}
+	case toolDone:
+		return testkit.Reply{Text: chaosNeverSent(msg.id), Delay: delay}
+	case msg.kind == answerTool:
+		return testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("time-"+msg.id, "current_time", `{}`)}, Delay: delay}
+	default:
+		args, _ := json.Marshal(map[string]string{"text": chaosAnswer(msg.id)})
+		return testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("send-"+msg.id, "send_message", string(args))}, Delay: delay}
+	}
+}
+
+// wasAsked reports whether the model was asked about message id.
+func (m *chaosModel) wasAsked(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.asked[id]
+}
+
+// chaosReply is a message the bot sent, as the platform recorded it.
+type chaosReply struct {
+	chatKey, text, platformID string
+}
+
+// tapCall is what the tap makes of a call.
+type tapCall struct {
+	send    bool // posts a message to a chat
+	updates bool // Telegram getUpdates
+	confirm bool // Telegram getUpdates with a higher offset than any before
+	ready   bool // Discord: a call the adapter makes once its gateway session is READY
+}
+
+// chaosChannel is what the test needs of a platform.
+type chaosChannel interface {
+	name() string
+	events() []chaosEvent                        // the kill points it offers
+	upstream() string                            // the fake's base URL, for the tap
+	config(tapURL string) func(*config.Channels) // sets the channel in channels
+	classify(r *http.Request, body []byte) tapCall
+	sentID(answer []byte) string   // the platform's id of a sent message, from the answer
+	hasUpdates(answer []byte) bool // the answer hands messages over
+	// post makes the platform deliver msgs to the cycle's child and returns
+	// how many it posted (Discord waits for the gateway session first; a
+	// child killed before it identified gets none).
+	post(ctx context.Context, c *chaosCycle, msgs []*chaosMsg) int
+	// settle waits, after a kill, until the platform has let go of the
+	// dead child (Discord: its gateway session is no longer live).
+	settle(ctx context.Context) error
+	replies() []chaosReply
+	waitReplies(ctx context.Context, done func([]chaosReply) bool) error
+	// armLate: a kill point other than a timer or an inbound event counts
+	// its events only once the cycle's messages are stored. A Discord
+	// message in flight at a kill waits for the next child's catch-up; the
+	// inbound kill point covers that window, and the others then cover
+	// theirs with the cycle's messages in play.
+	armLate() bool
+	// exactlyOnce: no duplicate at all is allowed. Else a duplicate must
+	// be explained by the window no idempotency key closes (Telegram).
+	exactlyOnce() bool
+	// warmUp: before the first kill, a clean run answers one message in
+	// every chat (Discord: a restarted child catches up only in chats it
+	// has stored a message of).
+	warmUp() bool
+	check(t *testing.T) // platform-specific checks at the end
+	secrets() []string
+}
+
+// chaosRecord is what the taps saw across the run.
+type chaosRecord struct {
+	mu     sync.Mutex
+	sentBy map[string]int // platform message id → the cycle whose child sent it
+}
+
+// chaosTap forwards one child's calls to a fake platform and fires the
+// cycle's kill points at the exact moment.
+type chaosTap struct {
+	*httptest.Server
+	ch    chaosChannel
+	cycle *chaosCycle
+	rec   *chaosRecord
+}
+
+func newChaosTap(ch chaosChannel, c *chaosCycle, rec *chaosRecord) *chaosTap {
+	p := &chaosTap{ch: ch, cycle: c, rec: rec}
+	p.Server = httptest.NewServer(p)
+	return p
+}
+
+func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	call := p.ch.classify(r, body)
+	if call.ready {
+		p.cycle.markReady()
+	}
+	if call.confirm {
+		p.cycle.event(evConfirm)
+	}
+	if p.cycle.dead() {
+		panic(http.ErrAbortHandler) // the process died before its request went out
+	}
+	resp, answer := forwardTo(r, body, p.ch.upstream(), call.send)
+	sent := ""
+	if call.send && resp.StatusCode == http.StatusOK {
+		if sent = p.ch.sentID(answer); sent != "" {
+			p.rec.mu.Lock()
+			p.rec.sentBy[sent] = p.cycle.n
+			p.rec.mu.Unlock()
+			p.cycle.event(evSendAccepted)
+		}
+	}
+	if p.cycle.dead() {
+		panic(http.ErrAbortHandler)
+	}
+	answerWith(w, resp, answer)
+	_ = http.NewResponseController(w).Flush()
+	if sent != "" {
+		p.cycle.event(evSendAnswered)
+	}
+	if call.updates && p.ch.hasUpdates(answer) {
+		p.cycle.event(evInbound)
+	}
+}
+
+// chaosConfig is serve's configuration: the fake model, the database, and
+// channel (which sets the channels).
+func chaosConfig(model *testkit.FakeLLM, dir string, channel func(*config.Channels)) *config.Config {
+	cfg := modelConfig(model.URL)
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.Agent.MaxConcurrentTurns = 6
+	cfg.Learning.Enabled = false
+	cfg.HTTP.Listen = ""
+	cfg.Log.Level = "debug"
+	channel(&cfg.Channels)
+	return cfg
+}
+
+// runChaos runs the cycles, the final clean run, and the checks.
+func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
+	start := time.Now()
+	ctx := t.Context()
+	w := newChaosWorkload(seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	fake := testkit.NewFakeLLM(t)
+	model := newChaosModel(fake, w)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "serve.yaml")
+	rig := &crashRig{cfg: cfgPath}
+	rec := &chaosRecord{sentBy: map[string]int{}}
+	var ran []*chaosCycle // every cycle so far, the clean run last
+	t.Cleanup(func() {
+		for _, c := range rig.children {
+			c.kill()
+		}
+		if t.Failed() {
+			reportChaos(t, rig, ran)
+			t.Logf("replay with: go test -race -run 'TestChaos/%s' -chaos.seed=%d -chaos.cycles=%d ./e2e/", ch.name(), seed, cycles)
+		}
+	})
+
+	// cleanRun runs child n to the end: it posts backlog and one new
+	// message per chat, waits until each chat's last is answered (then so
+	// is everything before it: a chat's messages run in order, the ones a
+	// crash left unfinished first), and stops the child with SIGTERM.
+	cleanRun := func(n int, backlog []*chaosMsg) {
+		c := newChaosCycle(n, killPlan{event: numChaosEvents})
+		ran = append(ran, c)
+		tap := newChaosTap(ch, c, rec)
+		defer func() {
+			c.kill("the test ended") // if a check stopped the test before the child
+			tap.Close()
+		}()
+		writeChaosConfig(t, cfgPath, chaosConfig(fake, dir, ch.config(tap.URL)))
+		model.current.Store(c)
+		child := c.start(t, rig)
+		last := map[string]bool{}
+		for chat := range chaosChats {
+			m := w.add(chat)
+			backlog = append(backlog, m)
+			last[m.id] = true
+		}
+		if got := ch.post(ctx, c, backlog); got != len(backlog) {
+			t.Fatalf("%s posted %d of %d messages", c, got, len(backlog))
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*e2eWait)
+		defer cancel()
+		err := ch.waitReplies(wctx, func(rs []chaosReply) bool {
+			answered := map[string]bool{}
+			for _, r := range rs {
+				if m := chaosAnswerRe.FindStringSubmatch(r.text); m != nil {
+					answered[m[1]] = true
+				}
+			}
+			for id := range last {
+				if !answered[id] {
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			t.Fatalf("%s did not answer every chat's last message: %v\nstderr:\n%s", c, err, child.stderr.String())
+		}
+		child.stop(t)
+		checkChaosChild(t, c, child)
+		for _, s := range ch.secrets() {
+			if strings.Contains(child.stderr.String(), s) {
+				t.Errorf("a secret appears in the log of %s", c)
+			}
+		}
+	}
+
+	first := 0 // the number of the warm-up run, if any
+	if ch.warmUp() {
+		first = 1
+		cleanRun(first, nil)
+	}
+	var backlog []*chaosMsg   // drawn but not posted yet (Discord: killed before it identified)
+	var checks sync.WaitGroup // integrity checks of the database after each kill
+	defer checks.Wait()
+	fallbacks := 0
+	for n := first + 1; n <= first+cycles; n++ {
+		c := newChaosCycle(n, pickKill(rng, ch.events(), ch.armLate()))
+		ran = append(ran, c)
+		tap := newChaosTap(ch, c, rec)
+		writeChaosConfig(t, cfgPath, chaosConfig(fake, dir, ch.config(tap.URL)))
+		backlog = append(backlog, w.batch()...)
+		c.armed.Store(!ch.armLate() || c.plan.event == evTimer || c.plan.event == evInbound)
+		model.current.Store(c)
+		child := c.start(t, rig)
+		posted := ch.post(ctx, c, backlog)
+		c.armWhenAsked(backlog[:posted], model.wasAsked)
+		backlog = backlog[posted:]
+
+		timer := time.NewTimer(chaosFallback)
+		select {
+		case <-c.killed:
+		case <-timer.C:
+			fallbacks++
+			c.kill(fmt.Sprintf("fallback after %s", chaosFallback))
+		case <-ctx.Done():
+			t.Fatalf("cycle %d: %v", n, ctx.Err())
+		}
+		timer.Stop()
+		tap.Close() // waits for the calls in flight: none from this child comes later
+		child.crash(t)
+		if err := ch.settle(waitCtx(t)); err != nil {
+			t.Fatalf("after kill %d: %v", n, err)
+		}
+		checkChaosChild(t, c, child)
+		snap := snapshotDB(t, dir, n)
+		checks.Go(func() {
+			checkIntegrity(t, snap, fmt.Sprintf("the database after kill %d", n))
+			_ = os.RemoveAll(filepath.Dir(snap))
+		})
+		if testing.Verbose() {
+			t.Log(c)
+		}
+	}
+
+	// The clean run, after the last kill.
+	cleanRun(first+cycles+1, backlog)
+	for len(model.errs) > 0 {
+		t.Error(<-model.errs)
+	}
+
+	checks.Wait()
+	checkIntegrity(t, filepath.Join(dir, "switchboard.db"), "the database after the clean run")
+	db := openChaosDB(t, filepath.Join(dir, "switchboard.db"))
+	dups := checkChaosAnswers(t, ch, w, rec, db, ran)
+	ch.check(t)
+	caughtUp := "" // Discord: messages a child fetched and delivered on READY
+	if ch.name() == "discord" {
+		n := 0
+		for _, c := range rig.children {
+			for _, m := range chaosCaughtUpRe.FindAllStringSubmatch(c.stderr.String(), -1) {
+				k, _ := strconv.Atoi(m[1])
+				n += k
+			}
+		}
+		caughtUp = fmt.Sprintf(", %d messages delivered by a catch-up (lost at a kill, or also live)", n)
+	}
+	t.Logf("%s: %d cycles (%d kill points fell back to a timer), %d messages in %d chats, %d model requests (%d resumed after the final answer was stored), %d duplicate replies (explained)%s, in %s",
+		ch.name(), cycles, fallbacks, len(w.all()), chaosChats, fake.Calls(), model.reasked.Load(), dups, caughtUp, time.Since(start).Round(time.Millisecond))
+}
+
+func writeChaosConfig(t *testing.T, path string, cfg *config.Config) {
+	t.Helper()
+	if err := cfgfile.WriteFile(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkChaosChild checks a child's log for what no crash excuses.
+func checkChaosChild(t *testing.T, c *chaosCycle, child *crashChild) {
+	t.Helper()
+	logs := child.stderr.String()
+	for _, bad := range []string{"WARNING: DATA RACE", "panic:", "database disk image is malformed"} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("%s: the log holds %q:\n%s", c, bad, logs)
+		}
+	}
+}
+
+// checkChaosAnswers checks every message against the replies and the
+// store, and returns the duplicates it found explained.
+func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *chaosRecord, db *sql.DB, ran []*chaosCycle) (dups int) {
+	t.Helper()
+	cycles := len(ran) - 1 // the last is the clean run
+	msgs := w.all()
+	stored := map[[2]string]string{} // chat key and message id → inbox status
+	rows := queryChaos(t, db, `SELECT chat_key, message_id, status FROM inbox WHERE channel = ?`, ch.name())
+	for _, r := range rows {
+		stored[[2]string{r[0], r[1]}] = r[2]
+	}
+	recorded := map[string]bool{} // platform message ids with a delivery record
+	for _, r := range queryChaos(t, db, `SELECT platform_msg_id FROM deliveries`) {
+		recorded[r[0]] = true
+	}
+	if running := queryChaos(t, db, `SELECT id, inbox_id FROM turns WHERE status = 'running'`); len(running) > 0 {
+		t.Errorf("turns still running after the clean run: %v", running)
+	}
+	if len(stored) > len(msgs) {
+		t.Errorf("the inbox holds %d %s messages, more than the %d posted", len(stored), ch.name(), len(msgs))
+	}
+
+	copies := map[string][]chaosReply{}
+	perChat := map[string][]string{} // chat key → the ids answered, in order, consecutive repeats folded
+	for _, r := range ch.replies() {
+		m := chaosAnswerRe.FindStringSubmatch(r.text)
+		if m == nil {
+			if id := chaosIDRe.FindString(r.text); id != "" && r.text == chaosNeverSent(id) {
+				t.Errorf("message %s: the final text was sent after send_message had answered (never both)", id)
+			} else {
+				t.Errorf("the bot sent %q to chat %s, which answers no message", r.text, r.chatKey)
+			}
+			continue
+		}
+		copies[m[1]] = append(copies[m[1]], r)
+		if ids := perChat[r.chatKey]; len(ids) == 0 || ids[len(ids)-1] != m[1] {
+			perChat[r.chatKey] = append(ids, m[1])
+		}
+	}
+	rec.mu.Lock()
+	sentBy := maps.Clone(rec.sentBy)
+	rec.mu.Unlock()
+	by := func(r chaosReply) string {
+		n, ok := sentBy[r.platformID]
+		if !ok {
+			return "a child the taps did not see"
+		}
+		return ran[n-1].String()
+	}
+
+	wantOrder := map[string][]string{}
+	for _, m := range msgs {
+		if m.cycle == 0 {
+			t.Errorf("message %s was never posted", m.id)
+			continue
+		}
+		status, ok := stored[[2]string{m.chatKey, m.platformID}]
+		cs := copies[m.id]
+		switch {
+		case !ok:
+			t.Errorf("message %s (posted in cycle %d) never reached the store", m.id, m.cycle)
+			continue
+		case status != "done":
+			t.Errorf("message %s: inbox status %q after the clean run, want done", m.id, status)
+		}
+		wantOrder[m.chatKey] = append(wantOrder[m.chatKey], m.id)
+		if len(cs) == 0 {
+			t.Errorf("message %s (posted in cycle %d, stored) was never answered", m.id, m.cycle)
+			continue
+		}
+		for _, c := range cs {
+			if c.chatKey != m.chatKey {
+				t.Errorf("message %s of chat %s was answered in chat %s", m.id, m.chatKey, c.chatKey)
+			}
+		}
+		if !recorded[cs[len(cs)-1].platformID] {
+			t.Errorf("message %s: its answer (sent by %s) has no delivery record", m.id, by(cs[len(cs)-1]))
+		}
+		if len(cs) == 1 {
+			continue
+		}
+		if ch.exactlyOnce() {
+			var b strings.Builder
+			for i, c := range cs {
+				fmt.Fprintf(&b, "\n\tcopy %d: platform id %s, sent by %s, delivery recorded: %v", i+1, c.platformID, by(c), recorded[c.platformID])
+			}
+			t.Errorf("message %s was answered %d times:%s", m.id, len(cs), b.String())
+			continue
+		}
+		// The Bot API has no idempotency key: if the process dies after
+		// Telegram accepted sendMessage and before the delivery record
+		// commits, the restarted one finds no delivery, resumes the turn
+		// and sends again. So each copy but the last must (1) have no
+		// delivery record — the router finishes a message that has one
+		// without a new turn, so a recorded copy followed by another is a
+		// bug; (2) come from a child that was killed — the clean run's
+		// sends are all recorded; and (3) be followed by a copy from a later
+		// child — one process never sends an answer twice. (1) and (2) put
+		// the kill after the Bot API accepted the copy and before its
+		// record committed: exactly that window.
+		for i, c := range cs[:len(cs)-1] {
+			n, seen := sentBy[c.platformID]
+			next := sentBy[cs[i+1].platformID]
+			switch {
+			case !seen:
+				t.Errorf("message %s: copy %d (platform id %s) went through no tap", m.id, i+1, c.platformID)
+			case recorded[c.platformID]:
+				t.Errorf("message %s: copy %d (by child %d) has a delivery record, yet was sent again by child %d", m.id, i+1, n, next)
+			case n > cycles:
+				t.Errorf("message %s: copy %d was sent by the clean run and not recorded", m.id, i+1)
+			case next <= n:
+				t.Errorf("message %s: child %d sent it again (copy %d by child %d)", m.id, next, i+1, n)
+			default:
+				dups++
+			}
+		}
+	}
+	for chat, want := range wantOrder {
+		if got := perChat[chat]; !slices.Equal(got, want) {
+			t.Errorf("chat %s: answers in the order %v, want %v", chat, got, want)
+		}
+	}
+	return dups
+}
+
+func openChaosDB(t *testing.T, file string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+file+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// queryChaos returns the rows of a query, as text.
+func queryChaos(t *testing.T, db *sql.DB, query string, args ...any) [][]string {
+	t.Helper()
+	rows, err := queryRows(t.Context(), db, query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func queryRows(ctx context.Context, db *sql.DB, query string, args ...any) ([][]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", query, err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", query, err)
+	}
+	var out [][]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, fmt.Errorf("%s: %w", query, err)
+		}
+		row := make([]string, len(cols))
+		for i, v := range vals {
+			row[i] = v.String
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", query, err)
+	}
+	return out, nil
+}
+
+// checkIntegrity runs PRAGMA integrity_check and foreign_key_check on the
+// database in file. It only reports with t.Errorf, so it may run in a
+// goroutine of its own.
+func checkIntegrity(t *testing.T, file, what string) {
+	db, err := sql.Open("sqlite3", "file:"+file+"?_busy_timeout=5000")
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	defer db.Close()
+	if got, err := queryRows(t.Context(), db, `PRAGMA integrity_check`); err != nil || len(got) != 1 || got[0][0] != "ok" {
+		t.Errorf("%s: integrity_check = %v (%v), want ok", what, got, err)
+	}
+	if got, err := queryRows(t.Context(), db, `PRAGMA foreign_key_check`); err != nil || len(got) > 0 {
+		t.Errorf("%s: foreign_key_check = %v (%v), want nothing", what, got, err)
+	}
+}
+
+// snapshotDB copies the database files as kill n left them, so that they
+// can be checked while the next child recovers the originals (their WAL)
+// itself.
+func snapshotDB(t *testing.T, dir string, n int) string {
+	t.Helper()
+	snap := filepath.Join(dir, fmt.Sprintf("after-kill-%d", n))
+	if err := os.Mkdir(snap, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		b, err := os.ReadFile(filepath.Join(dir, "switchboard.db"+suffix))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(snap, "switchboard.db"+suffix), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(snap, "switchboard.db")
+}
+
+// reportChaos logs, after a failure, how each child ended, the warnings and
+// errors of all, and the whole log of the last two.
+func reportChaos(t *testing.T, rig *crashRig, cycles []*chaosCycle) {
+	for i, c := range cycles {
+		if i >= len(rig.children) {
+			break
+		}
+		logs := rig.children[i].stderr.String()
+		if i >= len(cycles)-2 {
+			t.Logf("%s; log:\n%s", c, logs)
+			continue
+		}
+		var b strings.Builder
+		for line := range strings.Lines(logs) {
+			if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+				b.WriteString(line)
+			}
+		}
+		t.Logf("%s; warnings and errors:\n%s", c, b.String())
+	}
+}
+
+// ---- Telegram ----
+
+type telegramChaos struct {
+	tg *tgfake.Fake
+	// maxOffset is the highest offset a poll carried (under mu).
+	mu        sync.Mutex
+	maxOffset int
+}
+
+func newTelegramChaos(t *testing.T) *telegramChaos {
+	return &telegramChaos{tg: tgfake.New(t, tgToken)}
+}
+
+func (c *telegramChaos) name() string { return "telegram" }
+
+func (c *telegramChaos) events() []chaosEvent {
+	return []chaosEvent{evTimer, evModelCall, evSendAccepted, evSendAnswered, evInbound, evConfirm}
+}
+
+func (c *telegramChaos) upstream() string { return c.tg.URL }
+
+func chaosTelegramUser(chat int) int64 { return 6001 + int64(chat) }
+
+func (c *telegramChaos) config(tapURL string) func(*config.Channels) {
+	ids := make([]int64, chaosChats)
+	for i := range ids {
+		ids[i] = chaosTelegramUser(i)
+	}
+	// A long poll: a killed child's poll ends with its connection.
+	return func(ch *config.Channels) {
+		ch.Telegram.Enabled, ch.Telegram.Token, ch.Telegram.APIEndpoint = true, tgToken, tapURL
+		ch.Telegram.PollTimeout, ch.Telegram.AllowUsers = 30*time.Second, userIDs(ids...)
+	}
+}
+
+func (c *telegramChaos) classify(r *http.Request, body []byte) tapCall {
+	switch strings.ToLower(path.Base(r.URL.Path)) {
+	case "sendmessage":
+		return tapCall{send: true}
+	case "getupdates":
+		form, _ := url.ParseQuery(string(body))
+		offset, _ := strconv.Atoi(form.Get("offset"))
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		confirm := offset > c.maxOffset
+		c.maxOffset = max(c.maxOffset, offset)
+		return tapCall{updates: true, confirm: confirm}
+	}
+	return tapCall{}
+}
+
+func (c *telegramChaos) sentID(answer []byte) string {
+	var a struct {
+		OK     bool `json:"ok"`
+		Result struct {
+			MessageID int `json:"message_id"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(answer, &a) != nil || !a.OK || a.Result.MessageID == 0 {
+		return ""
+	}
+	return strconv.Itoa(a.Result.MessageID)
+}
+
+func (c *telegramChaos) hasUpdates(answer []byte) bool {
+	var a struct {
+		Result []json.RawMessage `json:"result"`
+	}
+	return json.Unmarshal(answer, &a) == nil && len(a.Result) > 0
+}
+
+// post queues the messages at the Bot API: the child polls them.
+func (c *telegramChaos) post(_ context.Context, cyc *chaosCycle, msgs []*chaosMsg) int {
+	for _, m := range msgs {
+		user := chaosTelegramUser(m.chat)
+		_, id := c.tg.PushText(user, user, fmt.Sprintf("user%02d", m.chat), "question "+m.id)
+		m.cycle, m.chatKey, m.platformID = cyc.n, strconv.FormatInt(user, 10), strconv.Itoa(id)
+	}
+	return len(msgs)
+}
+
+func (c *telegramChaos) settle(context.Context) error { return nil }
+
+func (c *telegramChaos) replies() []chaosReply {
+	var out []chaosReply
+	for _, s := range c.tg.Sent() {
+		out = append(out, chaosReply{chatKey: strconv.FormatInt(s.ChatID, 10), text: s.Text, platformID: strconv.Itoa(s.MessageID)})
+	}
+	return out
+}
+
+func (c *telegramChaos) waitReplies(ctx context.Context, done func([]chaosReply) bool) error {
+	for {
+		n := len(c.tg.Sent())
+		if done(c.replies()) {
+			return nil
+		}
+		if _, err := c.tg.WaitSent(ctx, n+1); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *telegramChaos) armLate() bool     { return false }
+func (c *telegramChaos) exactlyOnce() bool { return false }
+func (c *telegramChaos) warmUp() bool      { return false }
+func (c *telegramChaos) secrets() []string { return []string{tgToken, e2eAPIKey} }
+
+// check: the clean run confirmed every update at its SIGTERM stop.
+func (c *telegramChaos) check(t *testing.T) {
+	if n := c.tg.Pending(); n != 0 {
+		t.Errorf("%d update(s) still unconfirmed after the clean run", n)
+	}
+}
+
+// ---- Discord ----
+
+type discordChaos struct {
+	dc    *discordfake.Fake
+	chats [chaosChats]string // DM channel ids
+}
+
+func newDiscordChaos(t *testing.T) *discordChaos {
+	c := &discordChaos{dc: discordfake.New(t)}
+	for i := range c.chats {
+		c.chats[i] = c.dc.NewID()
+		c.dc.AddChannel(c.chats[i], discordfake.ChannelTypeDM, "", "")
+	}
+	return c
+}
+
+func (c *discordChaos) name() string { return "discord" }
+
+func (c *discordChaos) events() []chaosEvent {
+	return []chaosEvent{evTimer, evModelCall, evSendAccepted, evSendAnswered, evInbound}
+}
+
+func (c *discordChaos) upstream() string { return c.dc.URL }
+
+func chaosDiscordUser(chat int) string { return fmt.Sprintf("3200000000000000%02d", chat) }
+
+func (c *discordChaos) config(tapURL string) func(*config.Channels) {
+	users := make([]string, chaosChats)
+	for i := range users {
+		users[i] = chaosDiscordUser(i)
+	}
+	// REST goes through the tap; the gateway straight to the fake.
+	return func(ch *config.Channels) {
+		ch.Discord.Enabled, ch.Discord.Token, ch.Discord.APIBase, ch.Discord.GatewayURL = true, c.dc.Token, tapURL+"/api/v9", c.dc.GatewayURL()
+		ch.Discord.AllowUsers = users
+	}
+}
+
+var (
+	discordSendPath     = regexp.MustCompile(`^/api/v9/channels/\d+/messages$`)
+	discordCommandsPath = regexp.MustCompile(`^/api/v9/applications/\d+/commands$`)
+)
+
+// classify: the adapter registers its slash commands once per process, when
+// its session is READY.
+func (c *discordChaos) classify(r *http.Request, _ []byte) tapCall {
+	return tapCall{
+		send:  r.Method == http.MethodPost && discordSendPath.MatchString(r.URL.Path),
+		ready: r.Method == http.MethodPut && discordCommandsPath.MatchString(r.URL.Path),
+	}
+}
+
+func (c *discordChaos) sentID(answer []byte) string {
+	var m struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(answer, &m) != nil {
+		return ""
+	}
+	return m.ID
+}
+
+func (c *discordChaos) hasUpdates([]byte) bool { return false }
+
+// post waits until the child has a gateway session (Discord does not keep
+// events for a session yet to come), then dispatches the messages, each an
+// inbound event.
+func (c *discordChaos) post(ctx context.Context, cyc *chaosCycle, msgs []*chaosMsg) int {
+	select {
+	case <-cyc.ready:
+	case <-cyc.killed:
+		return 0
+	case <-ctx.Done():
+		return 0
+	}
+	for i, m := range msgs {
+		if cyc.dead() {
+			return i
+		}
+		msg := c.dc.MessageCreate(c.chats[m.chat], "", chaosDiscordUser(m.chat), fmt.Sprintf("user%02d", m.chat), "question "+m.id)
+		m.cycle, m.chatKey, m.platformID = cyc.n, c.chats[m.chat], msg.ID
+		c.dc.Dispatch("MESSAGE_CREATE", msg)
+		cyc.event(evInbound)
+	}
+	return len(msgs)
+}
+
+func (c *discordChaos) settle(ctx context.Context) error {
+	return c.dc.WaitFor(ctx, func() bool { return !c.dc.Connected() })
+}
+
+func (c *discordChaos) replies() []chaosReply {
+	var out []chaosReply
+	for _, s := range c.dc.Sent() {
+		out = append(out, chaosReply{chatKey: s.ChannelID, text: s.Content, platformID: s.ID})
+	}
+	return out
+}
+
+func (c *discordChaos) waitReplies(ctx context.Context, done func([]chaosReply) bool) error {
+	return c.dc.WaitFor(ctx, func() bool { return done(c.replies()) })
+}
+
+func (c *discordChaos) armLate() bool     { return true }
+func (c *discordChaos) exactlyOnce() bool { return true }
+func (c *discordChaos) warmUp() bool      { return true }
+func (c *discordChaos) secrets() []string { return []string{c.dc.Token, e2eAPIKey} }
+func (c *discordChaos) check(*testing.T)  {}

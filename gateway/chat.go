@@ -1,0 +1,47 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"switchboard/channels/console"
+	"switchboard/router"
+)
+
+// Chat runs a terminal conversation through the same router and loop as
+// every other channel. It ends at end of input or when ctx ends.
+func (g *Gateway) Chat(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	cfg := g.cfg
+	color := false
+	if f, ok := stdout.(*os.File); ok {
+		color = console.IsTerminal(f)
+	}
+	con := console.New(console.Options{In: stdin, Out: stdout, User: cfg.Channels.Console.User, Color: color})
+	g.router.AddChannel(con, router.Access{AllowAll: true}) // the local operator
+	if g.replica != nil {
+		if err := g.replica.Start(ctx); err != nil {
+			return err
+		}
+		defer g.leave()
+	}
+	if err := g.router.Start(ctx); err != nil {
+		return err
+	}
+	stopWaiting := g.startScheduler(ctx)
+	if color {
+		fmt.Fprintf(stdout, "Switchboard chat with %s (model %s). /help for commands, Ctrl-D to quit.\n", cfg.Agent.Name, cfg.LLM.Model)
+	}
+	runErr := con.Run(ctx, g.router)
+	// End of input: let the last message be answered, unless interrupted.
+	drainCtx, cancel := context.WithTimeout(ctx, cfg.Agent.TurnTimeout)
+	defer cancel()
+	stopWaiting()
+	_ = g.sched.Stop(drainCtx)
+	_ = g.router.Drain(drainCtx)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer scancel()
+	_ = g.router.Shutdown(sctx)
+	return runErr
+}

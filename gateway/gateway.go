@@ -1,0 +1,258 @@
+// Package gateway builds, serves and stops the whole Switchboard: the
+// store, the model, the agent and the router, the channels under a
+// supervisor, the HTTP server, the scheduler, the learner and, on a shared
+// PostgreSQL store, the replica. The cli package parses the command line
+// and maps what this package returns to exit codes.
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/approvals"
+	"switchboard/channels"
+	"switchboard/cluster"
+	"switchboard/config"
+	"switchboard/delegate"
+	"switchboard/internal/gcpace"
+	"switchboard/learning"
+	"switchboard/llm"
+	"switchboard/mcpclient"
+	"switchboard/plans"
+	"switchboard/profile"
+	"switchboard/router"
+	"switchboard/schedule"
+	"switchboard/skills"
+	"switchboard/store"
+)
+
+// Options are what Build needs besides the configuration.
+type Options struct {
+	// Version is the running build's version, for logs, metrics, /readyz
+	// and the replica's info.
+	Version string
+	// Logger is the process logger (secrets redacted); nil discards.
+	Logger *slog.Logger
+	// Level is Logger's level, which Reload changes; nil: it does not.
+	Level *slog.LevelVar
+	// ConfigPath is the file Reload reads again ("" for ./config.yaml or
+	// the defaults and the environment).
+	ConfigPath string
+
+	// StoreOptions are more options for the store (tests: a database that
+	// cannot take writes, store.WithMaxPages, store.WithReadOnly).
+	StoreOptions []store.Option
+	// BeforeRouterStart, if set, runs just before Serve starts the router
+	// (tests: a stop while starting).
+	BeforeRouterStart func()
+	// LearningRunner, if set, makes the learning runner from the
+	// configured one's settings instead of learning.NewRunner (tests: jobs
+	// that fail, short timeouts).
+	LearningRunner func(learning.Config) *learning.Runner
+}
+
+// Gateway is the wired gateway.
+type Gateway struct {
+	cfg    *config.Config
+	opts   Options
+	log    *slog.Logger
+	store  *store.Store
+	skills *skills.Watcher
+	mcp    *mcpclient.Manager
+	model  *llm.Client
+	agent  *agent.Agent
+	router *router.Router
+	sched  *schedule.Scheduler // started after the router, stopped before it
+	mon    *monitor            // metrics, dashboard activity, the HTTP API channel
+	learn  *learner            // memories, profiles, skill reviews after each turn
+	pacer  *gcpace.Pacer       // the GC target by load; nil if GOGC is set
+	// serving is set once the router has started (/readyz waits for it).
+	serving atomic.Bool
+	// replica is this process among replicas sharing a PostgreSQL store;
+	// nil on SQLite.
+	replica *cluster.Replica
+	// sup runs the channels while serving (Reload changes their access).
+	sup *supervisor
+	// closers undo Build, last first.
+	closers cleanup
+}
+
+// cleanup is a stack of functions that undo what was built, run last
+// first: what was opened first (the store) is closed last.
+type cleanup []func()
+
+func (c *cleanup) push(f func()) { *c = append(*c, f) }
+
+func (c *cleanup) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+	*c = nil
+}
+
+// Build opens the store and wires model, agent and router. Close the
+// Gateway when done.
+func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, err error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	loc, err := time.LoadLocation(cfg.Agent.Timezone)
+	if err != nil {
+		return nil, fmt.Errorf("agent.timezone: %w", err)
+	}
+	model, err := llm.New(llm.Config{
+		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model,
+		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: cfg.LLM.MaxRetries,
+		RequestTimeout: cfg.LLM.RequestTimeout, Logger: log.With("component", "llm"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	rid := ReplicaID(cfg)
+	if rid != "" {
+		log = log.With("replica", rid)
+	}
+	g = &Gateway{cfg: cfg, opts: opts, log: log, model: model}
+	defer func() {
+		if err != nil {
+			g.closers.run()
+		}
+	}()
+	mon := newMonitor(cfg, opts.Version, rid, model, log)
+	g.mon = mon
+	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source(), opts.StoreOptions...)
+	if err != nil {
+		return nil, err
+	}
+	g.store = st
+	g.closers.push(func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	})
+	if g.replica, err = newReplica(cfg, opts.Version, rid, st, log); err != nil {
+		return nil, err
+	}
+	sched, err := schedule.New(schedule.Config{Store: st, Jobs: cfg.Schedule.Jobs, Location: loc, MissedGrace: cfg.Schedule.MissedGrace,
+		MaxFailures: cfg.Schedule.MaxFailures, Logger: log.With("component", "schedule"),
+		OnRun:   func(r schedule.Report) { mon.metrics.JobDone("schedule", r.Outcome) },
+		ZoneFor: profile.New(profile.Config{Store: st, Logger: log}).ZoneFor}) // the zone users told the bot
+	if err != nil {
+		return nil, err
+	}
+	g.sched = sched
+	mcp, mcpErrs := mcpclient.Connect(ctx, cfg.MCP.Servers, log.With("component", "mcp"))
+	for _, err := range mcpErrs {
+		log.Error("MCP server skipped", "err", err)
+	}
+	g.mcp = mcp
+	g.closers.push(func() {
+		if err := mcp.Close(); err != nil {
+			log.Warn("close MCP servers", "err", err)
+		}
+	})
+	cmd := cfg.Tools.Command
+	watcher := skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
+		Model: mon.model,
+		Command: skills.CommandPolicy{Enabled: cmd.Enabled, Workspace: cmd.Workspace,
+			Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars},
+	}, log.With("component", "skills"))
+	g.skills = watcher
+	ag, err := agent.New(agent.Config{
+		Model: mon.model, Store: st,
+		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), webTools(cfg), fileTools(cfg, watcher.Current), mcp.Source(), sched.Source()},
+		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
+		Location:             loc,
+		ContextWindow:        cfg.LLM.ContextWindow,
+		MaxSteps:             cfg.Agent.MaxSteps,
+		ToolResultMaxChars:   cfg.Agent.ToolResultMaxChars,
+		MaxOutputTokens:      cfg.LLM.MaxOutputTokens,
+		TurnTokenBudget:      cfg.Agent.TurnTokenBudget,
+		UserDailyTokenBudget: cfg.Agent.UserDailyTokenBudget,
+		Logger:               log.With("component", "agent"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.agent = ag
+	lrn := newLearner(ctx, cfg, st, mon.model, watcher, opts.LearningRunner, log)
+	g.learn = lrn
+	g.closers.push(lrn.close)
+	var shared router.Cluster // nil unless replicas share the store
+	if g.replica != nil {
+		shared = g.replica
+		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
+	}
+	pacer := gcpace.New()
+	g.pacer = pacer
+	g.closers.push(pacer.Stop)
+	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout, Location: loc, Logger: log,
+		OnEvent: func(in channels.Inbound, ev agent.Event) {
+			mon.onEvent(in, ev)
+			lrn.onEvent(in, ev)
+		}})
+	rt, err := router.New(router.Config{
+		Cluster: shared,
+		Store:   st, Agent: ag,
+		MaxConcurrentTurns: cfg.Agent.MaxConcurrentTurns,
+		TurnTimeout:        cfg.Agent.TurnTimeout,
+		ModelName:          cfg.LLM.Model,
+		Vision:             cfg.LLM.Vision,
+		FilesRoot:          cfg.Tools.Files.Root,
+		Preview:            map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
+		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
+		Location:           loc,
+		Logger:             log,
+		OnEvent: func(in channels.Inbound, ev agent.Event) {
+			mon.onEvent(in, ev)
+			lrn.onEvent(in, ev)
+		},
+		Learning: lrn.commands(),
+		OnSend:   mon.onSend,
+		Load:     pacer.Observe,
+		Prepare:  prepareTurn(lrn, watcher),
+		Interceptors: []router.Interceptor{
+			approvals.New(approvals.Config{Store: st, Timeout: cfg.Agent.ApprovalTimeout,
+				TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
+			plans.New(plans.Config{Store: st, Planner: ag, StepMaxSteps: cfg.Agent.PlanStepMaxSteps,
+				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
+		},
+		Tasks:       tasks,
+		TurnSources: func(in channels.Inbound) []agent.Source { return []agent.Source{tasks.Source(in)} },
+		StatusNotes: statusNotes(watcher, mcp),
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.router = rt
+	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
+	return g, nil
+}
+
+// Close stops the background work and closes the store, last.
+func (g *Gateway) Close() { g.closers.run() }
+
+// Router is the gateway's router (tests deliver messages through it).
+func (g *Gateway) Router() *router.Router { return g.router }
+
+// Store is the gateway's store.
+func (g *Gateway) Store() *store.Store { return g.store }
+
+// LearningRunner runs the learning jobs after turns.
+func (g *Gateway) LearningRunner() *learning.Runner { return g.learn.runner }
+
+// leave hands this replica's chats and roles to the others at once (a
+// graceful stop; a crashed replica's pass after the lease TTL).
+func (g *Gateway) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.replica.Stop(ctx); err != nil {
+		g.log.Warn("leaving the replicas: the others take this one's chats after the lease TTL", "err", err)
+	}
+}

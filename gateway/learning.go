@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/config"
+	"switchboard/learning"
+	"switchboard/memory"
+	"switchboard/profile"
+	"switchboard/router"
+	"switchboard/skills"
+	"switchboard/store"
+)
+
+// learningGrace is how long running learning jobs may finish at shutdown
+// before they are cancelled (they resume from their cursors).
+const learningGrace = 10 * time.Second
+
+// learner wires what the bot learns after turns into the router: recalled
+// memories, the profile and the memory tools for each turn (prepare), the
+// background jobs after each turn (onEvent), the learned skill overlay, and
+// /memory and /profile.
+type learner struct {
+	on      bool // learning.enabled
+	st      *store.Store
+	log     *slog.Logger
+	memory  *memory.Service
+	profile *profile.Service
+	overlay *skills.Overlay
+	runner  *learning.Runner
+	now     func() time.Time
+
+	mu    sync.Mutex
+	turns map[string]trackedTurn // channel + chat → the skills of its running turn
+}
+
+type trackedTurn struct {
+	reg  *skills.Registry
+	turn *skills.Turn
+}
+
+// newLearner builds the learning side and starts its runner.
+func newLearner(ctx context.Context, cfg *config.Config, st *store.Store, model learning.Model, watcher *skills.Watcher,
+	newRunner func(learning.Config) *learning.Runner, log *slog.Logger) *learner {
+	l := &learner{on: cfg.Learning.Enabled, st: st, log: log.With("component", "learning"), now: time.Now,
+		turns: map[string]trackedTurn{}}
+	l.overlay = skills.NewOverlay(st, log.With("component", "skills"))
+	tokens := cfg.Learning.MemoryPromptTokens
+	if tokens == 0 {
+		tokens = -1 // 0 in the config keeps memories out of prompts
+	}
+	l.memory = memory.New(memory.Config{Store: st, Model: model, PromptTokens: tokens, Logger: log})
+	l.profile = profile.New(profile.Config{Store: st, Model: model, Logger: log})
+	var jobs []learning.Job
+	if l.on {
+		jobs = append(jobs, l.memory.Job(), l.profile.Job())
+		if mode := cfg.Skills.SelfImprove; mode != "off" {
+			jobs = append(jobs, learning.SkillJob(learning.SkillJobConfig{Store: st, Model: model, Files: watcher.Current,
+				Overlay: l.overlay, Apply: mode == "apply", Logger: log}))
+		}
+	}
+	if newRunner == nil {
+		newRunner = learning.NewRunner
+	}
+	l.runner = newRunner(learning.Config{Jobs: jobs, EveryNTurns: cfg.Learning.EveryNTurns,
+		Timeout: cfg.Learning.JobTimeout, QueueSize: cfg.Learning.QueueSize, Logger: log})
+	if l.on {
+		l.runner.Start(ctx)
+	}
+	return l
+}
+
+// skills returns the registry of the skill files with the learned overlay.
+func (l *learner) skills(ctx context.Context, files *skills.Registry) *skills.Registry {
+	return l.overlay.Apply(ctx, files)
+}
+
+// prepare adds to a turn what was learned: the user's profile and the
+// memories relevant to the message (private chats), the group's memories
+// (group chats), and the memory tools bound to that scope.
+func (l *learner) prepare(ctx context.Context, in channels.Inbound, reg *skills.Registry, turn *skills.Turn, p *router.Prepared) {
+	l.mu.Lock()
+	l.turns[in.Channel+"\x00"+in.ChatID] = trackedTurn{reg: reg, turn: turn}
+	l.mu.Unlock()
+	if !l.on || in.UserID == "" {
+		return
+	}
+	chat, err := l.st.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
+	if err != nil {
+		l.log.Warn("turn goes on without memories", "err", err)
+		return
+	}
+	sc := memory.Scope{Channel: in.Channel, UserID: in.UserID, ChatID: chat.ID, Group: in.ChatType == channels.Group}
+	if !sc.Group {
+		if sec, ok := l.profile.Section(ctx, store.UserKey(in.Channel, in.UserID), l.now()); ok {
+			p.Sections = append(p.Sections, sec)
+		}
+	}
+	if sec, ok := l.memory.Section(ctx, sc, in.Text); ok {
+		p.Sections = append(p.Sections, sec)
+	}
+	p.Sources = append(p.Sources, l.memory.Tools(sc))
+}
+
+// onEvent hands every finished turn to the runner; the jobs start once the
+// reply is out (EventDone comes after the fallback reply) and never change
+// the turn.
+func (l *learner) onEvent(in channels.Inbound, ev agent.Event) {
+	if ev.Kind != agent.EventDone {
+		return
+	}
+	key := in.Channel + "\x00" + in.ChatID
+	l.mu.Lock()
+	tr, ok := l.turns[key]
+	delete(l.turns, key)
+	l.mu.Unlock()
+	if !l.on || ev.TurnID == 0 || in.UserID == "" {
+		return
+	}
+	t := learning.Trigger{Channel: in.Channel, UserID: in.UserID, ChatID: ev.ChatID, Group: in.ChatType == channels.Group,
+		TurnID: ev.TurnID}
+	if ok {
+		// Always-on skills are part of every turn; the review looks at
+		// skills the turn engaged (command, trigger, use_skill).
+		var active []string
+		for _, name := range tr.turn.Active() {
+			if s, ok := tr.reg.Get(name); ok && s.Activation != skills.Always {
+				active = append(active, name)
+			}
+		}
+		if len(active) > 0 {
+			t.Skills = map[int64][]string{ev.TurnID: active}
+		}
+	}
+	l.runner.Notify(t)
+}
+
+// commands answers /memory and /profile; nil when learning is off.
+func (l *learner) commands() router.Learning {
+	if !l.on {
+		return nil
+	}
+	return l
+}
+
+func (l *learner) scope(ctx context.Context, in channels.Inbound) (memory.Scope, error) {
+	chat, err := l.st.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
+	if err != nil {
+		return memory.Scope{}, err
+	}
+	return memory.Scope{Channel: in.Channel, UserID: in.UserID, ChatID: chat.ID, Group: in.ChatType == channels.Group}, nil
+}
+
+// Memories implements router.Learning.
+func (l *learner) Memories(ctx context.Context, in channels.Inbound) ([]store.Memory, error) {
+	sc, err := l.scope(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return l.memory.List(ctx, sc)
+}
+
+// ForgetMemory implements router.Learning.
+func (l *learner) ForgetMemory(ctx context.Context, in channels.Inbound, id int64) (bool, error) {
+	sc, err := l.scope(ctx, in)
+	if err != nil {
+		return false, err
+	}
+	return l.memory.Forget(ctx, sc, id)
+}
+
+// Profile implements router.Learning.
+func (l *learner) Profile(ctx context.Context, in channels.Inbound) ([]store.ProfileEntry, error) {
+	return l.profile.Get(ctx, store.UserKey(in.Channel, in.UserID))
+}
+
+// ForgetProfile implements router.Learning.
+func (l *learner) ForgetProfile(ctx context.Context, in channels.Inbound, dimension string) (int64, error) {
+	return l.profile.Forget(ctx, store.UserKey(in.Channel, in.UserID), dimension)
+}
+
+// close waits up to learningGrace for running jobs, then cancels them.
+func (l *learner) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), learningGrace)
+	defer cancel()
+	if err := l.runner.Shutdown(ctx); err != nil {
+		l.log.Warn("learning jobs were cancelled at shutdown; they resume from their cursors", "err", err)
+	}
+}
+
+var _ router.Learning = (*learner)(nil)

@@ -1,0 +1,56 @@
+package gateway
+
+// The monitor: what feeds the metrics, the dashboard's activity and the
+// chat API channel from turn events and sends.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/channels/openai"
+	"switchboard/config"
+	"switchboard/httpapi"
+	"switchboard/llm"
+	"switchboard/metrics"
+	"switchboard/router"
+)
+
+// monitor observes the gateway: every turn event and send goes to the
+// metrics, the dashboard's activity and the chat API channel.
+type monitor struct {
+	metrics  *metrics.Metrics
+	activity *httpapi.Activity
+	api      *openai.API
+	model    *metrics.Model
+	log      *slog.Logger
+}
+
+func newMonitor(cfg *config.Config, version, replica string, model *llm.Client, log *slog.Logger) *monitor {
+	m := &monitor{metrics: metrics.NewReplica(version, replica), activity: httpapi.NewActivity(), log: log}
+	m.model = m.metrics.ObserveModel(model, cfg.LLM.Model)
+	m.api = openai.New(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
+	return m
+}
+
+// onEvent is the router's OnEvent hook.
+func (m *monitor) onEvent(in channels.Inbound, ev agent.Event) {
+	m.metrics.Observe(in, ev)
+	m.activity.Observe(in, ev)
+	m.api.Observe(in, ev)
+	if ev.Kind == agent.EventToolEnd && m.log.Enabled(context.Background(), slog.LevelDebug) {
+		m.log.Debug("tool call", "turn_id", ev.TurnID, "channel", in.Channel, "chat", in.ChatID,
+			"tool", ev.Tool, "error", ev.IsError, "duration", ev.Duration)
+	}
+}
+
+// onSend is the router's OnSend hook.
+func (m *monitor) onSend(channel string, err error) { m.metrics.Sent(channel, err) }
+
+// learningOutcomes are the learning runner's totals, for the metrics.
+func (g *Gateway) learningOutcomes() map[string]uint64 {
+	st := g.learn.runner.Stats()
+	return map[string]uint64{metrics.OK: st.Succeeded, metrics.Error: st.Failed}
+}

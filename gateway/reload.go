@@ -1,0 +1,91 @@
+package gateway
+
+import (
+	"fmt"
+	"reflect"
+
+	"switchboard/config"
+	"switchboard/internal/logging"
+)
+
+// LoadConfig loads and validates the configuration at path ("" for
+// ./config.yaml, or the defaults and the environment without it).
+func LoadConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
+// Reload re-reads the configuration (Options.ConfigPath) on SIGHUP and applies what can change
+// safely while serving: the log level, the channels' allowlists and the
+// skills. Everything else needs a restart, and the log says which keys.
+func (g *Gateway) Reload() {
+	cfg, err := LoadConfig(g.opts.ConfigPath)
+	if err != nil {
+		g.log.Error("reload: the configuration has errors; keeping the running one", "err", err)
+		return
+	}
+	if lv, err := logging.ParseLevel(cfg.Log.Level); err == nil && g.opts.Level != nil && lv != g.opts.Level.Level() {
+		g.opts.Level.Set(lv)
+		g.log.Info("reload: log level changed", "level", cfg.Log.Level)
+	}
+	for _, name := range []string{"telegram", "discord"} {
+		old, now := channelAccess(g.cfg, name), channelAccess(cfg, name)
+		if !reflect.DeepEqual(old, now) {
+			if g.sup != nil {
+				g.sup.setAccess(name, now)
+			}
+			g.log.Info("reload: access rules changed", "channel", name)
+		}
+	}
+	reg := g.skills.Current()
+	g.log.Info("reload: skills reloaded", "skills", len(reg.Skills()), "problems", len(reg.Problems()))
+	if keys := restartKeys(g.cfg, cfg); len(keys) > 0 {
+		g.log.Warn("reload: these settings changed but only take effect after a restart", "keys", keys)
+	}
+	applied := *g.cfg
+	applied.Log.Level = cfg.Log.Level
+	applied.Channels.Telegram.AllowUsers, applied.Channels.Telegram.Pairing = cfg.Channels.Telegram.AllowUsers, cfg.Channels.Telegram.Pairing
+	applied.Channels.Discord.AllowUsers = cfg.Channels.Discord.AllowUsers
+	applied.Channels.Discord.AllowGuilds, applied.Channels.Discord.AllowChannels = cfg.Channels.Discord.AllowGuilds, cfg.Channels.Discord.AllowChannels
+	g.cfg = &applied
+}
+
+// restartKeys names the top-level sections (and the channel sections)
+// whose settings differ in a way a reload does not apply.
+func restartKeys(old, now *config.Config) []string {
+	o, n := *old, *now
+	// What reload applies is not a difference.
+	n.Log.Level = o.Log.Level
+	n.Channels.Telegram.AllowUsers, n.Channels.Telegram.Pairing = o.Channels.Telegram.AllowUsers, o.Channels.Telegram.Pairing
+	n.Channels.Discord.AllowUsers, n.Channels.Discord.AllowGuilds, n.Channels.Discord.AllowChannels =
+		o.Channels.Discord.AllowUsers, o.Channels.Discord.AllowGuilds, o.Channels.Discord.AllowChannels
+	var keys []string
+	ov, nv := reflect.ValueOf(o), reflect.ValueOf(n)
+	t := ov.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("yaml")
+		if !f.IsExported() || tag == "" || tag == "-" {
+			continue
+		}
+		if tag == "channels" {
+			ct := f.Type
+			for j := range ct.NumField() {
+				if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
+					keys = append(keys, "channels."+ct.Field(j).Tag.Get("yaml"))
+				}
+			}
+			continue
+		}
+		if !reflect.DeepEqual(ov.Field(i).Interface(), nv.Field(i).Interface()) {
+			keys = append(keys, tag)
+		}
+	}
+	return keys
+}

@@ -1,0 +1,142 @@
+package cfgfile
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"switchboard/config"
+)
+
+// noEnv clears the environment Load falls back on.
+func noEnv(t *testing.T) {
+	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN"} {
+		t.Setenv(k, "")
+	}
+}
+
+// fill sets every field under v to a value that differs from the default.
+func fill(v reflect.Value, name string, n *int) {
+	*n++
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if f := v.Type().Field(i); f.IsExported() {
+				fill(v.Field(i), name+"."+f.Name, n)
+			}
+		}
+	case reflect.String:
+		// $ and ${...} are kept as written; a quote, a colon and a number
+		// need quoting.
+		v.SetString(fmt.Sprintf("%s $HOME ${X} $$: '\"%d", strings.ToLower(name), *n))
+	case reflect.Bool:
+		v.SetBool(!v.Bool())
+	case reflect.Int:
+		v.SetInt(int64(1000 + *n))
+	case reflect.Int64: // time.Duration
+		v.SetInt(int64(time.Duration(*n)*time.Second + 250*time.Millisecond))
+	case reflect.Pointer:
+		// channels.discord.shard_id, the only pointer, stays nil: Load
+		// cannot read it (see Marshal).
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := range 2 {
+			fill(s.Index(i), fmt.Sprint(name, i), n)
+		}
+		v.Set(s)
+	default:
+		panic("cfgfile test: fill " + v.Kind().String())
+	}
+}
+
+func roundTrip(t *testing.T, want *config.Config) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := WriteFile(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := yaml.Marshal(got)
+	w, _ := yaml.Marshal(want)
+	if string(g) != string(w) {
+		data, _ := Marshal(want)
+		t.Errorf("loaded back:\n%s\nwant:\n%s\nfile:\n%s", g, w, data)
+	}
+}
+
+// Every field set to something else than its default, strings with $,
+// quotes and numbers in them, loads back to the same value.
+func TestEveryFieldRoundTrips(t *testing.T) {
+	noEnv(t)
+	cfg := config.Default()
+	n := 0
+	fill(reflect.ValueOf(cfg).Elem(), "cfg", &n)
+	roundTrip(t, cfg)
+}
+
+// Values that are "less" than the defaults (empty, false, zero, empty
+// lists), and the defaults themselves, round-trip too; the defaults make
+// an empty file.
+func TestEmptyValuesRoundTrip(t *testing.T) {
+	noEnv(t)
+	def := config.Default()
+	roundTrip(t, def)
+	if data, err := Marshal(def); err != nil || len(data) != 0 {
+		t.Errorf("the defaults: %q, %v; want an empty file", data, err)
+	}
+	cfg := config.Default()
+	cfg.HTTP.Listen = ""
+	cfg.Learning.Enabled = false
+	cfg.Tools.Web.Enabled = false
+	cfg.Tools.Web.MaxRedirects = 0
+	cfg.Agent.Name = ""
+	cfg.Channels.Telegram.AllowUsers = nil
+	roundTrip(t, cfg)
+}
+
+// Load cannot read channels.discord.shard_id: Marshal says so instead of
+// writing a file that does not load.
+func TestShardIDIsRefused(t *testing.T) {
+	cfg := config.Default()
+	zero := 0
+	cfg.Channels.Discord.ShardID = &zero
+	if _, err := Marshal(cfg); err == nil || !strings.Contains(err.Error(), "shard_id") {
+		t.Errorf("Marshal with a shard_id: %v; want an error naming it", err)
+	}
+}
+
+// The file holds only what differs from the defaults, as a hand-written
+// one would.
+func TestOnlyChangedKeys(t *testing.T) {
+	cfg := config.Default()
+	cfg.LLM.Model = "fake-model"
+	cfg.Learning.Enabled = false
+	cfg.Channels.Telegram.Enabled = true
+	cfg.Channels.Telegram.PollTimeout = time.Second
+	cfg.Channels.Telegram.AllowUsers = []string{"42"}
+	data, err := Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `llm:
+  model: fake-model
+channels:
+  telegram:
+    enabled: true
+    allow_users: ["42"]
+    poll_timeout: 1s
+learning:
+  enabled: false
+`
+	if string(data) != want {
+		t.Errorf("got:\n%s\nwant:\n%s", data, want)
+	}
+}
