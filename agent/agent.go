@@ -151,6 +151,10 @@ type Turn struct {
 	Resolve *Resolution
 	Model   string          // informational: recorded on the turn
 	Allow   map[string]bool // non-nil: only these tools
+	// Skills are the skills the turn engaged (by command or trigger; not
+	// the always-on ones), for the after-turn review: the turn's
+	// EventDone carries them.
+	Skills []string
 }
 
 // Resolution is the user's decision on a paused turn's tool calls.
@@ -308,7 +312,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	res = Result{TurnID: st.turnID, StopReason: reason, Steps: st.steps, ModelCalls: st.modelCalls, InboxDone: inboxDone,
 		Usage: st.usage, Delivered: st.delivered, Reply: reply, Err: err, Pending: st.pending}
 	doneEv := Event{Kind: EventDone, StopReason: reason, Usage: st.usage, Text: reply, Model: st.model,
-		Duration: a.cfg.Now().Sub(start)}
+		Duration: a.cfg.Now().Sub(start), Skills: t.Skills}
 	if err != nil {
 		doneEv.Err = err.Error()
 	}

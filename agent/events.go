@@ -87,4 +87,5 @@ type Event struct {
 
 	StopReason StopReason // done
 	Err        string     // done: what failed, if anything
+	Skills     []string   // done: the skills the turn engaged (Turn.Skills)
 }

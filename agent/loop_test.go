@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -590,5 +591,20 @@ func TestResumeKeepsStepCount(t *testing.T) {
 	res := h.run(user.Content, func(tr *agent.Turn) { tr.ResumeTurnID = turnID; tr.MaxSteps = 3 })
 	if res.StopReason != agent.StopMaxSteps {
 		t.Fatalf("stop reason = %s (steps %d); want max_steps: three steps were taken before the restart", res.StopReason, res.Steps)
+	}
+}
+
+// The skills a turn engaged travel with it to its EventDone (the after-turn
+// skill review reads them there).
+func TestDoneEventCarriesTheTurnsSkills(t *testing.T) {
+	h := newHarness(t)
+	h.fake.Push(testkit.Reply{Text: "sunny"})
+	res := h.run("weather?", func(tr *agent.Turn) { tr.Skills = []string{"weather"} })
+	if res.StopReason != agent.StopEndTurn {
+		t.Fatalf("stop = %s", res.StopReason)
+	}
+	done := h.eventsOf(agent.EventDone)
+	if len(done) != 1 || !slices.Equal(done[0].Skills, []string{"weather"}) || done[0].TurnID != res.TurnID {
+		t.Fatalf("done events = %+v; want one with skills [weather] for turn %d", done, res.TurnID)
 	}
 }

@@ -1,6 +1,7 @@
 package delegate
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,7 +33,9 @@ func rig(t *testing.T) (*routertest.Rig, *Tasks, *testkit.FakeLLM) {
 	}
 	tasks := New(Config{Agent: ag, Store: st})
 	a := routertest.Start(t, router.Config{Store: st, Agent: ag, Tasks: tasks,
-		TurnSources: func(in channels.Inbound) []agent.Source { return []agent.Source{tasks.Source(in)} }})
+		Prepare: func(_ context.Context, in channels.Inbound) router.Prepared {
+			return router.Prepared{Sources: []agent.Source{tasks.Source(in)}}
+		}})
 	return a, tasks, fake
 }
 

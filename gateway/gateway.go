@@ -15,6 +15,7 @@ import (
 
 	"switchboard/agent"
 	"switchboard/approvals"
+	"switchboard/assembly"
 	"switchboard/channels"
 	"switchboard/cluster"
 	"switchboard/config"
@@ -166,7 +167,8 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	g.skills = watcher
 	ag, err := agent.New(agent.Config{
 		Model: mon.model, Store: st,
-		Sources:              []agent.Source{agent.Builtin(nil, loc), agent.ChannelContext(), webTools(cfg), fileTools(cfg, watcher.Current), mcp.Source(), sched.Source()},
+		Sources: assembly.Static(assembly.StaticSources{Location: loc, Web: webTools(cfg), Files: fileTools(cfg, watcher.Current),
+			MCP: mcp.Source(), Schedule: sched.Source()}),
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
 		Location:             loc,
 		ContextWindow:        cfg.LLM.ContextWindow,
@@ -197,6 +199,11 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			mon.onEvent(in, ev)
 			lrn.onEvent(in, ev)
 		}})
+	asm := assembly.New(assembly.Config{
+		Skills:   func(ctx context.Context) *skills.Registry { return lrn.skills(ctx, watcher.Current()) },
+		Learning: cfg.Learning.Enabled, Chats: st, Memory: lrn.memory, Profiles: lrn.profile,
+		Delegate: tasks, Logger: log,
+	})
 	rt, err := router.New(router.Config{
 		Cluster: shared,
 		Store:   st, Agent: ag,
@@ -213,10 +220,11 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			mon.onEvent(in, ev)
 			lrn.onEvent(in, ev)
 		},
-		Learning: lrn.commands(),
-		OnSend:   mon.onSend,
-		Load:     pacer.Observe,
-		Prepare:  prepareTurn(lrn, watcher),
+		Learning:   lrn.commands(),
+		OnSend:     mon.onSend,
+		Load:       pacer.Observe,
+		Prepare:    asm.Message,
+		PrepareJob: asm.Job,
 		Interceptors: []router.Interceptor{
 			approvals.New(approvals.Config{Store: st, Timeout: cfg.Agent.ApprovalTimeout,
 				TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
@@ -224,7 +232,6 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
 		},
 		Tasks:       tasks,
-		TurnSources: func(in channels.Inbound) []agent.Source { return []agent.Source{tasks.Source(in)} },
 		StatusNotes: statusNotes(watcher, mcp),
 	})
 	if err != nil {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"switchboard/agent"
@@ -21,10 +20,10 @@ import (
 // before they are cancelled (they resume from their cursors).
 const learningGrace = 10 * time.Second
 
-// learner wires what the bot learns after turns into the router: recalled
-// memories, the profile and the memory tools for each turn (prepare), the
+// learner wires what the bot learns after turns into the router: the
 // background jobs after each turn (onEvent), the learned skill overlay, and
-// /memory and /profile.
+// /memory and /profile. What a turn gets of what was learned (profile,
+// memories, memory tools) is the assembly package's to decide.
 type learner struct {
 	on      bool // learning.enabled
 	st      *store.Store
@@ -33,22 +32,12 @@ type learner struct {
 	profile *profile.Service
 	overlay *skills.Overlay
 	runner  *learning.Runner
-	now     func() time.Time
-
-	mu    sync.Mutex
-	turns map[string]trackedTurn // channel + chat → the skills of its running turn
-}
-
-type trackedTurn struct {
-	reg  *skills.Registry
-	turn *skills.Turn
 }
 
 // newLearner builds the learning side and starts its runner.
 func newLearner(ctx context.Context, cfg *config.Config, st *store.Store, model learning.Model, watcher *skills.Watcher,
 	newRunner func(learning.Config) *learning.Runner, log *slog.Logger) *learner {
-	l := &learner{on: cfg.Learning.Enabled, st: st, log: log.With("component", "learning"), now: time.Now,
-		turns: map[string]trackedTurn{}}
+	l := &learner{on: cfg.Learning.Enabled, st: st, log: log.With("component", "learning")}
 	l.overlay = skills.NewOverlay(st, log.With("component", "skills"))
 	tokens := cfg.Learning.MemoryPromptTokens
 	if tokens == 0 {
@@ -80,33 +69,6 @@ func (l *learner) skills(ctx context.Context, files *skills.Registry) *skills.Re
 	return l.overlay.Apply(ctx, files)
 }
 
-// prepare adds to a turn what was learned: the user's profile and the
-// memories relevant to the message (private chats), the group's memories
-// (group chats), and the memory tools bound to that scope.
-func (l *learner) prepare(ctx context.Context, in channels.Inbound, reg *skills.Registry, turn *skills.Turn, p *router.Prepared) {
-	l.mu.Lock()
-	l.turns[in.Channel+"\x00"+in.ChatID] = trackedTurn{reg: reg, turn: turn}
-	l.mu.Unlock()
-	if !l.on || in.UserID == "" {
-		return
-	}
-	chat, err := l.st.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
-	if err != nil {
-		l.log.Warn("turn goes on without memories", "err", err)
-		return
-	}
-	sc := memory.Scope{Channel: in.Channel, UserID: in.UserID, ChatID: chat.ID, Group: in.ChatType == channels.Group}
-	if !sc.Group {
-		if sec, ok := l.profile.Section(ctx, store.UserKey(in.Channel, in.UserID), l.now()); ok {
-			p.Sections = append(p.Sections, sec)
-		}
-	}
-	if sec, ok := l.memory.Section(ctx, sc, in.Text); ok {
-		p.Sections = append(p.Sections, sec)
-	}
-	p.Sources = append(p.Sources, l.memory.Tools(sc))
-}
-
 // onEvent hands every finished turn to the runner; the jobs start once the
 // reply is out (EventDone comes after the fallback reply) and never change
 // the turn.
@@ -114,28 +76,14 @@ func (l *learner) onEvent(in channels.Inbound, ev agent.Event) {
 	if ev.Kind != agent.EventDone {
 		return
 	}
-	key := in.Channel + "\x00" + in.ChatID
-	l.mu.Lock()
-	tr, ok := l.turns[key]
-	delete(l.turns, key)
-	l.mu.Unlock()
 	if !l.on || ev.TurnID == 0 || in.UserID == "" {
 		return
 	}
 	t := learning.Trigger{Channel: in.Channel, UserID: in.UserID, ChatID: ev.ChatID, Group: in.ChatType == channels.Group,
 		TurnID: ev.TurnID}
-	if ok {
-		// Always-on skills are part of every turn; the review looks at
-		// skills the turn engaged (command, trigger, use_skill).
-		var active []string
-		for _, name := range tr.turn.Active() {
-			if s, ok := tr.reg.Get(name); ok && s.Activation != skills.Always {
-				active = append(active, name)
-			}
-		}
-		if len(active) > 0 {
-			t.Skills = map[int64][]string{ev.TurnID: active}
-		}
+	if len(ev.Skills) > 0 {
+		// The skills the turn engaged (assembly), for the skill review.
+		t.Skills = map[int64][]string{ev.TurnID: ev.Skills}
 	}
 	l.runner.Notify(t)
 }

@@ -58,14 +58,14 @@ func TestChannelContextTools(t *testing.T) {
 	model, _ := llm.New(llm.Config{BaseURL: fake.URL, Model: "fake-model", MaxRetries: -1})
 	ag, _ := agent.New(agent.Config{Model: model, Store: st, Sources: []agent.Source{agent.ChannelContext()}})
 	ch := &richChannel{fakeChannel: newFakeChannel()}
-	// The per-turn sources (the delegate tool, wired in main) come last.
+	// The per-turn sources (Prepare's: the delegate tool) come last.
 	delegate := &agent.Tool{Name: "delegate", Parameters: json.RawMessage(`{"type":"object"}`),
 		Fn: func(context.Context, json.RawMessage) (string, error) { return "", nil }}
-	turnSources := func(channels.Inbound) []agent.Source {
-		return []agent.Source{agent.StaticSource{SourceName: "delegate", List: []*agent.Tool{delegate}}}
+	prepare := func(context.Context, channels.Inbound) Prepared {
+		return Prepared{Sources: []agent.Source{agent.StaticSource{SourceName: "delegate", List: []*agent.Tool{delegate}}}}
 	}
 	r, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		TurnSources: turnSources})
+		Prepare: prepare})
 	r.AddChannel(ch, everyone)
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestChannelContextTools(t *testing.T) {
 	fake.Push(testkit.Reply{Text: "hi"})
 	plain := newFakeChannel()
 	r2, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		TurnSources: turnSources})
+		Prepare: prepare})
 	r2.AddChannel(plain, everyone)
 	r2.Start(t.Context())
 	defer r2.Shutdown(context.Background())

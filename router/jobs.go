@@ -189,9 +189,12 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 		UserID: j.UserID, Input: llm.Message{Role: llm.RoleUser, Content: jobInput(j)},
 		Chat: binding, Location: loc, OnEvent: r.turnEvents(ctx, in, binding),
 	}
-	if r.cfg.Prepare != nil {
-		p := r.cfg.Prepare(ctx, in)
-		turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue = p.Sources, p.Sections, p.MaxSteps, p.Catalogue
+	prepare := r.cfg.PrepareJob
+	if prepare == nil {
+		prepare = r.cfg.Prepare
+	}
+	if prepare != nil {
+		prepare(ctx, in).apply(&turn)
 	}
 	if j.MaxSteps > 0 {
 		turn.MaxSteps = j.MaxSteps

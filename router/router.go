@@ -115,9 +115,14 @@ type Config struct {
 	ModelName string // for /status
 	Location  *time.Location
 
-	// Prepare returns what a turn adds to the agent's defaults (skills,
-	// profile, memories), computed once at the start of the turn; may be nil.
+	// Prepare returns what the turn answering a chat message adds to the
+	// agent's defaults (skills, profile, memories, the delegate tool),
+	// computed once at the start of the turn; may be nil. The gateway's is
+	// assembly.Assembler.Message.
 	Prepare func(ctx context.Context, in channels.Inbound) Prepared
+	// PrepareJob is Prepare for a scheduled task's turn (see RunJob); nil:
+	// Prepare. The gateway's is assembly.Assembler.Job.
+	PrepareJob func(ctx context.Context, in channels.Inbound) Prepared
 	// StatusNotes returns extra lines for /status (skill problems…); may be nil.
 	StatusNotes func() []string
 	// Learning answers /memory and /profile (see learning.go); may be nil.
@@ -144,9 +149,6 @@ type Config struct {
 	Interceptors []Interceptor
 	// Tasks is the chats' background work, for /tasks and /stop; may be nil.
 	Tasks Tasks
-	// TurnSources returns tool sources added to each turn of a chat's
-	// messages (not jobs'), after Prepare's: the delegate tool; may be nil.
-	TurnSources func(in channels.Inbound) []agent.Source
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -156,6 +158,7 @@ type Prepared struct {
 	MaxSteps  int             // 0: the agent's default
 	Plan      bool            // run the message as a plan (a skill with mode: plan)
 	Catalogue string          // the skill catalogue for the static prompt prefix
+	Skills    []string        // the skills the turn engaged (agent.Turn.Skills)
 }
 
 // Router implements channels.Sink.

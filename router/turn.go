@@ -146,6 +146,11 @@ func (r *Router) transcribe(ctx context.Context, in channels.Inbound) channels.I
 	return in
 }
 
+// apply sets what p adds on turn.
+func (p Prepared) apply(turn *agent.Turn) {
+	turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue, turn.Skills = p.Sources, p.Sections, p.MaxSteps, p.Catalogue, p.Skills
+}
+
 // prepare asks the Prepare hook what a turn for in adds.
 func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 	if r.cfg.Prepare == nil {
@@ -155,9 +160,8 @@ func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 }
 
 // turnFor builds the agent turn for a message in a chat: the user message,
-// the chat binding, events to the channel and observers, what Prepare adds
-// (prep, or computed when nil) and the TurnSources. mod adjusts it (resume,
-// resolution).
+// the chat binding, events to the channel and observers, and what Prepare
+// adds (prep, or computed when nil). mod adjusts it (resume, resolution).
 func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessionID, inboxID int64, binding *chatBinding, prep *Prepared, mod func(*agent.Turn)) agent.Turn {
 	if binding.preview == nil {
 		binding.preview = newPreviewer(r.cfg.Preview[binding.in.Channel], r.Channel(binding.in.Channel), binding.in, r.cfg.Now, r.Send)
@@ -173,10 +177,7 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 		p := r.prepare(ctx, in)
 		prep = &p
 	}
-	turn.Sources, turn.Sections, turn.MaxSteps, turn.Catalogue = prep.Sources, prep.Sections, prep.MaxSteps, prep.Catalogue
-	if r.cfg.TurnSources != nil {
-		turn.Sources = append(slices.Clone(turn.Sources), r.cfg.TurnSources(in)...)
-	}
+	prep.apply(&turn)
 	if mod != nil {
 		mod(&turn)
 	}
