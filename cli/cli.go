@@ -12,8 +12,9 @@
 //	switchboard doctor    check config, store, model and channel tokens; say what to fix
 //	switchboard version   print the version
 //
-// Every command takes --config PATH (default ./config.yaml; without that file,
-// built-in defaults plus environment variables are used).
+// Every command takes --config PATH, before or after it (default
+// ./config.yaml; without that file, built-in defaults plus environment
+// variables are used); --version (-v) prints the version.
 package cli
 
 import (
@@ -39,7 +40,7 @@ type Stdio struct {
 	Out, Err io.Writer
 }
 
-const usage = `usage: switchboard [command] [--config PATH]
+const usage = `usage: switchboard [--config PATH] [command] [arguments]
 
 commands:
   serve     run every enabled channel until interrupted (default)
@@ -53,7 +54,9 @@ commands:
 
 --config PATH   configuration file (default ./config.yaml; if that file does
                 not exist, built-in defaults and environment variables apply:
-                OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, ...)
+                OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, ...); before
+                or after the command
+--version, -v   print the version
 `
 
 // Run runs the command line args (without the program name) of the build
@@ -67,15 +70,15 @@ func Run(ctx context.Context, version string, args []string, stdio Stdio) int {
 // ConfigPath are set here.
 func RunWith(ctx context.Context, version string, args []string, stdio Stdio, opts gateway.Options) int {
 	stdout, stderr := stdio.Out, stdio.Err
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	fs := flag.NewFlagSet("switchboard "+cmd, flag.ContinueOnError)
+	fs := flag.NewFlagSet("switchboard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml)")
-	// Flags may come before or after positional arguments.
+	var showVersion bool
+	fs.BoolVar(&showVersion, "version", false, "print the version")
+	fs.BoolVar(&showVersion, "v", false, "print the version")
+	// Flags may come before or after the command and its arguments; the
+	// first positional argument is the command.
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -89,6 +92,14 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 		}
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if showVersion {
+		fmt.Fprintf(stdout, "switchboard %s\n", version)
+		return ExitOK
+	}
+	cmd := "serve"
+	if len(positional) > 0 {
+		cmd, positional = positional[0], positional[1:]
 	}
 	admin, isAdmin := storeCommandNamed(cmd)
 	if len(positional) > 0 && !isAdmin {

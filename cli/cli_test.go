@@ -54,6 +54,12 @@ func TestCommandLine(t *testing.T) {
 		wantErr  string
 	}{
 		{"version", []string{"version"}, nil, 0, "switchboard dev", ""},
+		{"--version", []string{"--version"}, nil, 0, "switchboard dev", ""},
+		{"-v", []string{"-v"}, nil, 0, "switchboard dev", ""},
+		{"--config before the command", []string{"--config", storeConfig(t, filepath.Join(t.TempDir(), "x.db"), nil), "check"}, nil, 0, "configuration OK", ""},
+		{"--config before and an argument after", []string{"--config=" + storeConfig(t, filepath.Join(t.TempDir(), "x.db"), nil), "schedule", "list"}, nil, 0, "no scheduled jobs", ""},
+		{"unknown flag", []string{"--colour", "check"}, nil, 2, "", "flag provided but not defined: -colour"},
+		{"an argument the command does not take", []string{"check", "extra"}, nil, 2, "", `unexpected argument "extra"`},
 		{"unknown command", []string{"fly"}, nil, 2, "", `unknown command "fly"`},
 		{"malformed config names file and line", []string{"check", "--config", bad}, nil, 2, "", bad + ":3"},
 		{"missing explicit config", []string{"check", "--config", "/nonexistent/c.yaml"}, nil, 2, "", "/nonexistent/c.yaml"},
