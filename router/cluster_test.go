@@ -23,7 +23,7 @@ import (
 // Replicas in these tests are routers in one process on one SQLite file,
 // each with its own cluster.Replica (heartbeat, leases), channel and agent.
 // What they share is what replicas share: the store. The PostgreSQL version,
-// with separate processes and SIGKILL, is e2e_replicas_test.go.
+// with separate processes and SIGKILL, is e2e/replicas_test.go.
 
 // sharedLog records every send of every replica, in order.
 type sharedLog struct {

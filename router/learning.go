@@ -11,7 +11,7 @@ import (
 )
 
 // Learning is what the /memory and /profile commands need from what the bot
-// learns about people (packages memory and profile, wired in main). Every
+// learns about people (packages memory and profile, wired in gateway). Every
 // method answers for the author of in, in in's chat: a group chat sees and
 // deletes only the group's memories, never private ones or profiles.
 type Learning interface {
