@@ -74,8 +74,8 @@ func (s *Store) runGroup(batch []*groupTx) {
 			close(g.done)
 		}
 	}()
-	if testHookGroup != nil {
-		testHookGroup(len(batch))
+	if s.hooks.group != nil {
+		s.hooks.group(len(batch))
 	}
 	if err := s.runShared(batch); err == nil || len(batch) == 1 {
 		return
@@ -112,9 +112,6 @@ func (s *Store) runShared(batch []*groupTx) error {
 	}
 	return err
 }
-
-// testHookGroup, if set, gets the size of each group runGroup runs.
-var testHookGroup func(size int)
 
 // uncancelled runs statements as if their context had no cancellation.
 // In a transaction under way (started) that is all: it runs to its end

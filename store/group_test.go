@@ -21,12 +21,12 @@ func groupRound(t *testing.T, s *Store, n int, fn func(i int) func(tx conn) erro
 	t.Helper()
 	var mu sync.Mutex
 	var sizes []int
-	testHookGroup = func(size int) {
+	s.hooks.group = func(size int) {
 		mu.Lock()
 		sizes = append(sizes, size)
 		mu.Unlock()
 	}
-	t.Cleanup(func() { testHookGroup = nil })
+	t.Cleanup(func() { s.hooks.group = nil })
 
 	var wg sync.WaitGroup
 	release := holdWriteLock(t, s, &wg)

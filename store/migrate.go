@@ -165,7 +165,7 @@ type migrator interface {
 // file at once apply each migration once. On Postgres, where DDL takes no
 // lock on tables that do not exist yet, the whole run holds an advisory
 // lock per schema (migrateLock) instead.
-func migrate(ctx context.Context, db *sql.DB, d *dialect, ms []migration, nowMS int64) error {
+func migrate(ctx context.Context, db *sql.DB, d *dialect, ms []migration, nowMS int64, onLockWait func()) error {
 	if !d.postgres {
 		return migrateOn(ctx, db, d, ms, nowMS)
 	}
@@ -174,7 +174,7 @@ func migrate(ctx context.Context, db *sql.DB, d *dialect, ms []migration, nowMS 
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer c.Close()
-	unlock, err := migrateLock(ctx, c)
+	unlock, err := migrateLock(ctx, c, onLockWait)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -89,7 +89,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...Option) (*Store, erro
 		return nil, fmt.Errorf("store: open %s: %w", where, redactErr(err, secrets))
 	}
 	s.setDB(db)
-	if err := migrate(ctx, db, postgresDialect, migrations, s.nowMS()); err != nil {
+	if err := migrate(ctx, db, postgresDialect, migrations, s.nowMS(), s.hooks.migrateWait); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", where, redactErr(err, secrets))
 	}
@@ -110,14 +110,15 @@ const (
 
 // migrateLock takes the schema's migration lock on c, waiting (within
 // lock_timeout) while another process migrates, and returns its release.
-func migrateLock(ctx context.Context, c *sql.Conn) (unlock func(), err error) {
+// onWait, if set, runs when the lock is taken, before the wait (tests).
+func migrateLock(ctx context.Context, c *sql.Conn, onWait func()) (unlock func(), err error) {
 	var got bool
 	if err := c.QueryRowContext(ctx, sqlMigrateTryLock).Scan(&got); err != nil {
 		return nil, err
 	}
 	if !got {
-		if testHookMigrateWait != nil {
-			testHookMigrateWait()
+		if onWait != nil {
+			onWait()
 		}
 		if _, err := c.ExecContext(ctx, sqlMigrateLock); err != nil {
 			return nil, fmt.Errorf("wait for another process's migration: %w", err)
@@ -131,10 +132,6 @@ func migrateLock(ctx context.Context, c *sql.Conn) (unlock func(), err error) {
 		}
 	}, nil
 }
-
-// testHookMigrateWait, if set, runs when migrateLock finds the lock taken,
-// before it waits.
-var testHookMigrateWait func()
 
 // pgUnavailable is Unavailable for Postgres errors: the conditions outside
 // the program that usually pass.

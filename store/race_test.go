@@ -338,8 +338,7 @@ func TestLostTransactionIsRunAgain(t *testing.T) {
 		}
 
 		retried := make(chan struct{}, 100)
-		testHookTxRetry = func() { retried <- struct{}{} }
-		defer func() { testHookTxRetry = nil }()
+		s.hooks.txRetry = func() { retried <- struct{}{} }
 		done := make(chan error, 1)
 		go func() {
 			_, err := s.CommitStep(ctx, turn, 1, toolStep(1), llm.Usage{TotalTokens: 7})
@@ -409,8 +408,9 @@ func TestBurstOfNewSessionsNeedsNoRetries(t *testing.T) {
 			ids[i] = c.ID
 		}
 		var retries atomic.Int64
-		testHookTxRetry = func() { retries.Add(1) }
-		defer func() { testHookTxRetry = nil }()
+		for _, s := range ss {
+			s.hooks.txRetry = func() { retries.Add(1) }
+		}
 		got := make([][]int64, procs)
 		errs := make([]error, procs)
 		race(procs, func(p int) {
@@ -451,8 +451,7 @@ func TestBurstOfTurnsNeedsFewRetries(t *testing.T) {
 		s, _, _ := db.openTest(t)
 		ctx := t.Context()
 		var retries atomic.Int64
-		testHookTxRetry = func() { retries.Add(1) }
-		defer func() { testHookTxRetry = nil }()
+		s.hooks.txRetry = func() { retries.Add(1) }
 		const turns = 300
 		errs := make([]error, turns)
 		race(turns, func(i int) {

@@ -96,6 +96,22 @@ type Store struct {
 	// checkpointer, which stopCheckpoint ends.
 	walDirty       atomic.Bool
 	stopCheckpoint func()
+	// hooks let this package's tests see the store's retries and groups.
+	hooks hooks
+}
+
+// hooks are called, when set, at points the tests of this package wait on
+// or count; they are set before the store is used (withHooks at Open).
+type hooks struct {
+	connectRetry func()         // before each retry in connect
+	txRetry      func()         // before each retry in inTx
+	migrateWait  func()         // when migrateLock finds the lock taken, before it waits
+	group        func(size int) // the size of each group runGroup runs
+}
+
+// withHooks sets the store's test hooks (this package's tests).
+func withHooks(set func(*hooks)) Option {
+	return func(s *Store) { set(&s.hooks) }
 }
 
 // Option configures a Store at Open.
@@ -177,12 +193,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	db.SetMaxOpenConns(maxIdleConns)
 	db.SetMaxIdleConns(maxIdleConns)
 	db.SetConnMaxIdleTime(connMaxIdleTime)
-	if err := connect(ctx, db); err != nil {
+	if err := connect(ctx, db, s.hooks.connectRetry); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s.setDB(db)
-	if err := migrate(ctx, db, sqliteDialect, migrations, s.nowMS()); err != nil {
+	if err := migrate(ctx, db, sqliteDialect, migrations, s.nowMS(), s.hooks.migrateWait); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -202,7 +218,8 @@ const busyTimeout = 5 * time.Second
 // could deadlock). Two processes creating the same file at once hit this
 // (about one race in twelve when measured), so the loser retries for up to
 // busyTimeout. Once the file is in WAL mode the pragma takes no lock.
-func connect(ctx context.Context, db *sql.DB) error {
+// onRetry, if set, runs before each retry (tests).
+func connect(ctx context.Context, db *sql.DB, onRetry func()) error {
 	deadline := time.Now().Add(busyTimeout)
 	wait := 5 * time.Millisecond
 	for {
@@ -211,8 +228,8 @@ func connect(ctx context.Context, db *sql.DB) error {
 		if err == nil || !errors.As(err, &se) || se.Code != sqlite3.ErrBusy || time.Now().After(deadline) {
 			return err
 		}
-		if testHookConnectRetry != nil {
-			testHookConnectRetry()
+		if onRetry != nil {
+			onRetry()
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -224,9 +241,6 @@ func connect(ctx context.Context, db *sql.DB) error {
 		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
-
-// testHookConnectRetry, if set, runs before each retry in connect.
-var testHookConnectRetry func()
 
 // Close closes the database.
 func (s *Store) Close() error {
@@ -304,8 +318,8 @@ func (s *Store) tx(ctx context.Context, iso sql.IsolationLevel, fn func(tx conn)
 		if err == nil || !isSerialization(err) || time.Now().After(deadline) {
 			return err
 		}
-		if testHookTxRetry != nil {
-			testHookTxRetry()
+		if s.hooks.txRetry != nil {
+			s.hooks.txRetry()
 		}
 		t := time.NewTimer(wait/2 + rand.N(wait))
 		select {
@@ -317,9 +331,6 @@ func (s *Store) tx(ctx context.Context, iso sql.IsolationLevel, fn func(tx conn)
 		wait = min(2*wait, retryMaxWait)
 	}
 }
-
-// testHookTxRetry, if set, runs before each retry in inTx.
-var testHookTxRetry func()
 
 // txOnce runs fn in one transaction and commits it if fn returns nil.
 func (s *Store) txOnce(ctx context.Context, opts *sql.TxOptions, fn func(tx conn) error) error {

@@ -234,7 +234,7 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 			{1, "good", `CREATE TABLE good (a INTEGER);`},
 			{2, "bad", `CREATE TABLE half (a INTEGER); CREATE TABLE broken (`},
 		}
-		if err := migrate(t.Context(), db, b.dialect, ms, 1); err == nil {
+		if err := migrate(t.Context(), db, b.dialect, ms, 1, nil); err == nil {
 			t.Fatal("migrate with a broken migration succeeded")
 		}
 		if got := schemaVersions(t, db); !reflect.DeepEqual(got, map[int]int64{1: 1}) {
@@ -247,7 +247,7 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 		// Fixed, it applies on the next run, once.
 		ms[1].sql = `CREATE TABLE half (a INTEGER);`
 		for range 2 {
-			if err := migrate(t.Context(), db, b.dialect, ms, 2); err != nil {
+			if err := migrate(t.Context(), db, b.dialect, ms, 2, nil); err != nil {
 				t.Fatalf("migrate: %v", err)
 			}
 		}

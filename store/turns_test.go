@@ -465,6 +465,7 @@ func TestOpenWaitsForAnotherProcess(t *testing.T) {
 		var once sync.Once
 		hook := func() { once.Do(func() { close(retrying) }) }
 		var release func() error
+		var set func(*hooks)
 		if db.name == DriverSQLite {
 			// Another process, still in rollback-journal mode, holding the write lock.
 			other, err := sql.Open("sqlite3", "file:"+loc+"?_txlock=immediate")
@@ -477,8 +478,7 @@ func TestOpenWaitsForAnotherProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			release = tx.Rollback
-			testHookConnectRetry = hook
-			defer func() { testHookConnectRetry = nil }()
+			set = func(h *hooks) { h.connectRetry = hook }
 		} else {
 			// Another process in the middle of migrating the schema.
 			c, err := db.raw(t, loc).Conn(t.Context())
@@ -490,13 +490,12 @@ func TestOpenWaitsForAnotherProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			release = func() error { _, err := c.ExecContext(t.Context(), sqlMigrateUnlock); return err }
-			testHookMigrateWait = hook
-			defer func() { testHookMigrateWait = nil }()
+			set = func(h *hooks) { h.migrateWait = hook }
 		}
 
 		opened := make(chan error, 1)
 		go func() {
-			s, err := db.open(t.Context(), loc)
+			s, err := db.open(t.Context(), loc, withHooks(set))
 			if err == nil {
 				err = s.Close()
 			}
