@@ -608,3 +608,39 @@ func TestDoneEventCarriesTheTurnsSkills(t *testing.T) {
 		t.Fatalf("done events = %+v; want one with skills [weather] for turn %d", done, res.TurnID)
 	}
 }
+
+// A 200 that is not JSON or an event stream (a captive portal's page) is a
+// failed model call, not an empty answer: retried, and once retries run out
+// the turn ends llm_error with the outage notice, never "rephrase".
+func TestMalformedModelAnswer(t *testing.T) {
+	page := testkit.Reply{RawBody: []byte("<html><title>Sign in</title></html>"), RawContentType: "text/html"}
+	t.Run("then a good reply", func(t *testing.T) {
+		h := newHarness(t)
+		h.fake.Push(page, testkit.Reply{Text: "Hello!"})
+		res := h.run("hi")
+		if res.StopReason != agent.StopEndTurn || res.Err != nil {
+			t.Fatalf("result = %+v; want end_turn", res)
+		}
+		if sent := h.chat.Sent(); len(sent) != 1 || sent[0] != "Hello!" {
+			t.Fatalf("user got %q; want the good reply", sent)
+		}
+		if n := h.fake.Calls(); n != 2 {
+			t.Fatalf("model calls = %d; want 2 (one retry)", n)
+		}
+	})
+	t.Run("only malformed", func(t *testing.T) {
+		h := newHarness(t)
+		h.fake.SetDefault(&page)
+		res := h.run("hi")
+		if res.StopReason != agent.StopLLMError || res.Err == nil {
+			t.Fatalf("result = %+v; want llm_error", res)
+		}
+		sent := h.chat.Sent()
+		if len(sent) != 1 || !strings.Contains(sent[0], "couldn't reach the language model") || strings.Contains(sent[0], "rephrase") {
+			t.Fatalf("user got %q; want the outage notice", sent)
+		}
+		if n := h.fake.Calls(); n != 3 {
+			t.Fatalf("model calls = %d; want 3 (MaxRetries 2)", n)
+		}
+	})
+}

@@ -1,6 +1,8 @@
 package llm
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -10,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +21,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -269,9 +274,17 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		calls  = map[int]*ToolCall{}
 		finish string
 		usage  Usage
+		chunks int
 	)
 	for {
 		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) && chunks == 0 && !hdr.sawDone {
+			// Not one chunk and no [DONE]: what came was not an event
+			// stream, whatever its content type said.
+			err = &malformedError{status: hdr.status, contentType: hdr.contentType,
+				reason: "an event stream without a single data chunk", excerpt: excerpt(hdr.head)}
+			return Response{}, c.classify(ctx, actx, model, err, hdr, true)
+		}
 		if errors.Is(err, io.EOF) {
 			hdr.finished = true
 			break
@@ -279,6 +292,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		if err != nil {
 			return Response{}, c.classify(ctx, actx, model, err, hdr, true)
 		}
+		chunks++
 		if u := chunk.Usage; u != nil {
 			usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 		}
@@ -336,9 +350,20 @@ func (c *Client) classify(ctx, actx context.Context, model string, err error, hd
 	if hdr.status >= 400 {
 		e.RetryAfter = hdr.retryAfter(c.now())
 	}
+	if inStream && (isMalformedJSON(err) || errors.Is(err, openai.ErrTooManyEmptyStreamMessages)) {
+		err = &malformedError{status: hdr.status, contentType: hdr.contentType,
+			reason: "an event stream that does not decode (" + err.Error() + ")", excerpt: excerpt(hdr.head)}
+		e.cause = c.redact.Err(err)
+	}
 	ae, isAPI := errorsAs[*openai.APIError](err)
 	re, isReq := errorsAs[*openai.RequestError](err)
+	me, isMalformed := errorsAs[*malformedError](err)
 	switch {
+	case isMalformed:
+		// A 200 that is not an answer: a proxy or portal in the way, or a
+		// server failing oddly. Retried like a 5xx.
+		e.Status, e.Code, e.Message = me.status, "malformed_response", me.detail()
+		e.Retryable = true
 	case actx.Err() != nil:
 		e.Code = "timeout"
 		e.Message = fmt.Sprintf("attempt timed out after %s", c.cfg.RequestTimeout)
@@ -373,6 +398,16 @@ func isTransport(err error) bool {
 		return true
 	}
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// isMalformedJSON reports whether err is go-openai failing to decode a
+// stream chunk.
+func isMalformedJSON(err error) bool {
+	if _, ok := errorsAs[*json.SyntaxError](err); ok {
+		return true
+	}
+	_, ok := errorsAs[*json.UnmarshalTypeError](err)
+	return ok
 }
 
 func rejectsStreamOptions(err error) bool {
@@ -415,6 +450,29 @@ func summarize(body []byte) string {
 	return s
 }
 
+// excerptMax bounds the body excerpt quoted in errors and logs.
+const excerptMax = 200
+
+// excerpt renders the start of a body for a log line: whitespace collapsed,
+// anything unprintable (or not UTF-8) shown as '.', at most excerptMax bytes.
+func excerpt(body []byte) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(body), ".")), " ")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return '.'
+	}, s)
+	if len(s) <= excerptMax {
+		return s
+	}
+	cut := excerptMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // --- Retry-After capture ----------------------------------------------------
 
 // go-openai drops the response headers of a failed stream call, so the
@@ -425,6 +483,9 @@ type capturedKey struct{}
 type captured struct {
 	finished       bool // the stream ended with [DONE]: drain the rest on close
 	status         int
+	contentType    string
+	head           []byte // the first excerptMax bytes of a 2xx stream
+	sawDone        bool   // the stream carried its [DONE]
 	retryAfterSecs string // Retry-After
 	retryAfterMS   string // retry-after-ms, sent by OpenAI and Azure
 }
@@ -443,12 +504,136 @@ func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
 	if resp != nil {
 		if hdr, ok := req.Context().Value(capturedKey{}).(*captured); ok {
 			hdr.status = resp.StatusCode
+			hdr.contentType = resp.Header.Get("Content-Type")
 			hdr.retryAfterSecs = resp.Header.Get("Retry-After")
 			hdr.retryAfterMS = resp.Header.Get("Retry-After-Ms")
+			if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+				if err := checkStreamBody(resp, hdr); err != nil {
+					return nil, err
+				}
+			}
 			resp.Body = &drainOnClose{ReadCloser: resp.Body, hdr: hdr}
 		}
 	}
 	return resp, err
+}
+
+// maxJSONAnswer bounds how much of a JSON answer to a streaming request is
+// read to check it.
+const maxJSONAnswer = 1 << 20
+
+// checkStreamBody looks at a 2xx answer to a streaming request before
+// go-openai reads it. go-openai takes any body without "data:" lines for an
+// empty stream, so a captive portal's HTML page or a proxy's broken JSON
+// would become an empty reply. An event stream goes through (recorded, so
+// that a malformed one can be quoted); a JSON body goes through only if it
+// is an error object, which go-openai reports; anything else is a
+// *malformedError, retried like a 5xx.
+func checkStreamBody(resp *http.Response, hdr *captured) error {
+	media, _, _ := mime.ParseMediaType(hdr.contentType)
+	media = strings.ToLower(media)
+	fail := func(reason string, body []byte) error {
+		resp.Body.Close()
+		return &malformedError{status: resp.StatusCode, contentType: hdr.contentType, reason: reason, excerpt: excerpt(body)}
+	}
+	switch {
+	case media == "text/event-stream":
+	case media == "application/json" || strings.HasSuffix(media, "+json"):
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONAnswer+1))
+		if err != nil {
+			resp.Body.Close()
+			return err // a transport error, classified as such
+		}
+		if len(body) > maxJSONAnswer || !json.Valid(body) {
+			return fail("a JSON content type over a body that is not valid JSON", body)
+		}
+		var obj struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(body, &obj) != nil || len(obj.Error) == 0 || string(obj.Error) == "null" {
+			return fail("a JSON document where an event stream was asked for", body)
+		}
+		// go-openai only reads an error from complete lines.
+		body = append(bytes.TrimRight(body, " \t\r\n"), '\n')
+		resp.Body = readCloser{Reader: bytes.NewReader(body), Closer: resp.Body}
+	default:
+		// No or another content type: go through only if the body reads as
+		// an event stream (some servers do not label theirs).
+		br := bufio.NewReaderSize(resp.Body, 512)
+		head, err := br.Peek(512)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+			resp.Body.Close()
+			return err
+		}
+		if !looksLikeSSE(head) {
+			return fail("neither JSON nor an event stream", head)
+		}
+		resp.Body = readCloser{Reader: br, Closer: resp.Body}
+	}
+	resp.Body = &recordingBody{ReadCloser: resp.Body, hdr: hdr}
+	return nil
+}
+
+// looksLikeSSE reports whether a body starts with a server-sent event
+// field or comment.
+func looksLikeSSE(head []byte) bool {
+	head = bytes.TrimLeft(head, " \t\r\n")
+	for _, p := range []string{"data:", "event:", "id:", "retry:", ":"} {
+		if bytes.HasPrefix(head, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// recordingBody keeps the start of a stream, for quoting it when it turns
+// out malformed, and notes whether its [DONE] went by.
+type recordingBody struct {
+	io.ReadCloser
+	hdr  *captured
+	tail []byte
+}
+
+func (r *recordingBody) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		if room := excerptMax - len(r.hdr.head); room > 0 {
+			r.hdr.head = append(r.hdr.head, p[:min(n, room)]...)
+		}
+		if !r.hdr.sawDone {
+			buf := append(r.tail, p[:n]...)
+			r.hdr.sawDone = bytes.Contains(buf, []byte("[DONE]"))
+			r.tail = append(r.tail[:0], buf[max(0, len(buf)-5):]...)
+		}
+	}
+	return n, err
+}
+
+// malformedError is a 2xx answer that is neither an event stream nor a
+// JSON error: a transport failure as far as the caller is concerned.
+type malformedError struct {
+	status      int
+	contentType string
+	reason      string
+	excerpt     string
+}
+
+func (e *malformedError) Error() string {
+	return fmt.Sprintf("malformed answer with status %d: %s", e.status, e.detail())
+}
+
+// detail is the error without its status.
+func (e *malformedError) detail() string {
+	ct := e.contentType
+	if ct == "" {
+		ct = "no content type"
+	}
+	return fmt.Sprintf("%s (%s); body starts: %s", e.reason, ct, e.excerpt)
 }
 
 // drainOnClose reads what is left of a finished stream (the blank line after

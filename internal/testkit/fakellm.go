@@ -44,6 +44,12 @@ type Reply struct {
 	ErrorMessage string // default: a message that fits Status and ErrorCode
 	RetryAfter   string // value of the Retry-After header, sent with any reply
 	HTMLBody     bool   // answer Status (default 502) with a non-JSON HTML page, as a proxy would
+	// RawBody, when set, is written verbatim with RawContentType (none when
+	// empty) and Status (default 200), to every request, streaming or not:
+	// a captive portal's HTML page, an event stream whose data lines are not
+	// JSON, a JSON content type over a body that is not JSON.
+	RawBody        []byte
+	RawContentType string
 	// MidStreamError streams the text, then a `data: {"error":...}` chunk, and
 	// ends without [DONE]. A non-streaming request gets a 500 instead.
 	MidStreamError bool
@@ -338,6 +344,18 @@ func (f *FakeLLM) handleChat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", reply.RetryAfter)
 	}
 	switch {
+	case reply.RawBody != nil:
+		status := reply.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if reply.RawContentType != "" {
+			w.Header().Set("Content-Type", reply.RawContentType)
+		} else {
+			w.Header()["Content-Type"] = nil // no sniffing: the client sees no Content-Type at all
+		}
+		w.WriteHeader(status)
+		w.Write(reply.RawBody)
 	case reply.HTMLBody:
 		status := reply.Status
 		if status == 0 {
