@@ -45,6 +45,7 @@ func writeConfig(t *testing.T, body string) string {
 
 func TestCommandLine(t *testing.T) {
 	bad := writeConfig(t, "llm:\n  model: m\nchanels:\n  telegram: {}\n")
+	notDir := writeConfig(t, "not a directory") // stands where the store's directory should be
 	tests := []struct {
 		name     string
 		args     []string
@@ -68,6 +69,8 @@ func TestCommandLine(t *testing.T) {
 			map[string]string{"PGPW": "sk-secret-value"}, 0, "cluster:  replica gw-7, leases for 20s, polling every 250ms", ""},
 		{"serve without channels", []string{"serve", "--config", storeConfig(t, filepath.Join(t.TempDir(), "x.db"), func(c *config.Config) { c.HTTP.Listen = "" })},
 			nil, 2, "", "no channel is enabled"},
+		{"serve where the store's directory cannot be created", []string{"serve", "--config", storeConfig(t, filepath.Join(notDir, "x.db"), func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:0" })},
+			nil, 1, "", "cannot create the directory " + notDir + ": " + notDir + " is a file, not a directory: move store.path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

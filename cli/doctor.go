@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -97,20 +96,18 @@ func doctorStore(ctx context.Context, cfg *config.Config) finding {
 		return doctorPostgres(ctx, cfg)
 	}
 	path := cfg.Store.Path
+	if err := store.CheckPath(path); err != nil {
+		return dirFinding(err)
+	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		dir := filepath.Dir(path)
-		probe, err := os.CreateTemp(dir, ".switchboard-doctor-*")
-		if err != nil {
-			return finding{"FAIL", "store", fmt.Sprintf("%s does not exist and %s is not writable: %v", path, dir, err),
-				"create the directory and give the service user write access, or point store.path elsewhere"}
-		}
-		probe.Close()
-		os.Remove(probe.Name())
 		return finding{level: "ok", what: "store", msg: path + " will be created at the first start"}
 	}
 	cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
 	st, err := store.Open(cctx, path)
+	if _, ok := errors.AsType[*store.DirError](err); ok {
+		return dirFinding(err)
+	}
 	if err != nil {
 		return finding{"FAIL", "store", err.Error(),
 			"check the file's owner and permissions (the service user needs write access to it and its directory), and that the disk is not full"}
@@ -125,6 +122,16 @@ func doctorStore(ctx context.Context, cfg *config.Config) finding {
 		return finding{"FAIL", "store", err.Error(), "the database may be damaged: restore the latest backup (see README, Operations)"}
 	}
 	return finding{level: "ok", what: "store", msg: fmt.Sprintf("%s is writable (%d chats, %d messages)", path, stats.Chats, stats.Messages)}
+}
+
+// dirFinding reports a *store.DirError: its cause, and its fix as the fix.
+func dirFinding(err error) finding {
+	de, _ := errors.AsType[*store.DirError](err)
+	msg := fmt.Sprintf("%s: %s", de.Path, de.Cause)
+	if de.Err != nil {
+		msg += "; the error was: " + de.Err.Error()
+	}
+	return finding{"FAIL", "store", msg, de.Fix}
 }
 
 // doctorPostgres checks that the PostgreSQL database opens (migrating it if

@@ -96,3 +96,41 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("doctor with a bad config: exit %d\n%s", code, out.String())
 	}
 }
+
+// doctor says what serve would say about a store directory SQLite cannot
+// work in, with the fix on its own line; a missing directory that serve
+// would create is fine.
+func TestDoctorStoreDirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "data")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withShmLink := filepath.Join(dir, "db", "switchboard.db")
+	if err := os.MkdirAll(filepath.Dir(withShmLink), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(withShmLink, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "gone", "shm"), withShmLink+"-shm"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path     string
+		level    string
+		msg, fix string
+	}{
+		{filepath.Join(file, "switchboard.db"), "FAIL", file + " is a file, not a directory", "move store.path"},
+		{withShmLink, "FAIL", withShmLink + "-shm cannot be opened for writing (SQLite needs to create switchboard.db-wal and -shm beside it)", "remove it, or move store.path"},
+		{filepath.Join(dir, "new", "dir", "switchboard.db"), "ok", "will be created at the first start", ""},
+	}
+	for _, tt := range tests {
+		cfg := config.Default()
+		cfg.Store.Path = tt.path
+		f := doctorStore(t.Context(), cfg)
+		if f.level != tt.level || !strings.Contains(f.msg, tt.msg) || f.fix != tt.fix {
+			t.Errorf("doctor on %s: %+v\nwant %s %q, fix %q", tt.path, f, tt.level, tt.msg, tt.fix)
+		}
+	}
+}

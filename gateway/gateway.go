@@ -120,9 +120,10 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		log = log.With("replica", rid)
 	}
 	g = &Gateway{cfg: cfg, opts: opts, log: log, model: model}
+	closers := &g.closers // g itself is nil once an error is returned
 	defer func() {
 		if err != nil {
-			g.closers.run()
+			closers.run()
 		}
 	}()
 	mon := newMonitor(cfg, opts.Version, rid, model, log)

@@ -184,7 +184,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, errors.New("store: open: empty path")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	s := newStore(sqliteDialect, opts)
 	s.history = newHistoryCache(historyBudget)
@@ -195,17 +195,28 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	db.SetConnMaxIdleTime(connMaxIdleTime)
 	if err := connect(ctx, db, s.hooks.connectRetry); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	s.setDB(db)
 	if err := migrate(ctx, db, sqliteDialect, migrations, s.nowMS(), s.hooks.migrateWait); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	if !s.readOnly {
 		s.startCheckpointer()
 	}
 	return s, nil
+}
+
+// openError is the error of a failed Open: when the directory is the cause
+// (SQLite only says "unable to open database file" when it cannot create
+// its -shm on a read-only mount), a *DirError naming the cause and the
+// fix, with what SQLite or the OS said after it.
+func openError(path string, err error) error {
+	if cause, fix := checkDir(path); cause != "" {
+		return &DirError{Path: path, Cause: cause, Fix: fix, Err: err}
+	}
+	return fmt.Errorf("store: open %s: %w", path, err)
 }
 
 // busyTimeout matches _busy_timeout in dsnOptions.
