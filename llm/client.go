@@ -596,8 +596,10 @@ type readCloser struct {
 type recordingBody struct {
 	io.ReadCloser
 	hdr  *captured
-	tail []byte
+	tail []byte // the last len(doneMark)-1 bytes read, for a mark split across reads
 }
+
+var doneMark = []byte("[DONE]")
 
 func (r *recordingBody) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
@@ -606,9 +608,14 @@ func (r *recordingBody) Read(p []byte) (int, error) {
 			r.hdr.head = append(r.hdr.head, p[:min(n, room)]...)
 		}
 		if !r.hdr.sawDone {
-			buf := append(r.tail, p[:n]...)
-			r.hdr.sawDone = bytes.Contains(buf, []byte("[DONE]"))
-			r.tail = append(r.tail[:0], buf[max(0, len(buf)-5):]...)
+			keep := len(doneMark) - 1
+			edge := append(r.tail, p[:min(n, keep)]...)
+			r.hdr.sawDone = bytes.Contains(p[:n], doneMark) || bytes.Contains(edge, doneMark)
+			if n >= keep {
+				r.tail = append(r.tail[:0], p[n-keep:n]...)
+			} else {
+				r.tail = append(r.tail[:0], edge[max(0, len(edge)-keep):]...)
+			}
 		}
 	}
 	return n, err
