@@ -284,6 +284,11 @@ type ScheduleJob struct {
 type HTTP struct {
 	Listen string `yaml:"listen"` // host:port; empty disables the HTTP API
 	Token  string `yaml:"token"`  // secret; required unless Listen is a loopback address
+	// PublicHosts are the host names clients use to reach the server, as
+	// they appear in the Host header ("name" for any port, "name:port"
+	// for one): behind a proxy that keeps Host, or on a non-loopback
+	// listen address. Loopback names and IP addresses are always accepted.
+	PublicHosts []string `yaml:"public_hosts"`
 }
 
 // Log configures logging.

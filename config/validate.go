@@ -156,6 +156,12 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	for i, h := range c.HTTP.PublicHosts {
+		if msg := badPublicHost(h); msg != "" {
+			v.add(fmt.Sprintf("http.public_hosts[%d]", i), fmt.Sprintf("%q %s; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443", h, msg))
+		}
+	}
+
 	v.positiveDuration("shutdown_timeout", c.ShutdownTimeout, "20s")
 
 	// log
@@ -221,6 +227,31 @@ func badAllowHost(h string) string {
 		return "has a port; list the host alone"
 	case !hostName.MatchString(h):
 		return "is not a host name, an address or a network"
+	}
+	return ""
+}
+
+// badPublicHost says what is wrong with an http.public_hosts entry ("" if
+// nothing): a host name, optionally with :port.
+func badPublicHost(h string) string {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return "is empty"
+	}
+	if strings.Contains(h, "://") || strings.ContainsAny(h, "/?#@") {
+		return "is a URL, not a host name"
+	}
+	if host, port, err := net.SplitHostPort(h); err == nil {
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return "has a port that is not a number from 1 to 65535"
+		}
+		h = host
+	}
+	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return "" // accepted anyway, harmless to list
+	}
+	if !hostName.MatchString(h) {
+		return "is not a host name"
 	}
 	return ""
 }
@@ -321,6 +352,9 @@ func (c *Config) Warnings() []string {
 		case j.Channel == "console":
 			note(key, key, fmt.Sprintf("is console, so job %q runs only while `switchboard chat` does", j.Name))
 		}
+	}
+	if host, _, err := net.SplitHostPort(c.HTTP.Listen); err == nil && !isLoopback(host) && len(c.HTTP.PublicHosts) == 0 {
+		note("http.public_hosts", "http.listen", fmt.Sprintf("is empty and http.listen (%q) is not loopback: the server answers only to localhost and IP addresses in the Host header (421 otherwise); list the names clients use", c.HTTP.Listen))
 	}
 	if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
 		note("llm.api_key", "llm.api_key", "is empty, but api.openai.com requires one; set it or OPENAI_API_KEY")

@@ -190,6 +190,19 @@ func TestValidate(t *testing.T) {
 		{"listen hostname without token", func(c *Config) { c.HTTP.Listen = "gateway.internal:8080" },
 			[]string{`http.token: required when http.listen ("gateway.internal:8080") is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`}},
 		{"listen public with token", func(c *Config) { c.HTTP.Listen = ":8080"; c.HTTP.Token = "secret" }, nil},
+		{"public hosts", func(c *Config) {
+			c.HTTP.PublicHosts = []string{"bot.example.com", "Dash.Example.com:8443", "10.0.0.5", "[2001:db8::1]:80", "localhost."}
+		}, nil},
+		{"public host as URL", func(c *Config) { c.HTTP.PublicHosts = []string{"https://bot.example.com"} },
+			[]string{`http.public_hosts[0]: "https://bot.example.com" is a URL, not a host name; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`}},
+		{"public host with path, bad port, empty", func(c *Config) {
+			c.HTTP.PublicHosts = []string{"bot.example.com/dash", "bot.example.com:http", " ", "bot_example com"}
+		}, []string{
+			`http.public_hosts[0]: "bot.example.com/dash" is a URL, not a host name; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+			`http.public_hosts[1]: "bot.example.com:http" has a port that is not a number from 1 to 65535; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+			`http.public_hosts[2]: " " is empty; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+			`http.public_hosts[3]: "bot_example com" is not a host name; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+		}},
 
 		// log
 		{"log level", func(c *Config) { c.Log.Level = "INFO" },
@@ -286,6 +299,12 @@ func TestWarnings(t *testing.T) {
 		{"openai without key", func(c *Config) { c.LLM.APIKey = "" },
 			[]string{"llm.api_key is empty, but api.openai.com requires one; set it or OPENAI_API_KEY"}},
 		{"local server without key", func(c *Config) { c.LLM.APIKey = ""; c.LLM.BaseURL = "http://localhost:11434/v1" }, nil},
+		{"http on all interfaces without public hosts", func(c *Config) { c.HTTP.Listen = "0.0.0.0:8080"; c.HTTP.Token = "secret" },
+			[]string{`http.public_hosts is empty and http.listen ("0.0.0.0:8080") is not loopback: the server answers only to localhost and IP addresses in the Host header (421 otherwise); list the names clients use`}},
+		{"http on all interfaces with public hosts", func(c *Config) {
+			c.HTTP.Listen, c.HTTP.Token, c.HTTP.PublicHosts = ":8080", "secret", []string{"bot.example.com"}
+		}, nil},
+		{"http disabled", func(c *Config) { c.HTTP.Listen = "" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
