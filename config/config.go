@@ -208,7 +208,9 @@ type Tools struct {
 type WebTools struct {
 	Enabled bool `yaml:"enabled"` // off: neither web tool is offered
 	// AllowHosts lists host names, IP addresses or CIDR networks web_fetch
-	// may reach although they are not public (loopback, private, link-local…).
+	// may reach although they are not public (loopback, private, link-local,
+	// this host's own…); a name or an address may carry a port, then only
+	// that port is allowed.
 	AllowHosts   []string      `yaml:"allow_hosts"`
 	Timeout      time.Duration `yaml:"timeout"`       // one fetch or search, body included
 	MaxBytes     int           `yaml:"max_bytes"`     // download cap; the rest is not read

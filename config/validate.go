@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"switchboard/schedule/spec"
+	"switchboard/tools/allowhost"
 )
 
 // Validate reports every setting that is wrong on its own or together with
@@ -175,8 +176,8 @@ func (c *Config) Validate() error {
 func (c *Config) validateWebAndFiles(v *checker) {
 	if w := c.Tools.Web; w.Enabled {
 		for i, h := range w.AllowHosts {
-			if why := badAllowHost(h); why != "" {
-				v.add(fmt.Sprintf("tools.web.allow_hosts[%d]", i), fmt.Sprintf("%q %s; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)", h, why))
+			if _, err := allowhost.Parse(h); err != nil {
+				v.add(fmt.Sprintf("tools.web.allow_hosts[%d]", i), fmt.Sprintf("%q %v; %s", h, err, allowhost.Syntax))
 			}
 		}
 		v.positiveDuration("tools.web.timeout", w.Timeout, "15s")
@@ -205,30 +206,6 @@ func (c *Config) validateWebAndFiles(v *checker) {
 		v.notEmpty("tools.files.root", f.Root, `the directory the file tools are confined to, such as "workspace"`)
 		v.positive("tools.files.max_bytes", f.MaxBytes, "such as 1048576 (1 MiB)")
 	}
-}
-
-// badAllowHost says what is wrong with an allow_hosts entry ("" if nothing).
-func badAllowHost(h string) string {
-	h = strings.TrimSpace(h)
-	switch {
-	case h == "":
-		return "is empty"
-	case strings.Contains(h, "://"):
-		return "is a URL, not a host"
-	}
-	if _, err := netip.ParsePrefix(h); err == nil {
-		return ""
-	}
-	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-		return ""
-	}
-	switch {
-	case strings.Contains(h, ":"):
-		return "has a port; list the host alone"
-	case !hostName.MatchString(h):
-		return "is not a host name, an address or a network"
-	}
-	return ""
 }
 
 // badPublicHost says what is wrong with an http.public_hosts entry ("" if

@@ -101,12 +101,13 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"web allow_hosts", func(c *Config) {
 			c.Tools.Web.AllowHosts = []string{"wiki.internal", "10.0.0.5", "10.0.0.0/8", "fd00::/8", "[::1]", "localhost",
-				"https://wiki.internal", "wiki.internal:8080", "", "10.0.0.0/33"}
+				"https://wiki.internal", "wiki.internal:8080", "", "10.0.0.0/33", "10.0.0.5:8080", "[fd00::5]:443", "wiki.internal:0", "10.0.0.0/8:80"}
 		}, []string{
-			`tools.web.allow_hosts[6]: "https://wiki.internal" is a URL, not a host; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
-			`tools.web.allow_hosts[7]: "wiki.internal:8080" has a port; list the host alone; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
-			`tools.web.allow_hosts[8]: "" is empty; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
-			`tools.web.allow_hosts[9]: "10.0.0.0/33" is not a host name, an address or a network; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
+			`tools.web.allow_hosts[6]: "https://wiki.internal" is a URL, not a host; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[8]: "" is empty; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[9]: "10.0.0.0/33" is not a host name, an address or a network; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[12]: "wiki.internal:0" has a port that is not a number from 1 to 65535; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[13]: "10.0.0.0/8:80" is a network with a port; a port can only follow a host name or an address; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
 		}},
 		{"web numbers wrong", func(c *Config) {
 			c.Tools.Web.Timeout, c.Tools.Web.MaxBytes, c.Tools.Web.MaxChars, c.Tools.Web.MaxRedirects = 0, 0, -1, -1
