@@ -208,7 +208,9 @@ type Tools struct {
 type WebTools struct {
 	Enabled bool `yaml:"enabled"` // off: neither web tool is offered
 	// AllowHosts lists host names, IP addresses or CIDR networks web_fetch
-	// may reach although they are not public (loopback, private, link-local…).
+	// may reach although they are not public (loopback, private, link-local,
+	// this host's own…); a name or an address may carry a port, then only
+	// that port is allowed.
 	AllowHosts   []string      `yaml:"allow_hosts"`
 	Timeout      time.Duration `yaml:"timeout"`       // one fetch or search, body included
 	MaxBytes     int           `yaml:"max_bytes"`     // download cap; the rest is not read
@@ -284,6 +286,11 @@ type ScheduleJob struct {
 type HTTP struct {
 	Listen string `yaml:"listen"` // host:port; empty disables the HTTP API
 	Token  string `yaml:"token"`  // secret; required unless Listen is a loopback address
+	// PublicHosts are the host names clients use to reach the server, as
+	// they appear in the Host header ("name" for any port, "name:port"
+	// for one): behind a proxy that keeps Host, or on a non-loopback
+	// listen address. Loopback names and IP addresses are always accepted.
+	PublicHosts []string `yaml:"public_hosts"`
 }
 
 // Log configures logging.

@@ -66,6 +66,7 @@ func normalized(c *Config) *Config {
 		&r.Channels.Discord.AllowGuilds,
 		&r.Channels.Discord.AllowChannels,
 		&r.Tools.Web.AllowHosts,
+		&r.HTTP.PublicHosts,
 	} {
 		if len(*p) == 0 {
 			*p = nil

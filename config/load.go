@@ -220,6 +220,10 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, key string) {
 		return // unset: the default stays
 	}
 	switch {
+	case t.Kind() == reflect.Pointer:
+		// An optional setting (such as shard_id): null, handled above, leaves
+		// it unset; anything else is checked as the type it points to.
+		w.walk(n, t.Elem(), key)
 	case t == durationType:
 		w.duration(n, key)
 	case t.Kind() == reflect.Struct:
@@ -255,7 +259,7 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, key string) {
 			return
 		}
 		w.decodeScalar(n, t, key, "true or false")
-	default: // a new field type needs a case above; TestSchemaTypesAreChecked catches it
+	default: // a new field type needs a case above; TestWalkerChecksEverySchemaType catches it
 		w.errorf(n.Line, key, "%s: package config cannot check a %s (a bug)", key, t)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"switchboard/schedule/spec"
+	"switchboard/tools/allowhost"
 )
 
 // Validate reports every setting that is wrong on its own or together with
@@ -156,6 +157,12 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	for i, h := range c.HTTP.PublicHosts {
+		if msg := badPublicHost(h); msg != "" {
+			v.add(fmt.Sprintf("http.public_hosts[%d]", i), fmt.Sprintf("%q %s; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443", h, msg))
+		}
+	}
+
 	v.positiveDuration("shutdown_timeout", c.ShutdownTimeout, "20s")
 
 	// log
@@ -169,8 +176,8 @@ func (c *Config) Validate() error {
 func (c *Config) validateWebAndFiles(v *checker) {
 	if w := c.Tools.Web; w.Enabled {
 		for i, h := range w.AllowHosts {
-			if why := badAllowHost(h); why != "" {
-				v.add(fmt.Sprintf("tools.web.allow_hosts[%d]", i), fmt.Sprintf("%q %s; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)", h, why))
+			if _, err := allowhost.Parse(h); err != nil {
+				v.add(fmt.Sprintf("tools.web.allow_hosts[%d]", i), fmt.Sprintf("%q %v; %s", h, err, allowhost.Syntax))
 			}
 		}
 		v.positiveDuration("tools.web.timeout", w.Timeout, "15s")
@@ -201,26 +208,27 @@ func (c *Config) validateWebAndFiles(v *checker) {
 	}
 }
 
-// badAllowHost says what is wrong with an allow_hosts entry ("" if nothing).
-func badAllowHost(h string) string {
+// badPublicHost says what is wrong with an http.public_hosts entry ("" if
+// nothing): a host name, optionally with :port.
+func badPublicHost(h string) string {
 	h = strings.TrimSpace(h)
-	switch {
-	case h == "":
+	if h == "" {
 		return "is empty"
-	case strings.Contains(h, "://"):
-		return "is a URL, not a host"
 	}
-	if _, err := netip.ParsePrefix(h); err == nil {
-		return ""
+	if strings.Contains(h, "://") || strings.ContainsAny(h, "/?#@") {
+		return "is a URL, not a host name"
+	}
+	if host, port, err := net.SplitHostPort(h); err == nil {
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return "has a port that is not a number from 1 to 65535"
+		}
+		h = host
 	}
 	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-		return ""
+		return "" // accepted anyway, harmless to list
 	}
-	switch {
-	case strings.Contains(h, ":"):
-		return "has a port; list the host alone"
-	case !hostName.MatchString(h):
-		return "is not a host name, an address or a network"
+	if !hostName.MatchString(h) {
+		return "is not a host name"
 	}
 	return ""
 }
@@ -321,6 +329,9 @@ func (c *Config) Warnings() []string {
 		case j.Channel == "console":
 			note(key, key, fmt.Sprintf("is console, so job %q runs only while `switchboard chat` does", j.Name))
 		}
+	}
+	if host, _, err := net.SplitHostPort(c.HTTP.Listen); err == nil && !isLoopback(host) && len(c.HTTP.PublicHosts) == 0 {
+		note("http.public_hosts", "http.listen", fmt.Sprintf("is empty and http.listen (%q) is not loopback: the server answers only to localhost and IP addresses in the Host header (421 otherwise); list the names clients use", c.HTTP.Listen))
 	}
 	if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
 		note("llm.api_key", "llm.api_key", "is empty, but api.openai.com requires one; set it or OPENAI_API_KEY")

@@ -101,12 +101,13 @@ func TestValidate(t *testing.T) {
 		}, nil},
 		{"web allow_hosts", func(c *Config) {
 			c.Tools.Web.AllowHosts = []string{"wiki.internal", "10.0.0.5", "10.0.0.0/8", "fd00::/8", "[::1]", "localhost",
-				"https://wiki.internal", "wiki.internal:8080", "", "10.0.0.0/33"}
+				"https://wiki.internal", "wiki.internal:8080", "", "10.0.0.0/33", "10.0.0.5:8080", "[fd00::5]:443", "wiki.internal:0", "10.0.0.0/8:80"}
 		}, []string{
-			`tools.web.allow_hosts[6]: "https://wiki.internal" is a URL, not a host; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
-			`tools.web.allow_hosts[7]: "wiki.internal:8080" has a port; list the host alone; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
-			`tools.web.allow_hosts[8]: "" is empty; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
-			`tools.web.allow_hosts[9]: "10.0.0.0/33" is not a host name, an address or a network; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8)`,
+			`tools.web.allow_hosts[6]: "https://wiki.internal" is a URL, not a host; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[8]: "" is empty; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[9]: "10.0.0.0/33" is not a host name, an address or a network; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[12]: "wiki.internal:0" has a port that is not a number from 1 to 65535; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
+			`tools.web.allow_hosts[13]: "10.0.0.0/8:80" is a network with a port; a port can only follow a host name or an address; write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)`,
 		}},
 		{"web numbers wrong", func(c *Config) {
 			c.Tools.Web.Timeout, c.Tools.Web.MaxBytes, c.Tools.Web.MaxChars, c.Tools.Web.MaxRedirects = 0, 0, -1, -1
@@ -190,6 +191,19 @@ func TestValidate(t *testing.T) {
 		{"listen hostname without token", func(c *Config) { c.HTTP.Listen = "gateway.internal:8080" },
 			[]string{`http.token: required when http.listen ("gateway.internal:8080") is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`}},
 		{"listen public with token", func(c *Config) { c.HTTP.Listen = ":8080"; c.HTTP.Token = "secret" }, nil},
+		{"public hosts", func(c *Config) {
+			c.HTTP.PublicHosts = []string{"bot.example.com", "Dash.Example.com:8443", "10.0.0.5", "[2001:db8::1]:80", "localhost."}
+		}, nil},
+		{"public host as URL", func(c *Config) { c.HTTP.PublicHosts = []string{"https://bot.example.com"} },
+			[]string{`http.public_hosts[0]: "https://bot.example.com" is a URL, not a host name; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`}},
+		{"public host with path, bad port, empty", func(c *Config) {
+			c.HTTP.PublicHosts = []string{"bot.example.com/dash", "bot.example.com:http", " ", "bot_example com"}
+		}, []string{
+			`http.public_hosts[0]: "bot.example.com/dash" is a URL, not a host name; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+			`http.public_hosts[1]: "bot.example.com:http" has a port that is not a number from 1 to 65535; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+			`http.public_hosts[2]: " " is empty; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+			`http.public_hosts[3]: "bot_example com" is not a host name; write the name clients use, optionally with :port, such as dash.example.com or dash.example.com:8443`,
+		}},
 
 		// log
 		{"log level", func(c *Config) { c.Log.Level = "INFO" },
@@ -286,6 +300,12 @@ func TestWarnings(t *testing.T) {
 		{"openai without key", func(c *Config) { c.LLM.APIKey = "" },
 			[]string{"llm.api_key is empty, but api.openai.com requires one; set it or OPENAI_API_KEY"}},
 		{"local server without key", func(c *Config) { c.LLM.APIKey = ""; c.LLM.BaseURL = "http://localhost:11434/v1" }, nil},
+		{"http on all interfaces without public hosts", func(c *Config) { c.HTTP.Listen = "0.0.0.0:8080"; c.HTTP.Token = "secret" },
+			[]string{`http.public_hosts is empty and http.listen ("0.0.0.0:8080") is not loopback: the server answers only to localhost and IP addresses in the Host header (421 otherwise); list the names clients use`}},
+		{"http on all interfaces with public hosts", func(c *Config) {
+			c.HTTP.Listen, c.HTTP.Token, c.HTTP.PublicHosts = ":8080", "secret", []string{"bot.example.com"}
+		}, nil},
+		{"http disabled", func(c *Config) { c.HTTP.Listen = "" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

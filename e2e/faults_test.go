@@ -394,7 +394,7 @@ func TestTelegramFaults(t *testing.T) {
 	t.Run("sendMessage 502 page from a proxy is retried", func(t *testing.T) {
 		sendFails(t, fu2, func() {
 			tg.FailNextRaw("sendMessage", http.StatusBadGateway, "<html><body>502 Bad Gateway</body></html>")
-		}, "invalid character '<'")
+		}, "HTTP 502 Bad Gateway")
 	})
 	t.Run("sendMessage connection reset is retried", func(t *testing.T) {
 		sendFails(t, fu3, func() { tg.ResetNext("sendMessage") }, "connection reset by peer")

@@ -22,7 +22,7 @@ func (g *Gateway) startHTTP(sup *supervisor) (*httpapi.Server, error) {
 		return nil, nil
 	}
 	srv, err := httpapi.New(httpapi.Options{
-		Listen: cfg.HTTP.Listen, Token: cfg.HTTP.Token,
+		Listen: cfg.HTTP.Listen, Token: cfg.HTTP.Token, PublicHosts: cfg.HTTP.PublicHosts,
 		AgentName: cfg.Agent.Name, ModelName: cfg.LLM.Model, Version: g.opts.Version,
 		Store: g.store, Metrics: g.mon.metrics.Handler(), API: g.mon.api, Activity: g.mon.activity,
 		Channels: sup.statuses, Model: g.mon.model, Probe: g.model.Probe,

@@ -75,6 +75,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if !csrfOK(r) {
+		s.log.Warn("dashboard login refused: missing or wrong form token (csrf)", "remote", r.RemoteAddr)
+		s.renderLogin(w, r, http.StatusForbidden, "The form expired or did not come from this page; sign in again.")
+		return
+	}
 	if !s.tokenOK(r.PostFormValue("token")) {
 		s.log.Warn("dashboard login failed", "remote", r.RemoteAddr)
 		s.renderLogin(w, r, http.StatusUnauthorized, "That is not the token.")
@@ -83,7 +88,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: s.sessionValue(), Path: "/",
 		MaxAge: int(sessionMaxAge / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
+		Secure: secureRequest(r),
 	})
 	next := r.PostFormValue("next")
 	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {

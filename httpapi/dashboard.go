@@ -107,7 +107,8 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, m
 	if r.Method != http.MethodGet {
 		next = "/"
 	}
-	s.render(w, code, "login.html", map[string]any{"Title": "Sign in", "Error": msg, "Next": next, "Head": s.head()})
+	s.render(w, code, "login.html", map[string]any{"Title": "Sign in", "Error": msg, "Next": next,
+		"CSRF": csrfToken(w, r), "Head": s.head()})
 }
 
 // head is what every page shows at the top.

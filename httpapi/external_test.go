@@ -8,8 +8,13 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -74,30 +79,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	first := turns[1]
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox, // root in CI
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1400),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	// The first call starts the browser, which lives as long as its context:
-	// no timeout on that one (see chromedp.Run); the steps after it have one.
-	if err := chromedp.Do(bctx, chromedp.Navigate(s.url+"/")); err != nil {
-		t.Fatalf("browser: open the dashboard: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
+	ctx := openBrowser(t, chrome, s.url+"/")
 	step := func(what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -149,5 +131,139 @@ func TestDashboardInBrowser(t *testing.T) {
 		if !strings.Contains(turnPage, want) {
 			t.Errorf("turn page lacks %q:\n%s", want, turnPage)
 		}
+	}
+}
+
+// openBrowser starts headless Chromium on first, with extra flags, and
+// returns a context for the steps after it (60 s), ended with the test.
+func openBrowser(t *testing.T, chrome, first string, flags ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox, // root in CI
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1400),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), append(opts, flags...)...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	// The first call starts the browser, which lives as long as its context:
+	// no timeout on that one (see chromedp.Run); the steps after it have one.
+	if err := chromedp.Do(bctx, chromedp.Navigate(first)); err != nil {
+		t.Fatalf("browser: open %s: %v", first, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A real browser attacks a server without a token as a web page would:
+// evil.example resolves to 127.0.0.1 (DNS rebinding, by the browser's
+// resolver rules), and a page on evil.example posts text/plain to the chat
+// API. Neither gets anything; the login form of a server with a token
+// still works in the same browser (its CSRF token and same-origin POST).
+func TestAttacksInBrowser(t *testing.T) {
+	chrome := chromium(t)
+	s := newStack(t, nil)
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<!doctype html><title>evil</title><p>nothing to see</p>")
+	}))
+	t.Cleanup(evil.Close)
+	port := func(u string) string { return u[strings.LastIndex(u, ":")+1:] }
+	ctx := openBrowser(t, chrome, "about:blank",
+		chromedp.Flag("host-resolver-rules", "MAP evil.example 127.0.0.1"))
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+
+	// DNS rebinding: the dashboard under the attacker's name.
+	resp, err := chromedp.RunResponse(ctx, chromedp.Navigate("http://evil.example:"+port(s.url)+"/chats"))
+	step("open the dashboard as evil.example", err)
+	page, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.innerText`))
+	step("read the page", err)
+	if resp.Status != http.StatusMisdirectedRequest || !strings.Contains(page, "misdirected") || strings.Contains(page, "Chats") {
+		t.Errorf("the dashboard as evil.example: %d\n%s", resp.Status, page)
+	}
+
+	// A cross-site text/plain POST from the attacker's page.
+	step("open the attacker's page", chromedp.Do(ctx,
+		chromedp.Navigate("http://evil.example:"+port(evil.URL)+"/")))
+	sent, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch("`+s.url+`/v1/chat/completions", {
+		method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"},
+		body: JSON.stringify({user: "mallory", messages: [{role: "user", content: "plant a daily job"}]}),
+	}).then(() => "answered", e => "failed: " + e)`, chromedp.EvalAwaitPromise))
+	step("post from the attacker's page", err)
+	if sent != "answered" {
+		t.Fatalf("the cross-site fetch: %s", sent)
+	}
+	if n := s.fake.Calls(); n != 0 {
+		t.Errorf("the model got %d requests from the attacker's page, want 0", n)
+	}
+	if turns, err := s.store.RecentTurns(t.Context(), 10); err != nil || len(turns) != 0 {
+		t.Errorf("turns after the attack: %d, %v", len(turns), err)
+	}
+
+	// The login form, signed in by a person.
+	locked := newStack(t, func(o *Options) { o.Token = testToken })
+	step("sign in", chromedp.Do(ctx,
+		chromedp.Navigate(locked.url+"/chats"),
+		chromedp.SetValue(chromedp.CSS(`input[name="token"]`), testToken),
+		chromedp.Submit(chromedp.CSS(`form`)),
+		chromedp.WaitVisible(chromedp.CSS(`#chats h1`))))
+}
+
+// The official openai npm client (channels/openai/testdata/openai-client,
+// installed by that package's TestOpenAINodeClient) through this server,
+// with its Host, Content-Type and Origin checks: SDKs pass them.
+func TestOpenAINodeClientThroughServer(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testkit.Missing(t, "node is not installed; the official openai client runs on Node.js")
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "channels", "openai", "testdata", "openai-client"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
+		testkit.Missing(t, "the openai npm package is not installed in %s: run go test ./channels/openai/ (npm ci) first", dir)
+	}
+	s := newStack(t, func(o *Options) { o.Token = testToken })
+	s.scriptToolTurn("It is tea time.")
+	s.fake.Push(testkit.Reply{Text: "Streamed, at last."})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "client.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SB_BASE_URL="+s.url+"/v1", "SB_TOKEN="+testToken)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+	}
+	var got struct {
+		Models   []string
+		Plain    struct{ Content string }
+		Stream   struct{ Content string }
+		WrongKey any
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	if len(got.Models) != 1 || got.Plain.Content != "It is tea time." || got.Stream.Content != "Streamed, at last." || got.WrongKey != float64(401) {
+		t.Errorf("the npm client got %+v", got)
 	}
 }

@@ -17,6 +17,12 @@
 // "Authorization: Bearer TOKEN" (the dashboard also accepts a cookie set by
 // its login form). Without a token the server refuses to listen anywhere
 // but on a loopback address.
+//
+// Token or not, no web page can use the server through a browser
+// (guard.go): the Host header must be a loopback name, an IP address or one
+// of the configured public names (421 otherwise; GET /healthz is exempt);
+// state-changing requests from another origin are refused (403); the chat
+// API takes only JSON bodies (415) and the login form a CSRF token.
 package httpapi
 
 import (
@@ -141,11 +147,15 @@ type User struct {
 // be nil, and the server then leaves that part out (or says it is not in
 // this build).
 type Options struct {
-	Listen    string // the address it will listen on, for the loopback rule
-	Token     string // secret; empty: no authentication (loopback only)
-	AgentName string
-	ModelName string
-	Version   string
+	Listen string // the address it will listen on, for the loopback rule
+	Token  string // secret; empty: no authentication (loopback only)
+	// PublicHosts are the names clients may use in Host besides loopback
+	// names and IP addresses (http.public_hosts): "name" for any port,
+	// "name:port" for that port only.
+	PublicHosts []string
+	AgentName   string
+	ModelName   string
+	Version     string
 
 	Store    Store
 	Metrics  http.Handler // /metrics
@@ -183,6 +193,7 @@ type Server struct {
 	srv     *http.Server
 	started time.Time
 	pages   *pages
+	hosts   hostSet
 
 	draining atomic.Bool
 	probe    probeState
@@ -208,7 +219,11 @@ func New(opts Options) (*Server, error) {
 	if opts.AgentName == "" {
 		opts.AgentName = "Switchboard"
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now()}
+	hosts, err := newHostSet(opts.PublicHosts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now(), hosts: hosts}
 	pg, err := newPages()
 	if err != nil {
 		return nil, err
@@ -267,11 +282,11 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.opts.API != nil {
 		for pattern, h := range s.opts.API.Routes() {
-			mux.Handle(pattern, s.bearer(h))
+			mux.Handle(pattern, s.bearer(jsonOnly(h)))
 		}
 	}
 	s.dashboardRoutes(mux)
-	return securityHeaders(mux)
+	return securityHeaders(s.hostGuard(s.crossOrigin(mux)))
 }
 
 // securityHeaders sets headers every response should carry.

@@ -209,21 +209,15 @@ func TestAuthRule(t *testing.T) {
 	}
 
 	// The login form sets a cookie that opens the dashboard, not the API.
-	form := url.Values{"token": {"wrong"}, "next": {"/chats"}}
-	resp, err := client.PostForm(s.url+"/login", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	// It is posted with the form's CSRF token and cookie.
+	csrf, csrfCookie := loginForm(t, s.url)
+	form := url.Values{"token": {"wrong"}, "next": {"/chats"}, "csrf": {csrf}}
+	resp := postLogin(t, client, s.url, form, csrfCookie)
 	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
 		t.Fatalf("wrong login: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 	form.Set("token", testToken)
-	resp, err = client.PostForm(s.url+"/login", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp = postLogin(t, client, s.url, form, csrfCookie)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/chats" || len(resp.Cookies()) != 1 {
 		t.Fatalf("login: %d, location %q, cookies %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
 	}
@@ -240,11 +234,7 @@ func TestAuthRule(t *testing.T) {
 	}
 	// An open redirect through next is refused.
 	form.Set("next", "//evil.example/")
-	resp, err = client.PostForm(s.url+"/login", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp = postLogin(t, client, s.url, form, csrfCookie)
 	if loc := resp.Header.Get("Location"); loc != "/" {
 		t.Errorf("login with next=//evil.example/ redirects to %q, want /", loc)
 	}
@@ -316,7 +306,8 @@ func grepLines(s, sub string) string {
 // stops.
 func TestChatAPIMounted(t *testing.T) {
 	api := &fakeChatAPI{}
-	srv, err := New(Options{Store: &flakyStore{}, Token: testToken, API: api})
+	// httptest.NewRequest's Host is example.com.
+	srv, err := New(Options{Store: &flakyStore{}, Token: testToken, API: api, PublicHosts: []string{"example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}

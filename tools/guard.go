@@ -8,9 +8,12 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"switchboard/tools/allowhost"
 )
 
 // Resolver looks up the addresses of a host name. *net.Resolver implements
@@ -25,13 +28,35 @@ type BlockedError struct {
 	Host   string     // the host name or address as written in the URL
 	Addr   netip.Addr // the address it resolved to
 	Reason string     // "a loopback address", "the cloud metadata address"…
+	// Block is the special-purpose block that refused the address, as
+	// `192.0.2.0/24 "Documentation (TEST-NET-1)", RFC 5737`; "" when no
+	// row of the table says so (an address of this host, IPv6 outside
+	// 2000::/3).
+	Block string
+	// Port is the port refused; Ports, when set, are the only ports
+	// tools.web.allow_hosts allows for this host or address.
+	Port  uint16
+	Ports []uint16
 }
 
 func (e *BlockedError) Error() string {
+	var b strings.Builder
 	if e.Host == e.Addr.String() {
-		return fmt.Sprintf("%s is %s", e.Host, e.Reason)
+		fmt.Fprintf(&b, "%s is %s", e.Host, e.Reason)
+	} else {
+		fmt.Fprintf(&b, "%s resolves to %s, %s", e.Host, e.Addr, e.Reason)
 	}
-	return fmt.Sprintf("%s resolves to %s, %s", e.Host, e.Addr, e.Reason)
+	if e.Block != "" {
+		fmt.Fprintf(&b, " (%s)", e.Block)
+	}
+	if len(e.Ports) > 0 {
+		ports := make([]string, len(e.Ports))
+		for i, p := range e.Ports {
+			ports[i] = strconv.Itoa(int(p))
+		}
+		fmt.Fprintf(&b, "; tools.web.allow_hosts allows it on port %s only, not %d", strings.Join(ports, ", "), e.Port)
+	}
+	return b.String()
 }
 
 // guard decides which addresses web_fetch may connect to. It checks the
@@ -39,110 +64,121 @@ func (e *BlockedError) Error() string {
 // public name pointing at a private address and a redirect to one are
 // refused alike.
 type guard struct {
-	hosts    map[string]bool // allowed host names, lower case, no trailing dot
-	nets     []netip.Prefix  // allowed addresses and networks
+	allow    []allowhost.Entry
 	resolver Resolver
-	dialer   net.Dialer // template; Control is set per connection
+	// own lists the addresses of this host's interfaces; it is asked at
+	// every connection, so an address that comes up later is refused too.
+	own    func() ([]netip.Addr, error)
+	dialer net.Dialer // template; Control is set per connection
 }
 
-// newGuard builds a guard from allow_hosts entries: host names, IP
-// addresses or CIDR networks. Entries that are none of these (a URL, a
-// host:port) never match; config validation reports them.
-func newGuard(allow []string, r Resolver) *guard {
+// newGuard builds a guard from allow_hosts entries: host names and
+// addresses, either with an optional port, or networks. Entries it cannot
+// read never match; config validation reports them. A nil r uses the
+// system's resolver; a nil own, net.InterfaceAddrs.
+func newGuard(allow []string, r Resolver, own func() ([]netip.Addr, error)) *guard {
 	if r == nil {
 		r = net.DefaultResolver
 	}
-	g := &guard{hosts: map[string]bool{}, resolver: r, dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}
+	if own == nil {
+		own = interfaceAddrs
+	}
+	g := &guard{resolver: r, own: own, dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}
 	for _, a := range allow {
-		a = strings.TrimSpace(a)
-		if p, err := netip.ParsePrefix(a); err == nil {
-			g.nets = append(g.nets, p.Masked())
-		} else if ip, err := netip.ParseAddr(strings.Trim(a, "[]")); err == nil {
-			ip = ip.Unmap().WithZone("")
-			g.nets = append(g.nets, netip.PrefixFrom(ip, ip.BitLen()))
-		} else if a != "" {
-			g.hosts[normalHost(a)] = true
+		if e, err := allowhost.Parse(a); err == nil {
+			g.allow = append(g.allow, e)
 		}
 	}
 	return g
 }
 
-func normalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
-
-// hostAllowed reports whether a host name is listed in allow_hosts.
-func (g *guard) hostAllowed(host string) bool { return g.hosts[normalHost(host)] }
-
-// check returns a *BlockedError when ip may not be connected to.
-func (g *guard) check(host string, hostAllowed bool, ip netip.Addr) error {
-	ip = ip.Unmap().WithZone("")
-	if hostAllowed {
-		return nil
+// interfaceAddrs returns the addresses of this host's network interfaces.
+func interfaceAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list this host's addresses: %w", err)
 	}
-	for _, p := range g.nets {
-		if p.Contains(ip) {
-			return nil
+	ips := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				ips = append(ips, ip.Unmap())
+			}
 		}
 	}
-	if reason := nonPublic(ip); reason != "" {
-		return &BlockedError{Host: host, Addr: ip, Reason: reason}
-	}
-	return nil
+	return ips, nil
 }
 
-// Special-purpose networks beyond what netip's predicates cover.
-var (
-	metadataAddrs = []netip.Addr{
-		netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack…
-		netip.MustParseAddr("fd00:ec2::254"),   // AWS over IPv6
+// check returns a *BlockedError when ip may not be connected to on port for
+// a URL whose host was host; own are this host's addresses.
+func (g *guard) check(host string, port uint16, ip netip.Addr, own []netip.Addr) error {
+	ip = ip.Unmap().WithZone("")
+	var ports []uint16
+	for _, e := range g.allow {
+		if e.Matches(host, ip, port) {
+			return nil
+		}
+		if e.Covers(host, ip) && !slices.Contains(ports, e.Port) {
+			ports = append(ports, e.Port)
+		}
 	}
-	specialNets = []struct {
-		net    netip.Prefix
-		reason string
-	}{
-		{netip.MustParsePrefix("0.0.0.0/8"), "a \"this network\" address"},
-		{netip.MustParsePrefix("100.64.0.0/10"), "a shared (CGNAT) address"},
-		{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol address"},
-		{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
-		{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
-		{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
-		{netip.MustParsePrefix("100::/64"), "a discard address"},
+	slices.Sort(ports)
+	reason, block := classify(ip)
+	if reason == "" && slices.ContainsFunc(own, func(a netip.Addr) bool { return a.Unmap().WithZone("") == ip }) {
+		reason = "an address of this host"
 	}
-	nat64 = netip.MustParsePrefix("64:ff9b::/96")
-)
+	if reason == "" {
+		return nil
+	}
+	e := &BlockedError{Host: host, Addr: ip, Reason: reason, Port: port, Ports: ports}
+	if block != nil {
+		e.Block = block.String()
+	}
+	return e
+}
 
 // nonPublic says why ip is not a public unicast address ("" when it is).
 func nonPublic(ip netip.Addr) string {
-	ip = ip.Unmap()
-	switch {
-	case !ip.IsValid():
-		return "not a valid address"
-	case slices.Contains(metadataAddrs, ip):
-		return "the cloud metadata address"
-	case ip.IsUnspecified():
-		return "an unspecified address"
-	case ip.IsLoopback():
-		return "a loopback address"
-	case ip.IsPrivate():
-		return "a private address"
-	case ip.IsLinkLocalUnicast():
-		return "a link-local address"
-	case ip.IsMulticast():
-		return "a multicast address"
-	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return "the broadcast address"
+	r, _ := classify(ip)
+	return r
+}
+
+// classify says why ip is not a public unicast address ("" when it is)
+// and which special-purpose block says so (nil when none of the table's
+// does). See specialBlocks for the rules.
+func classify(ip netip.Addr) (string, *specialBlock) {
+	ip = ip.Unmap().WithZone("")
+	if !ip.IsValid() {
+		return "not a valid address", nil
 	}
-	for _, s := range specialNets {
-		if s.net.Contains(ip) {
-			return s.reason
+	if ip.Is6() && nat64.Contains(ip) { // an IPv4 address behind a NAT64 gateway
+		if r, b := classify(embedded4(ip)); r != "" {
+			return r + " (through NAT64)", b
 		}
+		return "", nil
 	}
-	if nat64.Contains(ip) { // an IPv4 address behind a NAT64 gateway
-		b := ip.As16()
-		if r := nonPublic(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
-			return r + " (through NAT64)"
+	if b := refusedBlock(ip); b != nil {
+		return b.what, b
+	}
+	if ip.Is4() {
+		return "", nil
+	}
+	if v4Compatible.Contains(ip) { // :: and ::1 are in the table
+		if r, b := classify(embedded4(ip)); r != "" {
+			return r + " (in IPv4-compatible form)", b
 		}
+		return "a deprecated IPv4-compatible address", nil
 	}
-	return ""
+	if !globalUnicast.Contains(ip) {
+		return "not in the IPv6 global unicast space (2000::/3)", nil
+	}
+	return "", nil
+}
+
+// embedded4 is the IPv4 address in the last 32 bits of an IPv6 address.
+func embedded4(ip netip.Addr) netip.Addr {
+	b := ip.As16()
+	return netip.AddrFrom4([4]byte(b[12:16]))
 }
 
 // DialContext connects to addr ("host:port") only through addresses the
@@ -150,11 +186,18 @@ func nonPublic(ip netip.Addr) string {
 // dials the address it checked, so a second DNS answer cannot differ. The
 // dialer's Control hook checks the connected address once more.
 func (g *guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
+	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
-	allowed := g.hostAllowed(host)
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: the port is not a number", addr)
+	}
+	own, err := g.own()
+	if err != nil { // without them, this host's public addresses could not be refused
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ips = []netip.Addr{ip}
@@ -169,7 +212,7 @@ func (g *guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	}
 	var refused, failed error
 	for _, ip := range ips {
-		if err := g.check(host, allowed, ip); err != nil {
+		if err := g.check(host, uint16(port), ip, own); err != nil {
 			refused = cmp.Or(refused, err)
 			continue
 		}
@@ -179,9 +222,9 @@ func (g *guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 			if err != nil {
 				return fmt.Errorf("unexpected address %q: %w", address, err)
 			}
-			return g.check(host, allowed, ap.Addr())
+			return g.check(host, ap.Port(), ap.Addr(), own)
 		}
-		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), p))
 		if err == nil {
 			return conn, nil
 		}

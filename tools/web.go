@@ -5,7 +5,9 @@
 //
 // web_fetch connects only to public addresses: its dialer checks the
 // address of every connection after DNS resolution, on every redirect,
-// unless the host or address is in WebConfig.AllowHosts. Results of tools
+// against the IANA special-purpose address registries (special.go) and the
+// addresses of this host's own interfaces, unless the host or address (on
+// that port, when the entry names one) is in WebConfig.AllowHosts. Results of tools
 // that bring outside text are marked agent.Tool.Untrusted, so the loop
 // labels them as data in the transcript.
 package tools
@@ -20,6 +22,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -58,6 +61,8 @@ type WebConfig struct {
 	Enabled bool
 	// AllowHosts are host names, IP addresses or CIDR networks web_fetch may
 	// reach although they are not public (an intranet wiki, a test server).
+	// A name or an address may carry a port ("wiki.internal:8080",
+	// "[fd00::5]:8080"): then only that port is allowed.
 	AllowHosts   []string
 	Timeout      time.Duration // one request, body included
 	MaxBytes     int           // download cap; the rest of a body is not read
@@ -66,6 +71,10 @@ type WebConfig struct {
 	Search       SearchConfig
 	// Resolver looks up host names for web_fetch; nil uses the system's.
 	Resolver Resolver
+	// InterfaceAddrs lists this host's own addresses, which web_fetch
+	// refuses unless allowed; nil reads net.InterfaceAddrs at every
+	// connection. Tests set it.
+	InterfaceAddrs func() ([]netip.Addr, error)
 }
 
 func (c *WebConfig) defaults() {
@@ -108,7 +117,7 @@ type fetcher struct {
 }
 
 func newFetcher(cfg WebConfig) *fetcher {
-	g := newGuard(cfg.AllowHosts, cfg.Resolver)
+	g := newGuard(cfg.AllowHosts, cfg.Resolver, cfg.InterfaceAddrs)
 	tr := &http.Transport{
 		Proxy:               nil, // a proxy would make the dialed address the proxy's, defeating the guard
 		DialContext:         g.DialContext,
@@ -214,7 +223,7 @@ func (f *fetcher) explain(u *url.URL, err error) error {
 		if errors.As(err, &ue) && ue.URL != u.String() {
 			where = ue.URL + " (redirected from " + where + ")"
 		}
-		return fmt.Errorf("refused to fetch %s: %v; only public internet addresses can be fetched (the operator may allow a host in tools.web.allow_hosts)", where, b)
+		return fmt.Errorf("refused to fetch %s: %v; only public internet addresses can be fetched (the operator may allow a host, or one port of it, in tools.web.allow_hosts)", where, b)
 	}
 	var re *redirectError
 	if errors.As(err, &re) {

@@ -634,6 +634,108 @@ func TestSendRetriesServerErrorsBounded(t *testing.T) {
 	}
 }
 
+// A proxy's HTML page with a 5xx is reported with its status and the start
+// of the page, not as tgbotapi's JSON decode error, and retried as before.
+// A page that echoes the request URL does not leak the token.
+func TestSendNamesStatusOfAProxyPage(t *testing.T) {
+	e := newEnv(t, nil)
+	page := "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<p>POST /bot" + testToken + "/sendMessage</p>\r\n" +
+		"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+	for range maxAttempts {
+		e.fake.FailNextRaw("sendMessage", http.StatusBadGateway, page)
+	}
+	_, err := e.a.Send(t.Context(), channels.Outbound{ChatID: "42", Text: "hi"})
+	if err == nil {
+		t.Fatal("Send succeeded after only 502 pages")
+	}
+	const want = `telegram: send part 1/1 to chat 42: telegram: sendMessage: HTTP 502 Bad Gateway (text/html, not a Bot API answer): ` +
+		`"<html> <head><title>502 Bad Gateway</title></head> <body> <p>POST /bot<redacted>/sendMessage</p> <center><h1>502 Bad Gat…"`
+	if err.Error() != want {
+		t.Errorf("Send error:\n%v\nwant\n%s", err, want)
+	}
+	var he *httpError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusBadGateway {
+		t.Errorf("Send error %v is not an *httpError with status 502", err)
+	}
+	if n := e.fake.Calls("sendMessage"); n != maxAttempts {
+		t.Errorf("sendMessage calls = %d, want %d (retried as a server error)", n, maxAttempts)
+	}
+	if got := e.sleep.recorded(); !slices.Equal(got, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}) {
+		t.Errorf("waits = %v, want [1s 2s 4s]", got)
+	}
+	logs := e.logs.String()
+	if n := strings.Count(logs, "call failed, retrying"); n != maxAttempts-1 || !strings.Contains(logs, "HTTP 502 Bad Gateway") || strings.Contains(logs, "invalid character") {
+		t.Errorf("the retries are not logged with the status:\n%s", logs)
+	}
+}
+
+// The Bot API's own errors keep going to tgbotapi, even with an HTML
+// content type or a 5xx status: the caller still gets a *tgbotapi.Error
+// with its code and retry_after.
+func TestJSONErrorsStayTyped(t *testing.T) {
+	tests := []struct {
+		status     int
+		body       string
+		wantCode   int
+		retryAfter int
+	}{
+		{http.StatusTooManyRequests, `{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 61","parameters":{"retry_after":61}}`, 429, 61},
+		{http.StatusBadRequest, ` {"ok":false,"error_code":400,"description":"Bad Request: chat not found"}` + "\n", 400, 0},
+		{http.StatusBadGateway, `{"ok":false,"error_code":502,"description":"Bad Gateway"}`, 502, 0},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
+			e := newEnv(t, nil)
+			for range maxAttempts {
+				e.fake.FailNextRaw("sendMessage", tt.status, tt.body)
+			}
+			_, err := e.a.Send(t.Context(), channels.Outbound{ChatID: "42", Text: "hi"})
+			var apiErr *tgbotapi.Error
+			if !errors.As(err, &apiErr) || apiErr.Code != tt.wantCode || apiErr.RetryAfter != tt.retryAfter {
+				t.Fatalf("Send = %v, want a *tgbotapi.Error %d retry_after %d", err, tt.wantCode, tt.retryAfter)
+			}
+		})
+	}
+}
+
+// The poll loop logs a proxy's 502 page with its status and backs off as
+// for any server error, then delivers once the server answers again.
+func TestPollNamesStatusOfAProxyPage(t *testing.T) {
+	e := newEnv(t, nil)
+	e.fake.FailNextRaw("getUpdates", http.StatusBadGateway, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+	e.fake.FailNextRaw("getUpdates", http.StatusServiceUnavailable, "Service Unavailable")
+	s := newSink()
+	e.run(t, s)
+	e.fake.PushText(42, 42, "ada", "after the outage")
+	if in := s.next(t); in.Text != "after the outage" {
+		t.Errorf("delivered %q", in.Text)
+	}
+	if w := e.sleep.recorded(); len(w) < 2 || w[0] != time.Second || w[1] != 2*time.Second {
+		t.Errorf("waits = %v, want the 1s, 2s backoff", w)
+	}
+	logs := e.logs.String()
+	for _, want := range []string{
+		`HTTP 502 Bad Gateway (text/html, not a Bot API answer): \"<html><body><h1>502 Bad Gateway</h1></body></html>\"`,
+		`HTTP 503 Service Unavailable (text/html, not a Bot API answer): \"Service Unavailable\"`,
+	} {
+		if !logHasLine(logs, "getUpdates failed, retrying", want) {
+			t.Errorf("no getUpdates failure logged with %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "invalid character") {
+		t.Errorf("the log still shows the decode error:\n%s", logs)
+	}
+}
+
+func logHasLine(logs string, texts ...string) bool {
+	for line := range strings.Lines(logs) {
+		if !slices.ContainsFunc(texts, func(s string) bool { return !strings.Contains(line, s) }) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestSendDoesNotRetryBadRequest(t *testing.T) {
 	e := newEnv(t, nil)
 	e.fake.FailNext("sendMessage", http.StatusForbidden, "", 0)

@@ -43,7 +43,7 @@ func retryDelay(err error, backoff time.Duration) (time.Duration, bool) {
 		}
 		return 0, false // a real answer: retrying won't change it
 	}
-	return backoff, true // transport error or an unreadable (non-JSON) answer
+	return backoff, true // transport error, or a failed answer that is not the Bot API's (*httpError)
 }
 
 // withRetry runs fn until it succeeds, fails for good or runs out of

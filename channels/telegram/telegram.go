@@ -205,8 +205,10 @@ func (a *Adapter) setCommands(ctx context.Context) {
 
 // ---- Bot API plumbing ----
 
-// ctxClient binds requests to a context and scrubs the token from the URL
-// of transport errors (a *url.Error prints its URL, which holds the token).
+// ctxClient binds requests to a context, scrubs the token from the URL of
+// transport errors (a *url.Error prints its URL, which holds the token), and
+// turns a failed answer that is not the Bot API's (a proxy's 502 page) into
+// an *httpError naming the status (see checkAnswer).
 type ctxClient struct {
 	ctx    context.Context
 	hc     *http.Client
@@ -220,8 +222,9 @@ func (c ctxClient) Do(r *http.Request) (*http.Response, error) {
 		if errors.As(err, &ue) {
 			ue.URL = c.redact(ue.URL)
 		}
+		return resp, err
 	}
-	return resp, err
+	return checkAnswer(resp, c.redact)
 }
 
 func (a *Adapter) client(ctx context.Context) ctxClient {

@@ -21,15 +21,12 @@
 //     takes them from the environment. llm.base_url equal to the default is
 //     omitted too, so OPENAI_BASE_URL overrides it as it would the default.
 //
-// One field cannot be written at all: config.Load refuses any value of
-// channels.discord.shard_id (a *int its checker does not handle), so
-// Marshal returns an error when ShardID is set rather than write a file
-// that does not load.
+// An optional setting (a pointer, such as channels.discord.shard_id) is
+// written when it is set, 0 included, and left out when it is nil.
 package cfgfile
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,9 +41,6 @@ import (
 
 // Marshal returns cfg as a YAML configuration file.
 func Marshal(cfg *config.Config) ([]byte, error) {
-	if cfg.Channels.Discord.ShardID != nil {
-		return nil, errors.New("cfgfile: config.Load cannot read channels.discord.shard_id; leave ShardID nil")
-	}
 	var got, def yaml.Node
 	if err := got.Encode(cfg); err != nil {
 		return nil, fmt.Errorf("cfgfile: %w", err)

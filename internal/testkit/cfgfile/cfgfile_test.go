@@ -40,9 +40,9 @@ func fill(v reflect.Value, name string, n *int) {
 		v.SetInt(int64(1000 + *n))
 	case reflect.Int64: // time.Duration
 		v.SetInt(int64(time.Duration(*n)*time.Second + 250*time.Millisecond))
-	case reflect.Pointer:
-		// channels.discord.shard_id, the only pointer, stays nil: Load
-		// cannot read it (see Marshal).
+	case reflect.Pointer: // channels.discord.shard_id
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), name, n)
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		for i := range 2 {
@@ -102,15 +102,29 @@ func TestEmptyValuesRoundTrip(t *testing.T) {
 	roundTrip(t, cfg)
 }
 
-// Load cannot read channels.discord.shard_id: Marshal says so instead of
-// writing a file that does not load.
-func TestShardIDIsRefused(t *testing.T) {
-	cfg := config.Default()
-	zero := 0
-	cfg.Channels.Discord.ShardID = &zero
-	if _, err := Marshal(cfg); err == nil || !strings.Contains(err.Error(), "shard_id") {
-		t.Errorf("Marshal with a shard_id: %v; want an error naming it", err)
+// channels.discord.shard_id is a *int: 0 is a shard like any other and is
+// written, nil (the default) is left out.
+func TestShardIDRoundTrips(t *testing.T) {
+	noEnv(t)
+	for _, id := range []int{0, 1} {
+		cfg := config.Default()
+		cfg.Channels.Discord.ShardCount = 2
+		cfg.Channels.Discord.ShardID = &id
+		data, err := Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("shard_id: %d\n", id); !strings.Contains(string(data), want) {
+			t.Errorf("shard %d: file\n%s\nwant it to hold %q", id, data, want)
+		}
+		roundTrip(t, cfg)
 	}
+	cfg := config.Default()
+	cfg.Channels.Discord.ShardCount = 2
+	if data, _ := Marshal(cfg); strings.Contains(string(data), "shard_id") {
+		t.Errorf("ShardID nil: file\n%s\nwant no shard_id", data)
+	}
+	roundTrip(t, cfg)
 }
 
 // The file holds only what differs from the defaults, as a hand-written
