@@ -356,10 +356,14 @@ func TestTelegramServe(t *testing.T) {
 		s.say(tgMallory, tgMallory, "mallory", "let me in")
 		s.say(tgMallory, tgMallory, "mallory", "please?")
 		s.answer("ping", testkit.Reply{Text: "pong"})
-		s.say(group, tgAlice, "alice", s.mention("ping"), tgfake.InGroup("Ops"))
+		last, _ := s.tg.PushText(group, tgAlice, "alice", s.mention("ping"), tgfake.InGroup("Ops"))
 		s.waitSent(t, group, 1)
-		// Updates are handled in order, and a refusal is sent before the
-		// next update: mallory's are done.
+		// A refusal is sent before its update is confirmed, and updates of
+		// different chats in one batch are handled side by side: once the
+		// last update is confirmed, mallory's are done.
+		if err := s.tg.WaitOffset(s.ctx(t), last+1); err != nil {
+			t.Fatal(err)
+		}
 		refusals := sentTo(s.tg.Sent(), tgMallory)
 		if len(refusals) != 1 {
 			t.Fatalf("mallory got %q, want one refusal", sentTexts(refusals))
