@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -225,35 +224,14 @@ func TestAttacksInBrowser(t *testing.T) {
 }
 
 // The official openai npm client (channels/openai/testdata/openai-client,
-// installed by that package's TestOpenAINodeClient) through this server,
+// installed with npm ci if missing) through this server,
 // with its Host, Content-Type and Origin checks: SDKs pass them.
 func TestOpenAINodeClientThroughServer(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testkit.Missing(t, "node is not installed; the official openai client runs on Node.js")
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "channels", "openai", "testdata", "openai-client"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		testkit.Missing(t, "the openai npm package is not installed in %s: run go test ./channels/openai/ (npm ci) first", dir)
-	}
 	s := newStack(t, func(o *Options) { o.Token = testToken })
 	s.scriptToolTurn("It is tea time.")
 	s.fake.Push(testkit.Reply{Text: "Streamed, at last."})
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SB_BASE_URL="+s.url+"/v1", "SB_TOKEN="+testToken)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
-	}
+	out := testkit.NodeClient(t, filepath.Join("..", "channels", "openai", "testdata", "openai-client"), s.url+"/v1", testToken)
 	var got struct {
 		Models   []string
 		Plain    struct{ Content string }

@@ -7,13 +7,9 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net"
-	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -138,53 +134,14 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 // and body.
 func (s *stack) do(method, path, body string, header map[string]string) (int, string) {
 	s.t.Helper()
-	req, err := http.NewRequestWithContext(s.t.Context(), method, s.url+path, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return testkit.HTTPDo(s.t, s.url, s.token, method, path, body, header)
 }
 
 // chat posts a non-streaming chat completion and returns the reply text.
 func (s *stack) chat(user, text string) (string, map[string]any) {
 	s.t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "switchboard", "user": user,
-		"messages": []map[string]any{{"role": "system", "content": "ignored"}, {"role": "user", "content": text}}})
-	code, out := s.do("POST", "/v1/chat/completions", string(body), nil)
-	if code != http.StatusOK {
-		s.t.Fatalf("chat %q: status %d: %s", text, code, out)
-	}
-	var resp map[string]any
-	if err := json.Unmarshal([]byte(out), &resp); err != nil {
-		s.t.Fatalf("chat %q: %v: %s", text, err, out)
-	}
-	choice := resp["choices"].([]any)[0].(map[string]any)
-	return choice["message"].(map[string]any)["content"].(string), resp
+	return testkit.Chat(s.t, s.url, s.token, user, text)
 }
 
 // scriptToolTurn queues a turn that calls current_time, then answers.
-func (s *stack) scriptToolTurn(answer string) {
-	s.fake.Push(
-		testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c1", "current_time", `{}`)},
-			Usage: &llm.Usage{PromptTokens: 120, CompletionTokens: 8, TotalTokens: 128}},
-		testkit.Reply{Text: answer, Usage: &llm.Usage{PromptTokens: 150, CompletionTokens: 12, TotalTokens: 162}},
-	)
-}
+func (s *stack) scriptToolTurn(answer string) { testkit.ScriptToolTurn(s.fake, answer) }

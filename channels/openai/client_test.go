@@ -7,14 +7,9 @@ package openai
 // install (testkit.Missing).
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"switchboard/internal/testkit"
 	"switchboard/llm"
@@ -25,43 +20,11 @@ import (
 const openaiClientDir = "testdata/openai-client"
 
 func TestOpenAINodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testkit.Missing(t, "node is not installed; the official openai client runs on Node.js")
-	}
-	dir, err := filepath.Abs(openaiClientDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			testkit.Missing(t, "npm is not installed, and the openai package is not in %s/node_modules", openaiClientDir)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			testkit.Missing(t, "npm ci in %s failed: %v\n%s", openaiClientDir, err, out)
-		}
-	}
-
 	s := newStack(t, testToken)
 	s.scriptToolTurn("It is tea time.")
 	s.fake.Push(testkit.Reply{Text: "Streamed, at last.", Usage: &llm.Usage{PromptTokens: 40, CompletionTokens: 4, TotalTokens: 44}})
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SB_BASE_URL="+s.url+"/v1", "SB_TOKEN="+testToken)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
-	}
+	out := testkit.NodeClient(t, openaiClientDir, s.url+"/v1", testToken)
 	var got struct {
 		Models []string
 		Plain  struct {
