@@ -434,8 +434,8 @@ func codeString(code any) string {
 }
 
 // summarize shortens a non-JSON body (typically a proxy's HTML page) for an
-// error message: its <title> if it has one, else its first 200 bytes with
-// whitespace collapsed.
+// error message: its <title> if it has one, else its start, as excerpt
+// renders it.
 func summarize(body []byte) string {
 	s := string(body)
 	if _, rest, ok := strings.Cut(s, "<title>"); ok {
@@ -443,11 +443,7 @@ func summarize(body []byte) string {
 			s = title
 		}
 	}
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
+	return excerpt([]byte(s))
 }
 
 // excerptMax bounds the body excerpt quoted in errors and logs.
