@@ -55,8 +55,16 @@ type Store interface {
 // Chat is the conversation a turn belongs to, as the loop sees it.
 type Chat interface {
 	// Send delivers a message (Markdown) to the chat and returns its id.
+	// An error wrapping ErrSendQueued means the platform did not take it
+	// now but it is kept and delivered later: it counts as sent.
 	Send(ctx context.Context, text string) (string, error)
 }
+
+// ErrSendQueued is returned (wrapped) by Chat.Send for a message the
+// platform could not take now that is kept to be delivered later, in
+// order (the router's outbox). The message counts as sent: sending it
+// again would deliver it twice.
+var ErrSendQueued = errors.New("queued for delivery")
 
 // Config wires an Agent. Zero values take the documented defaults.
 type Config struct {
@@ -280,7 +288,12 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	if reason != StopCancelled && st.t.Chat != nil {
 		if text, send := fallback.Decide(st.delivered, st.final); send {
 			sctx := context.WithoutCancel(ctx)
-			if _, serr := st.t.Chat.Send(sctx, text); serr != nil {
+			_, serr := st.t.Chat.Send(sctx, text)
+			if errors.Is(serr, ErrSendQueued) {
+				log.Warn("reply queued for delivery", "err", serr)
+				serr = nil
+			}
+			if serr != nil {
 				log.Error("fallback send", "err", serr)
 				err = errors.Join(err, fmt.Errorf("agent: send reply: %w", serr))
 			} else {

@@ -74,6 +74,9 @@ func ChannelContext() Source {
 					return "", errors.New("text must not be empty")
 				}
 				id, err := chat.Send(ctx, a.Text)
+				if errors.Is(err, ErrSendQueued) {
+					return "queued: the chat's platform is not reachable right now; the message is kept and will be delivered, in order, when it is back. Do not send it again.", nil
+				}
 				if err != nil {
 					return "", fmt.Errorf("sending failed: %w", err)
 				}

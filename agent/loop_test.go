@@ -429,6 +429,37 @@ func TestSendToolAndFallback(t *testing.T) {
 			t.Fatalf("sent %q, result %+v", h.chat.Sent(), res)
 		}
 	})
+	// A reply the chat keeps for later (the router's outbox) counts as
+	// sent: the model is told it is queued and the fallback does not send
+	// the final text again; the turn ends without an error.
+	t.Run("queued send tool: sent, not again", func(t *testing.T) {
+		h := newHarness(t)
+		h.chat.fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
+		h.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("1", "send_message", `{"text":"Hi Ada!"}`)}},
+			testkit.Reply{Text: "I said hi."})
+		res := h.run("hello")
+		if !res.Delivered || res.Err != nil || res.StopReason != agent.StopEndTurn {
+			t.Fatalf("result = %+v", res)
+		}
+		if got := h.fake.Requests()[1].Messages; !strings.HasPrefix(got[len(got)-1].Content, "queued: ") {
+			t.Errorf("tool result = %q, want it to say queued", got[len(got)-1].Content)
+		}
+		if row := h.turnRow(res.TurnID); row.Error != "" || row.Status != store.TurnCompleted {
+			t.Errorf("turn = %+v, want completed without error", row)
+		}
+	})
+	t.Run("queued fallback: the turn ends without an error", func(t *testing.T) {
+		h := newHarness(t)
+		h.chat.fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
+		h.fake.Push(testkit.Reply{Text: "Hello Ada."})
+		res := h.run("hello")
+		if !res.Delivered || res.Err != nil {
+			t.Fatalf("result = %+v", res)
+		}
+		if row := h.turnRow(res.TurnID); row.Error != "" || row.Status != store.TurnCompleted {
+			t.Errorf("turn = %+v, want completed without error", row)
+		}
+	})
 	t.Run("failed send tool: the fallback still answers", func(t *testing.T) {
 		h := newHarness(t)
 		h.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("1", "send_message", `{"text":""}`)}},

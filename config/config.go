@@ -110,6 +110,9 @@ type Channels struct {
 	Console  Console  `yaml:"console"`
 	Telegram Telegram `yaml:"telegram"`
 	Discord  Discord  `yaml:"discord"`
+	// ReplyMaxAge is how long a reply the platform did not take (an
+	// outage) is kept and retried before it is dropped with an ERROR.
+	ReplyMaxAge time.Duration `yaml:"reply_max_age"`
 }
 
 // Console configures `switchboard chat`.
@@ -411,6 +414,10 @@ const (
 
 	defaultLeaseTTL     = 15 * time.Second
 	defaultPollInterval = 250 * time.Millisecond
+
+	// A day outlasts a platform outage and a night with nobody to look;
+	// an answer older than that confuses more than it helps.
+	defaultReplyMaxAge = 24 * time.Hour
 )
 
 // Default returns the built-in defaults. It has no model and no secrets, so
@@ -443,7 +450,8 @@ func Default() *Config {
 				APIEndpoint: defaultTelegramEndpoint,
 				PollTimeout: defaultPollTimeout,
 			},
-			Discord: Discord{APIBase: defaultDiscordAPIBase},
+			Discord:     Discord{APIBase: defaultDiscordAPIBase},
+			ReplyMaxAge: defaultReplyMaxAge,
 		},
 		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove},
 		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, JobTimeout: defaultJobTimeout,

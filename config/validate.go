@@ -56,6 +56,7 @@ func (c *Config) Validate() error {
 	v.positive("agent.max_steps", c.Agent.MaxSteps, "the model calls allowed in one turn, such as 50")
 	v.positive("agent.max_concurrent_turns", c.Agent.MaxConcurrentTurns, "such as 4")
 	v.positiveDuration("agent.turn_timeout", c.Agent.TurnTimeout, "10m")
+	v.positiveDuration("channels.reply_max_age", c.Channels.ReplyMaxAge, "24h")
 	v.positive("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, "such as 50000")
 	v.notNegative("agent.turn_token_budget", c.Agent.TurnTokenBudget, "0 means unlimited")
 	v.notNegative("agent.user_daily_token_budget", c.Agent.UserDailyTokenBudget, "0 means unlimited")

@@ -234,12 +234,15 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		},
 		Tasks:       tasks,
 		StatusNotes: statusNotes(watcher, mcp),
+		Outbox: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
+			OnEvent: func(ev router.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
 	})
 	if err != nil {
 		return nil, err
 	}
 	g.router = rt
 	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
+	mon.metrics.RepliesPending(rt.PendingReplies)
 	return g, nil
 }
 

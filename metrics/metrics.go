@@ -44,6 +44,9 @@ type Metrics struct {
 	sends           *prometheus.CounterVec
 	sendFailures    *prometheus.CounterVec
 	channelRestarts *prometheus.CounterVec
+	repliesQueued   *prometheus.CounterVec
+	repliesLate     *prometheus.CounterVec
+	repliesDropped  *prometheus.CounterVec
 
 	mu    sync.Mutex
 	steps map[int64]int // running turn → the highest step seen
@@ -97,8 +100,15 @@ func NewReplica(version, replica string) *Metrics {
 		Help: "Messages that could not be sent to a chat, by channel."}, []string{"channel"})
 	m.channelRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_channel_restarts_total",
 		Help: "Times a channel failed to start or dropped and was started again."}, []string{"channel"})
+	m.repliesQueued = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_replies_queued_total",
+		Help: "Replies the platform did not take when written, kept in the outbox to deliver later, by channel."}, []string{"channel"})
+	m.repliesLate = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_replies_delivered_late_total",
+		Help: "Replies delivered from the outbox after the platform took them again, by channel."}, []string{"channel"})
+	m.repliesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_replies_dropped_total",
+		Help: "Replies given up undelivered (older than channels.reply_max_age, or refused for good), by channel."}, []string{"channel"})
 	for _, c := range []prometheus.Collector{m.turns, m.turnSteps, m.turnDuration, m.toolCalls, m.toolDuration,
-		m.modelLatency, m.modelTokens, m.jobs, m.sends, m.sendFailures, m.channelRestarts} {
+		m.modelLatency, m.modelTokens, m.jobs, m.sends, m.sendFailures, m.channelRestarts,
+		m.repliesQueued, m.repliesLate, m.repliesDropped} {
 		f(c)
 	}
 	return m
@@ -167,6 +177,26 @@ func (m *Metrics) Sent(channel string, err error) {
 		return
 	}
 	m.sends.WithLabelValues(channel).Inc()
+}
+
+// Outbox records what happened to a reply the platform did not take: kind
+// is "queued", "delivered" (late) or "dropped" (router.OutboxEvent).
+func (m *Metrics) Outbox(kind, channel string) {
+	switch kind {
+	case "queued":
+		m.repliesQueued.WithLabelValues(channel).Inc()
+	case "delivered":
+		m.repliesLate.WithLabelValues(channel).Inc()
+	case "dropped":
+		m.repliesDropped.WithLabelValues(channel).Inc()
+	}
+}
+
+// RepliesPending registers switchboard_replies_pending, read at scrape
+// time: replies waiting in the outbox. Call it once.
+func (m *Metrics) RepliesPending(n func() int) {
+	m.r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchboard_replies_pending",
+		Help: "Replies waiting in the outbox for their platform to take them."}, func() float64 { return float64(n()) }))
 }
 
 // JobDone records a finished background job (outcome OK or Error, or a

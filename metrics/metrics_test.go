@@ -198,3 +198,27 @@ func TestReplicaLabel(t *testing.T) {
 		t.Errorf("a single process's metrics carry a replica label")
 	}
 }
+
+// The outbox's replies: queued, delivered late, dropped, and the gauge of
+// those waiting.
+func TestOutboxReplies(t *testing.T) {
+	m := New("dev")
+	pending := 2
+	m.RepliesPending(func() int { return pending })
+	m.Outbox("queued", "telegram")
+	m.Outbox("queued", "telegram")
+	m.Outbox("delivered", "telegram")
+	m.Outbox("dropped", "discord")
+	pending = 1
+	out := scrape(t, m)
+	for _, want := range []string{
+		"switchboard_replies_pending 1",
+		`switchboard_replies_queued_total{channel="telegram"} 2`,
+		`switchboard_replies_delivered_late_total{channel="telegram"} 1`,
+		`switchboard_replies_dropped_total{channel="discord"} 1`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

@@ -149,6 +149,9 @@ type Config struct {
 	Interceptors []Interceptor
 	// Tasks is the chats' background work, for /tasks and /stop; may be nil.
 	Tasks Tasks
+	// Outbox tunes the delivery of replies the platform did not take
+	// (outbox.go); on whenever Store is an OutboxStore.
+	Outbox OutboxConfig
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -180,7 +183,8 @@ type Router struct {
 	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers sync.WaitGroup
 
-	leases leases // with a Cluster (cluster.go)
+	leases leases  // with a Cluster (cluster.go)
+	outbox *outbox // nil: a Store without an outbox
 }
 
 // leases is what a Router keeps of the chats' leases with a Cluster: the
@@ -253,6 +257,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	r.gate = newGate(cfg.Store, cfg.Access, r.Send)
 	r.idle = sync.NewCond(&r.mu)
+	if st, ok := cfg.Store.(OutboxStore); ok {
+		r.outbox = newOutbox(r, st, cfg.Outbox, cfg.Now)
+	}
 	for _, ch := range cfg.Channels {
 		r.channels[ch.Name()] = ch
 	}
@@ -278,6 +285,14 @@ func (r *Router) Start(ctx context.Context) error {
 	}
 	if r.cfg.Tasks != nil {
 		r.cfg.Tasks.Start(r.base, r)
+	}
+	if r.outbox != nil {
+		// Replies kept before a restart are picked up by its first pass.
+		r.workers.Add(1)
+		go func() {
+			defer r.workers.Done()
+			r.outbox.run(r.base)
+		}()
 	}
 	if len(r.cfg.Interceptors) > 0 {
 		r.workers.Add(1)
@@ -417,10 +432,7 @@ func (r *Router) Send(ctx context.Context, in channels.Inbound, text string) (st
 	if ch == nil {
 		return "", fmt.Errorf("router: no channel %q", in.Channel)
 	}
-	out := channels.Outbound{ChatID: in.ChatID, Text: text}
-	if in.ChatType == channels.Group {
-		out.ReplyTo = in.MessageID
-	}
+	out := outbound(in, text)
 	// The mark tells a channel that pairs replies with requests (the HTTP
 	// API) which message this answers.
 	id, err := ch.Send(channels.WithInbound(ctx, in), out)

@@ -25,6 +25,12 @@ func (r *Router) answered(ctx context.Context, it item) bool {
 		return false
 	}
 	n, err := r.cfg.Store.Deliveries(ctx, it.inboxID)
+	if err != nil {
+		return false
+	}
+	if n == 0 && r.outbox != nil { // a reply kept in the outbox answers it too
+		n, err = r.outbox.store.OutboxFor(ctx, it.inboxID)
+	}
 	if err != nil || n == 0 {
 		return false
 	}
@@ -231,7 +237,10 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	var err error
 	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
-	} else if id, err = b.r.Send(ctx, in, text); err != nil {
+	} else if id, err = b.r.deliver(ctx, b, in, text); errors.Is(err, agent.ErrSendQueued) {
+		b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
+		return "", err
+	} else if err != nil {
 		return "", err
 	}
 	b.sent.Store(true)

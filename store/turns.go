@@ -69,6 +69,10 @@ type Turn struct {
 	StartedAt                                 time.Time
 	EndedAt                                   *time.Time // nil while running
 	Duration                                  time.Duration
+	// Delivery is DeliveryPending while a reply waits in the outbox,
+	// DeliveryLate once it went out, DeliveryDropped if it was given up;
+	// empty when every reply went out at once.
+	Delivery string
 }
 
 const (
@@ -91,7 +95,7 @@ const (
 		WHERE status = 'pending' AND id = (SELECT inbox_id FROM turns WHERE id = ?)`
 	sqlTurnStatus  = `SELECT status FROM turns WHERE id = ?`
 	sqlTurnColumns = `id, chat_id, session_id, COALESCE(inbox_id, 0), user_id, channel, kind, status, stop_reason, error, model,
-		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms`
+		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms, delivery`
 	sqlTurnByID      = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE id = ?`
 	sqlTurnsOfChat   = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE chat_id = ? ORDER BY id DESC LIMIT ?`
 	sqlRunningTurns  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE status = 'running' ORDER BY id`
@@ -312,7 +316,7 @@ func scanTurn(r rowScanner) (Turn, error) {
 	var ended, dur sql.NullInt64
 	if err := r.Scan(&t.ID, &t.ChatID, &t.SessionID, &t.InboxID, &t.UserID, &t.Channel, &t.Kind, &t.Status,
 		&t.StopReason, &t.Error, &t.Model, &t.Steps, &t.Usage.PromptTokens, &t.Usage.CompletionTokens,
-		&t.Usage.TotalTokens, &started, &ended, &dur); err != nil {
+		&t.Usage.TotalTokens, &started, &ended, &dur, &t.Delivery); err != nil {
 		return Turn{}, err
 	}
 	t.StartedAt = fromMS(started)

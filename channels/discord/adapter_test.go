@@ -414,6 +414,30 @@ func TestAdapter(t *testing.T) {
 		}
 	})
 
+	// Failures after the retries are marked for the router's outbox: a
+	// 5xx or a rate limit longer than we wait is Discord being unavailable,
+	// a 403 is a refusal for good.
+	t.Run("failures classified", func(t *testing.T) {
+		sl.reset(nil)
+		for range maxAttempts {
+			f.FailNext(discordfake.RouteCreateMessage, 502, "<html>bad gateway</html>")
+		}
+		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "down-1", Text: "later"}); !errors.Is(err, channels.ErrUnavailable) {
+			t.Errorf("after %d 502s: err = %v, want ErrUnavailable", maxAttempts, err)
+		}
+		f.FailNext(discordfake.RouteCreateMessage, 429, discordfake.RateLimitBody(120, false))
+		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "down-1", Text: "later"}); !errors.Is(err, channels.ErrUnavailable) {
+			t.Errorf("after a 2-minute rate limit: err = %v, want ErrUnavailable", err)
+		}
+		f.FailNext(discordfake.RouteCreateMessage, 403, discordfake.ErrorBody(50013, "Missing Permissions"))
+		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "down-1", Text: "never"}); err == nil || errors.Is(err, channels.ErrUnavailable) {
+			t.Errorf("after a 403: err = %v, want an error that is not ErrUnavailable", err)
+		}
+		if s := f.SentTo("down-1"); len(s) != 0 {
+			t.Errorf("sent = %+v, want nothing", s)
+		}
+	})
+
 	t.Run("typing", func(t *testing.T) {
 		if err := a.Typing(waitCtx(t), "dm-1"); err != nil {
 			t.Fatal(err)

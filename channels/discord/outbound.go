@@ -292,7 +292,9 @@ func (p permanent) Unwrap() error { return p.error }
 // retry runs call until it succeeds, with discordgo's own retries off: a
 // 429 waits out retry_after with the injected sleep (in this goroutine only:
 // other chats go on), a 5xx or network error backs off exponentially, other
-// errors return at once.
+// errors return at once. An error still worth retrying when the attempts
+// run out (or a rate limit longer than we wait) is marked
+// channels.ErrUnavailable.
 func (a *Adapter) retry(ctx context.Context, op string, call func(opts ...discordgo.RequestOption) error) error {
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
@@ -304,8 +306,13 @@ func (a *Adapter) retry(ctx context.Context, op string, call func(opts ...discor
 			return err
 		}
 		wait, rateLimited, ok := retryWait(err, backoff)
-		if !ok || attempt == maxAttempts {
+		switch {
+		case !ok && rateLimited:
+			return channels.Unavailable(err) // a rate limit longer than we wait out
+		case !ok:
 			return err
+		case attempt == maxAttempts:
+			return channels.Unavailable(err) // Discord or the way to it is down: worth trying later
 		}
 		a.log.Warn("discord: retrying", "op", op, "attempt", attempt, "wait", wait, "err", a.redact.string(err.Error()))
 		if err := a.sleep(ctx, wait); err != nil {

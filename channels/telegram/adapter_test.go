@@ -1348,3 +1348,40 @@ func TestBatchDeliversChatsAtOnceInOrder(t *testing.T) {
 		}
 	})
 }
+
+// A send that fails after the retries for a reason on Telegram's side (a
+// 5xx page, a 5xx answer, a connection reset, a retry_after longer than we
+// wait) is marked channels.ErrUnavailable, so the router keeps the reply
+// for later; one Telegram refuses for good (403 blocked, 400 chat not
+// found) is not.
+func TestSendFailuresClassified(t *testing.T) {
+	tests := []struct {
+		name        string
+		arm         func(f *tgfake.Fake)
+		unavailable bool
+	}{
+		{"502 page", func(f *tgfake.Fake) { f.FailNextRaw("sendMessage", http.StatusBadGateway, "<html>502</html>") }, true},
+		{"500", func(f *tgfake.Fake) { f.FailNext("sendMessage", http.StatusInternalServerError, "", 0) }, true},
+		{"reset", func(f *tgfake.Fake) { f.ResetNext("sendMessage") }, true},
+		{"429 too long", func(f *tgfake.Fake) { f.FailNext("sendMessage", http.StatusTooManyRequests, "", 120) }, true},
+		{"403 blocked", func(f *tgfake.Fake) { f.FailNext("sendMessage", http.StatusForbidden, "", 0) }, false},
+		{"400 chat not found", func(f *tgfake.Fake) {
+			f.FailNext("sendMessage", http.StatusBadRequest, "Bad Request: chat not found", 0)
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			for range maxAttempts {
+				tt.arm(e.fake)
+			}
+			_, err := e.a.Send(t.Context(), channels.Outbound{ChatID: "42", Text: "hi"})
+			if err == nil {
+				t.Fatal("Send succeeded")
+			}
+			if got := errors.Is(err, channels.ErrUnavailable); got != tt.unavailable {
+				t.Errorf("errors.Is(%v, ErrUnavailable) = %v, want %v", err, got, tt.unavailable)
+			}
+		})
+	}
+}

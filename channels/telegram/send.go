@@ -47,7 +47,8 @@ func retryDelay(err error, backoff time.Duration) (time.Duration, bool) {
 }
 
 // withRetry runs fn until it succeeds, fails for good or runs out of
-// attempts.
+// attempts; an error still worth retrying then is marked
+// channels.ErrUnavailable.
 func (a *Adapter) withRetry(ctx context.Context, what string, fn func() error) error {
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
@@ -56,8 +57,11 @@ func (a *Adapter) withRetry(ctx context.Context, what string, fn func() error) e
 			return err
 		}
 		wait, ok := retryDelay(err, backoff)
-		if !ok || attempt == maxAttempts || wait > maxRetryAfter {
+		if !ok {
 			return err
+		}
+		if attempt == maxAttempts || wait > maxRetryAfter {
+			return channels.Unavailable(err) // Telegram or the way to it is down: worth trying later
 		}
 		a.log.Warn("telegram: call failed, retrying", "call", what, "attempt", attempt, "wait", wait, "error", err)
 		if a.sleep(ctx, wait) != nil {

@@ -169,6 +169,7 @@ type Fake struct {
 	calls      map[string]int
 	requests   map[string][]url.Values
 	failures   map[string][]failure
+	outages    map[string]failure // method → how every call fails until EndOutage
 	disabled   map[string]bool
 	files      map[string]storedFile
 	offsets    []int
@@ -211,6 +212,7 @@ func Start(token string) *Fake {
 		calls:       map[string]int{},
 		requests:    map[string][]url.Values{},
 		failures:    map[string][]failure{},
+		outages:     map[string]failure{},
 		disabled:    map[string]bool{},
 		files:       map[string]storedFile{},
 		texts:       map[msgKey]string{},
@@ -569,6 +571,24 @@ func (f *Fake) FailNextRaw(method string, status int, body string) {
 	f.addFailure(method, failure{code: status, rawBody: body})
 }
 
+// Outage makes every call of method answer status with a non-JSON body
+// (like a proxy's 502 page while Telegram is down) until EndOutage; calls
+// failing this way have no effect. Failures armed with FailNext and the
+// like come first.
+func (f *Fake) Outage(method string, status int, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outages[strings.ToLower(method)] = failure{code: status, rawBody: body}
+}
+
+// EndOutage ends an Outage of method: its calls work again.
+func (f *Fake) EndOutage(method string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.outages, strings.ToLower(method))
+	f.notifyLocked()
+}
+
 // ResetNext makes the next call of method end in a connection reset (TCP
 // RST) after its request was read, without an answer and without effect:
 // the client sees "connection reset by peer".
@@ -822,6 +842,8 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if q := f.failures[m]; len(q) > 0 && !disabled {
 		fl = &q[0]
 		f.failures[m] = q[1:]
+	} else if o, ok := f.outages[m]; ok && !disabled {
+		fl = &o
 	}
 	f.notifyLocked()
 	f.mu.Unlock()

@@ -406,3 +406,25 @@ func TestInlineKeyboardAndCallbacks(t *testing.T) {
 		t.Errorf("inaccessible message = %+v", m)
 	}
 }
+
+// An outage fails every call of its method, without effect, until it ends.
+func TestOutage(t *testing.T) {
+	f := New(t, token)
+	b := bot(t, f, t.Context())
+	f.Outage("sendMessage", http.StatusBadGateway, "<html>502 Bad Gateway</html>")
+	for i := range 3 {
+		if _, err := b.Send(tgbotapi.NewMessage(42, "during")); err == nil {
+			t.Fatalf("call %d during the outage succeeded", i+1)
+		}
+	}
+	if _, err := b.Request(tgbotapi.NewChatAction(42, tgbotapi.ChatTyping)); err != nil {
+		t.Errorf("another method failed during the outage: %v", err)
+	}
+	f.EndOutage("sendMessage")
+	if _, err := b.Send(tgbotapi.NewMessage(42, "after")); err != nil {
+		t.Fatalf("after the outage: %v", err)
+	}
+	if sent := f.Sent(); len(sent) != 1 || sent[0].Text != "after" || f.Calls("sendMessage") != 4 {
+		t.Errorf("sent %+v after %d calls, want only the message after the outage, after 4 calls", sent, f.Calls("sendMessage"))
+	}
+}

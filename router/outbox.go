@@ -1,0 +1,327 @@
+package router
+
+// The outbox: a reply the platform did not take (Telegram or Discord down,
+// or rate limiting longer than the adapter waits) is kept in the store and
+// delivered when the platform takes it again, in order within its chat,
+// across restarts; after a maximum age it is dropped, loudly.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/store"
+)
+
+// Outbox defaults.
+const (
+	// DefaultReplyMaxAge is how long an undelivered reply is kept: a day
+	// covers a platform outage and a night without anyone to restart the
+	// gateway; an answer older than that is more confusing than useful.
+	DefaultReplyMaxAge = 24 * time.Hour
+	// DefaultOutboxMinBackoff and DefaultOutboxMaxBackoff bound the wait
+	// between attempts: the adapters have already retried for several
+	// seconds, and five minutes keeps a long outage to a few calls an hour
+	// per chat with waiting replies.
+	DefaultOutboxMinBackoff = 5 * time.Second
+	DefaultOutboxMaxBackoff = 5 * time.Minute
+	// maxLastError bounds the error kept with a waiting reply.
+	maxLastError = 300
+)
+
+// OutboxStore is the store's outbox. A Config.Store without it has no
+// outbox: a reply that fails is lost, as before.
+type OutboxStore interface {
+	EnqueueOutbox(ctx context.Context, it store.OutboxItem) (int64, error)
+	PendingOutbox(ctx context.Context) ([]store.OutboxItem, error)
+	OutboxWaiting(ctx context.Context, channel, chatKey string) (int, error)
+	OutboxFor(ctx context.Context, inboxID int64) (int, error)
+	ClaimOutbox(ctx context.Context, id int64, seen, next time.Time) (bool, error)
+	RetryOutbox(ctx context.Context, id int64, attempts int, next time.Time, lastErr string) error
+	DeliverOutbox(ctx context.Context, it store.OutboxItem, platformMsgID string) error
+	DropOutbox(ctx context.Context, it store.OutboxItem, reason string) error
+}
+
+var _ OutboxStore = (*store.Store)(nil)
+
+// OutboxConfig tunes the outbox; zero values take the defaults.
+type OutboxConfig struct {
+	MaxAge     time.Duration // a reply older than this is dropped (DefaultReplyMaxAge)
+	MinBackoff time.Duration // the wait after the first failed attempt (DefaultOutboxMinBackoff)
+	MaxBackoff time.Duration // the longest wait between attempts (DefaultOutboxMaxBackoff)
+	// After waits for the next attempt; nil: time.After. Tests inject it
+	// with Config.Now to run hours of backoff at once.
+	After func(d time.Duration) <-chan time.Time
+	// OnEvent observes what happens to replies (metrics); may be nil.
+	OnEvent func(ev OutboxEvent)
+}
+
+// Outbox event kinds.
+const (
+	OutboxQueued    = "queued"    // a reply was kept for later
+	OutboxDelivered = "delivered" // … and delivered late
+	OutboxDropped   = "dropped"   // … and given up
+)
+
+// OutboxEvent is what happened to a reply in the outbox.
+type OutboxEvent struct {
+	Kind    string // OutboxQueued, OutboxDelivered or OutboxDropped
+	Channel string
+	Age     time.Duration // since the reply was kept (delivered, dropped)
+}
+
+// outbox keeps and delivers the replies the platforms did not take.
+type outbox struct {
+	r     *Router
+	store OutboxStore
+	cfg   OutboxConfig
+	now   func() time.Time
+	log   *slog.Logger
+	wake  chan struct{}
+	// pending is the number of waiting replies seen by the last pass, plus
+	// those kept since (the switchboard_replies_pending gauge).
+	pending atomic.Int64
+}
+
+func newOutbox(r *Router, st OutboxStore, cfg OutboxConfig, now func() time.Time) *outbox {
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultReplyMaxAge
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = DefaultOutboxMinBackoff
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(DefaultOutboxMaxBackoff, cfg.MinBackoff)
+	}
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &outbox{r: r, store: st, cfg: cfg, now: now, log: r.log.With("part", "outbox"), wake: make(chan struct{}, 1)}
+}
+
+// PendingReplies is the number of replies waiting in the outbox.
+func (r *Router) PendingReplies() int {
+	if r.outbox == nil {
+		return 0
+	}
+	return int(r.outbox.pending.Load())
+}
+
+// backoff is the wait after the given number of failed attempts.
+func (o *outbox) backoff(attempts int) time.Duration {
+	d := o.cfg.MinBackoff
+	for i := 1; i < attempts && d < o.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, o.cfg.MaxBackoff)
+}
+
+// deliver sends a reply of a turn, or keeps it in the outbox: when replies
+// to the chat already wait there (order within a chat holds), or when the
+// platform is unavailable. A kept reply returns an error wrapping
+// agent.ErrSendQueued.
+func (r *Router) deliver(ctx context.Context, b *chatBinding, in channels.Inbound, text string) (string, error) {
+	o := r.outbox
+	if o == nil {
+		return r.Send(ctx, in, text)
+	}
+	if n, err := o.store.OutboxWaiting(ctx, in.Channel, in.ChatID); err == nil && n > 0 {
+		return "", o.keep(ctx, b, in, text, nil)
+	}
+	id, err := r.Send(ctx, in, text)
+	if err != nil && errors.Is(err, channels.ErrUnavailable) && ctx.Err() == nil {
+		return "", o.keep(ctx, b, in, text, err)
+	}
+	return id, err
+}
+
+// keep stores a reply to deliver later; cause is the failed send, or nil
+// when the reply waits behind others. It returns an error wrapping
+// agent.ErrSendQueued, or cause when the reply could not be stored.
+func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, text string, cause error) error {
+	now := o.now()
+	it := store.OutboxItem{TurnID: b.turnID.Load(), Channel: in.Channel, ChatKey: in.ChatID,
+		MessageID: in.MessageID, ReplyTo: outbound(in, text).ReplyTo, Text: text, NextAttemptAt: now}
+	if b.delivered == nil { // a reply to a stored message (not a job's, nor a paused turn's)
+		it.InboxID = b.inboxID
+	}
+	why := "replies to this chat are waiting"
+	if cause != nil {
+		it.Attempts, it.LastError, it.NextAttemptAt = 1, clip(cause.Error(), maxLastError), now.Add(o.backoff(1))
+		why = "the platform did not take it"
+	}
+	id, err := o.store.EnqueueOutbox(context.WithoutCancel(ctx), it)
+	if err != nil {
+		b.log.Error("could not keep a reply for later delivery", "err", err)
+		if cause == nil { // the platform is up: send it now rather than lose it
+			if _, serr := o.r.Send(ctx, in, text); serr != nil {
+				return serr
+			}
+			return nil
+		}
+		return cause
+	}
+	o.pending.Add(1)
+	b.log.Warn("reply kept for later delivery", "outbox_id", id, "reason", why, "err", cause)
+	if o.cfg.OnEvent != nil {
+		o.cfg.OnEvent(OutboxEvent{Kind: OutboxQueued, Channel: in.Channel})
+	}
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+	if cause == nil {
+		return fmt.Errorf("%w behind earlier replies to this chat", agent.ErrSendQueued)
+	}
+	return fmt.Errorf("%w: the platform did not take it (%w)", agent.ErrSendQueued, cause)
+}
+
+// run delivers waiting replies until ctx ends: at start (those a restart
+// left), when a reply is kept, and when the next one is due.
+func (o *outbox) run(ctx context.Context) {
+	for {
+		wait, waiting := o.pass(ctx)
+		var due <-chan time.Time
+		if waiting || o.r.cfg.Cluster != nil { // other replicas keep replies too: look now and then
+			due = o.cfg.After(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.wake:
+		case <-due:
+		}
+	}
+}
+
+// pass tries every chat's waiting replies in order, up to the first one
+// not yet due or failing again, and returns the wait until the next is
+// due; waiting is false when none is left.
+func (o *outbox) pass(ctx context.Context) (wait time.Duration, waiting bool) {
+	rows, err := o.store.PendingOutbox(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.Warn("could not read the waiting replies; trying again later", "err", err)
+		}
+		return o.cfg.MinBackoff, true
+	}
+	o.pending.Store(int64(len(rows)))
+	byChat := map[string][]store.OutboxItem{}
+	var order []string
+	for _, it := range rows {
+		k := chatKey(it.Channel, it.ChatKey)
+		if byChat[k] == nil {
+			order = append(order, k)
+		}
+		byChat[k] = append(byChat[k], it)
+	}
+	wait = o.cfg.MaxBackoff
+	for _, k := range order {
+		if ctx.Err() != nil {
+			return wait, true
+		}
+		if due, ok := o.drain(ctx, byChat[k]); ok {
+			wait, waiting = min(wait, max(due, 0)), true
+		}
+	}
+	return wait, waiting
+}
+
+// drain delivers one chat's waiting replies in order. It stops at the
+// first one not due yet or failing, and returns how long until it is due.
+func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem) (time.Duration, bool) {
+	for _, it := range rows {
+		now := o.now()
+		log := o.log.With("outbox_id", it.ID, "channel", it.Channel, "chat", it.ChatKey, "inbox_id", it.InboxID, "turn_id", it.TurnID)
+		age := now.Sub(it.CreatedAt)
+		if age > o.cfg.MaxAge {
+			o.drop(ctx, log, it, age, fmt.Sprintf("not delivered within %s (%d attempts; last error: %s)", o.cfg.MaxAge, it.Attempts, it.LastError))
+			continue
+		}
+		if wait := it.NextAttemptAt.Sub(now); wait > 0 {
+			return wait, true
+		}
+		// Claimed by moving the next attempt on: another replica (or a
+		// pass after a crash mid-send) leaves it alone until then.
+		next := now.Add(o.backoff(it.Attempts + 1))
+		if ok, err := o.store.ClaimOutbox(ctx, it.ID, it.NextAttemptAt, next); err != nil || !ok {
+			if err != nil && ctx.Err() == nil {
+				log.Warn("could not claim a waiting reply", "err", err)
+			}
+			return o.cfg.MinBackoff, true
+		}
+		id, err := o.send(ctx, it)
+		switch {
+		case err == nil:
+			if err := o.store.DeliverOutbox(context.WithoutCancel(ctx), it, id); err != nil {
+				log.Error("reply delivered late but not recorded", "err", err)
+			}
+			o.pending.Add(-1)
+			log.Info("reply delivered late", "age", age.Round(time.Second), "attempts", it.Attempts+1)
+			if o.cfg.OnEvent != nil {
+				o.cfg.OnEvent(OutboxEvent{Kind: OutboxDelivered, Channel: it.Channel, Age: age})
+			}
+		case ctx.Err() != nil:
+			return 0, false // stopping: it stays waiting
+		case errors.Is(err, channels.ErrUnavailable):
+			if rerr := o.store.RetryOutbox(ctx, it.ID, it.Attempts+1, next, clip(err.Error(), maxLastError)); rerr != nil {
+				log.Warn("could not record a failed attempt", "err", rerr)
+			}
+			log.Warn("platform still unavailable; the reply keeps waiting", "attempts", it.Attempts+1,
+				"next_attempt_in", next.Sub(now), "err", err)
+			return next.Sub(now), true
+		default:
+			o.drop(ctx, log, it, age, "the platform refused it: "+clip(err.Error(), maxLastError))
+		}
+	}
+	return 0, false
+}
+
+// send sends a waiting reply as its turn would have, marked with the
+// message it answers (Discord's nonce is derived from it).
+func (o *outbox) send(ctx context.Context, it store.OutboxItem) (string, error) {
+	o.r.mu.Lock()
+	ch := o.r.channels[it.Channel]
+	o.r.mu.Unlock()
+	if ch == nil {
+		// Not (yet) registered in this process: try again later.
+		return "", channels.Unavailable(fmt.Errorf("router: no channel %q", it.Channel))
+	}
+	in := channels.Inbound{Channel: it.Channel, ChatID: it.ChatKey, MessageID: it.MessageID}
+	id, err := ch.Send(channels.WithInbound(ctx, in), channels.Outbound{ChatID: it.ChatKey, Text: it.Text, ReplyTo: it.ReplyTo})
+	if o.r.cfg.OnSend != nil {
+		o.r.cfg.OnSend(it.Channel, err)
+	}
+	return id, err
+}
+
+// drop gives a reply up, with an ERROR: never silently.
+func (o *outbox) drop(ctx context.Context, log *slog.Logger, it store.OutboxItem, age time.Duration, reason string) {
+	if err := o.store.DropOutbox(context.WithoutCancel(ctx), it, reason); err != nil {
+		log.Error("could not drop a reply", "err", err)
+		return
+	}
+	o.pending.Add(-1)
+	log.Error("reply dropped undelivered", "reason", reason, "age", age.Round(time.Second))
+	if o.cfg.OnEvent != nil {
+		o.cfg.OnEvent(OutboxEvent{Kind: OutboxDropped, Channel: it.Channel, Age: age})
+	}
+}
+
+// outbound is the message a reply to in becomes: in groups it quotes the
+// message it answers.
+func outbound(in channels.Inbound, text string) channels.Outbound {
+	out := channels.Outbound{ChatID: in.ChatID, Text: text}
+	if in.ChatType == channels.Group {
+		out.ReplyTo = in.MessageID
+	}
+	return out
+}

@@ -1,0 +1,474 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/channels/telegram"
+	"switchboard/internal/tgfake"
+	"switchboard/llm"
+	"switchboard/store"
+)
+
+// vclock is a virtual clock for the outbox: After advances it by the wait
+// asked for and fires at once, but only after run is closed, so a test
+// decides when the worker starts going through time. onAdvance sees each
+// new time (a test ends an outage there).
+type vclock struct {
+	mu        sync.Mutex
+	now       time.Time
+	run       chan struct{}
+	done      chan struct{}
+	onAdvance func(now time.Time)
+}
+
+func newVclock(t *testing.T) *vclock {
+	c := &vclock{now: time.Now().UTC().Truncate(time.Millisecond), run: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { close(c.done) })
+	return c
+}
+
+func (c *vclock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *vclock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		select {
+		case <-c.run:
+		case <-c.done:
+			return
+		}
+		c.mu.Lock()
+		c.now = c.now.Add(d)
+		now, on := c.now, c.onAdvance
+		c.mu.Unlock()
+		if on != nil {
+			on(now)
+		}
+		ch <- now
+	}()
+	return ch
+}
+
+// echoModel answers every turn with "re: <the user's text>".
+type echoModel struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (m *echoModel) Complete(_ context.Context, req llm.Request, _ func(llm.Delta)) (llm.Response, error) {
+	m.mu.Lock()
+	m.calls++
+	m.mu.Unlock()
+	last := ""
+	for _, msg := range req.Messages {
+		if msg.Role == llm.RoleUser {
+			last = msg.Content
+		}
+	}
+	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "re: " + last}, FinishReason: "stop"}, nil
+}
+
+func (m *echoModel) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls
+}
+
+// outboxEvents collects the outbox's events for a test to wait on.
+type outboxEvents chan OutboxEvent
+
+func (e outboxEvents) wait(t *testing.T, kind string, n int) {
+	t.Helper()
+	for n > 0 {
+		select {
+		case ev := <-e:
+			if ev.Kind == kind {
+				n--
+			}
+		case <-t.Context().Done():
+			t.Fatalf("still waiting for %d %s events", n, kind)
+		case <-time.After(20 * time.Second): // a bound on a broken test, not a synchronisation
+			t.Fatalf("still waiting for %d %s events after 20s", n, kind)
+		}
+	}
+}
+
+// tgRouter is a router with the real agent (echoModel) and the real
+// Telegram adapter on a fake Bot API, on the store st, with the outbox on
+// the virtual clock.
+type tgRouter struct {
+	r      *Router
+	tg     *telegram.Adapter
+	model  *echoModel
+	events outboxEvents
+	log    *bytes.Buffer
+	stop   func()
+}
+
+func startTgRouter(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *vclock, maxAge time.Duration) *tgRouter {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	logs := &bytes.Buffer{}
+	var logMu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&logMu, logs}, nil))
+	ad, err := telegram.New(ctx, telegram.Options{Token: fake.Token, APIEndpoint: fake.URL, PollTimeout: time.Second,
+		Logger: log, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &echoModel{}
+	ag, err := agent.New(agent.Config{Model: model, Store: st, Sources: []agent.Source{agent.ChannelContext()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(outboxEvents, 100)
+	r, err := New(Config{Store: st, Agent: ag, Logger: log, Now: clock.Now,
+		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		Outbox:    OutboxConfig{MaxAge: maxAge, After: clock.After, OnEvent: func(ev OutboxEvent) { events <- ev }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddChannel(ad, everyone)
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ad.Run(ctx, r) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = r.Shutdown(context.Background())
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return &tgRouter{r: r, tg: ad, model: model, events: events, log: logs, stop: stop}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func openStore(t *testing.T, path string) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// sentByChat is the texts the fake Telegram holds, by chat.
+func sentByChat(fake *tgfake.Fake) map[int64][]string {
+	out := map[int64][]string{}
+	for _, m := range fake.Sent() {
+		out[m.ChatID] = append(out[m.ChatID], m.Text)
+	}
+	return out
+}
+
+const badGateway = "<html><body><h1>502 Bad Gateway</h1></body></html>"
+
+// A 45-second Telegram outage (every sendMessage a proxy's 502 page) ends
+// with exactly one late reply per message, in order within each chat, and
+// nothing lost: the turns end normally, their replies wait in the outbox
+// and go out once Telegram is back.
+func TestOutboxTelegramOutage(t *testing.T) {
+	fake := tgfake.New(t, "123:ABC")
+	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
+	clock := newVclock(t)
+	start := clock.Now()
+	var lifted time.Time
+	clock.onAdvance = func(now time.Time) {
+		if lifted.IsZero() && now.Sub(start) >= 45*time.Second {
+			lifted = now
+			fake.EndOutage("sendMessage")
+		}
+	}
+	fake.Outage("sendMessage", http.StatusBadGateway, badGateway)
+	e := startTgRouter(t, st, fake, clock, 0)
+
+	// Two messages in one chat, one in another, all answered during the outage.
+	fake.PushText(7, 7, "ada", "a1")
+	e.events.wait(t, OutboxQueued, 1)
+	fake.PushText(7, 7, "ada", "a2")
+	fake.PushText(8, 8, "bob", "b1")
+	e.events.wait(t, OutboxQueued, 2)
+	if n := len(fake.Sent()); n != 0 {
+		t.Fatalf("%d messages went out during the outage", n)
+	}
+	if err := e.r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := st.PendingOutbox(t.Context())
+	if err != nil || len(pending) != 3 {
+		t.Fatalf("outbox holds %d replies (%v), want 3", len(pending), err)
+	}
+	for _, it := range pending {
+		turn, ok, err := st.TurnForInbox(t.Context(), it.InboxID)
+		if err != nil || !ok || turn.Status != store.TurnCompleted || turn.Error != "" || turn.Delivery != store.DeliveryPending {
+			t.Fatalf("turn of inbox %d: %+v (%v), want completed without error, delivery pending", it.InboxID, turn, err)
+		}
+	}
+	if got := e.r.PendingReplies(); got != 3 {
+		t.Errorf("PendingReplies = %d, want 3", got)
+	}
+
+	close(clock.run) // the worker goes through the outage's virtual time
+	e.events.wait(t, OutboxDelivered, 3)
+
+	want := map[int64][]string{7: {"re: a1", "re: a2"}, 8: {"re: b1"}}
+	if got := sentByChat(fake); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Telegram holds %v, want exactly one reply per message, in order: %v", got, want)
+	}
+	if lifted.IsZero() || clock.Now().Before(start.Add(45*time.Second)) {
+		t.Fatalf("delivered at +%s, before the 45 s outage ended", clock.Now().Sub(start))
+	}
+	if calls := fake.Calls("sendMessage"); calls <= 3*4 {
+		t.Errorf("%d sendMessage calls: the outbox did not retry during the outage", calls)
+	}
+	for _, it := range pending {
+		n, err := st.Deliveries(t.Context(), it.InboxID)
+		turn, _, _ := st.TurnForInbox(t.Context(), it.InboxID)
+		if err != nil || n != 1 || turn.Delivery != store.DeliveryLate {
+			t.Errorf("inbox %d: %d deliveries (%v), turn delivery %q; want 1, late", it.InboxID, n, err, turn.Delivery)
+		}
+	}
+	if left, _ := st.PendingOutbox(t.Context()); len(left) != 0 || e.r.PendingReplies() != 0 {
+		t.Errorf("outbox still holds %d replies (gauge %d)", len(left), e.r.PendingReplies())
+	}
+	if e.model.count() != 3 {
+		t.Errorf("the model ran %d times, want once per message", e.model.count())
+	}
+}
+
+// A reply waiting in the outbox when the gateway stops is delivered by the
+// next process, and its message, pending again after a crash, is answered
+// by it: no second turn.
+func TestOutboxAfterRestart(t *testing.T) {
+	fake := tgfake.New(t, "123:ABC")
+	path := filepath.Join(t.TempDir(), "o.db")
+	st := openStore(t, path)
+	fake.Outage("sendMessage", http.StatusBadGateway, badGateway)
+	first := startTgRouter(t, st, fake, newVclock(t), 0)
+	fake.PushText(7, 7, "ada", "hello")
+	first.events.wait(t, OutboxQueued, 1)
+	first.stop()
+
+	// A crash between keeping a reply and finishing its message: the message
+	// is pending again, with its reply in the outbox.
+	id, _, err := st.Intake(t.Context(), store.InboxItem{Channel: "telegram", ChatKey: "9", MessageID: "1",
+		Payload: []byte(`{"Channel":"telegram","ChatID":"9","ChatType":"dm","MessageID":"1","UserID":"9","Text":"crashed","Mentioned":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EnqueueOutbox(t.Context(), store.OutboxItem{InboxID: id, Channel: "telegram", ChatKey: "9",
+		MessageID: "1", Text: "re: crashed", Attempts: 1, LastError: "HTTP 502"}); err != nil {
+		t.Fatal(err)
+	}
+	fake.EndOutage("sendMessage")
+
+	clock := newVclock(t)
+	close(clock.run)
+	second := startTgRouter(t, st, fake, clock, 0)
+	second.events.wait(t, OutboxDelivered, 2)
+	if err := second.r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64][]string{7: {"re: hello"}, 9: {"re: crashed"}}
+	if got := sentByChat(fake); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Telegram holds %v, want %v", got, want)
+	}
+	if n := second.model.count(); n != 0 {
+		t.Errorf("the restarted gateway ran %d turns, want none", n)
+	}
+	if pending, _ := st.PendingInbox(t.Context()); len(pending) != 0 {
+		t.Errorf("%d messages still pending", len(pending))
+	}
+	for _, inbox := range []int64{1, id} {
+		if n, _ := st.Deliveries(t.Context(), inbox); n != 1 {
+			t.Errorf("inbox %d has %d deliveries, want 1", inbox, n)
+		}
+	}
+}
+
+// flakyChannel is a fakeChannel whose platform can be down (its sends fail
+// as unavailable) or refuse sends for good.
+type flakyChannel struct {
+	*fakeChannel
+	mu      sync.Mutex
+	down    bool
+	refuse  bool
+	refused int
+}
+
+func (c *flakyChannel) set(down, refuse bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down, c.refuse = down, refuse
+}
+
+func (c *flakyChannel) Send(ctx context.Context, m channels.Outbound) (string, error) {
+	c.mu.Lock()
+	down, refuse := c.down, c.refuse
+	if down || refuse {
+		c.refused++
+	}
+	c.mu.Unlock()
+	switch {
+	case down:
+		return "", channels.Unavailable(errors.New("fake: HTTP 502 Bad Gateway"))
+	case refuse:
+		return "", errors.New("fake: 403 Forbidden: bot was blocked by the user")
+	}
+	return c.fakeChannel.Send(ctx, m)
+}
+
+type flakyEnv struct {
+	r      *Router
+	st     *store.Store
+	ch     *flakyChannel
+	clock  *vclock
+	events outboxEvents
+	log    *bytes.Buffer
+}
+
+func newFlakyEnv(t *testing.T, maxAge time.Duration) *flakyEnv {
+	t.Helper()
+	st := openStore(t, filepath.Join(t.TempDir(), "f.db"))
+	e := &flakyEnv{st: st, ch: &flakyChannel{fakeChannel: newFakeChannel()}, clock: newVclock(t),
+		events: make(outboxEvents, 100), log: &bytes.Buffer{}}
+	var mu sync.Mutex
+	var err error
+	e.r, err = New(Config{Store: st, Agent: newFakeRunner(), Now: e.clock.Now,
+		Logger:    slog.New(slog.NewTextHandler(lockedWriter{&mu, e.log}, nil)),
+		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		Outbox:    OutboxConfig{MaxAge: maxAge, After: e.clock.After, OnEvent: func(ev OutboxEvent) { e.events <- ev }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.r.AddChannel(e.ch, everyone)
+	if err := e.r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.r.Shutdown(context.Background()) })
+	return e
+}
+
+func (e *flakyEnv) say(t *testing.T, chat, text string) {
+	t.Helper()
+	if err := e.r.Deliver(t.Context(), msg(chat, chat, text)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Replies to one chat stay in order: while one waits in the outbox, the
+// next waits behind it even though the platform is back, and both go out
+// in order.
+func TestOutboxKeepsOrder(t *testing.T) {
+	e := newFlakyEnv(t, 0)
+	e.ch.set(true, false)
+	e.say(t, "c1", "first")
+	e.events.wait(t, OutboxQueued, 1)
+	e.ch.set(false, false) // back, but the first reply still waits for its retry
+	e.say(t, "c1", "second")
+	e.events.wait(t, OutboxQueued, 1)
+	e.say(t, "c2", "other chat")
+	<-e.ch.notify // another chat is not held up
+	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: other chat"}) {
+		t.Fatalf("sent %q before the retry, want only the other chat's reply", got)
+	}
+	close(e.clock.run)
+	e.events.wait(t, OutboxDelivered, 2)
+	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: other chat", "echo: first", "echo: second"}) {
+		t.Fatalf("sent %q, want the chat's replies in order", got)
+	}
+}
+
+// A reply still undelivered after the maximum age is dropped with an
+// ERROR and an event (the metric), never silently; so is one the platform
+// refuses for good on a retry.
+func TestOutboxDrops(t *testing.T) {
+	t.Run("max age", func(t *testing.T) {
+		e := newFlakyEnv(t, time.Hour)
+		e.ch.set(true, false)
+		e.say(t, "c1", "too late")
+		e.events.wait(t, OutboxQueued, 1)
+		close(e.clock.run)
+		e.events.wait(t, OutboxDropped, 1)
+		if !strings.Contains(e.log.String(), `level=ERROR msg="reply dropped undelivered"`) ||
+			!strings.Contains(e.log.String(), "not delivered within 1h0m0s") {
+			t.Errorf("no ERROR naming the age in the log:\n%s", e.log.String())
+		}
+		if e.clock.Now().Sub(time.Now()) < time.Hour-time.Minute {
+			t.Errorf("dropped at +%s, before the maximum age", e.clock.Now().Sub(time.Now()))
+		}
+		assertDropped(t, e)
+	})
+	t.Run("refused for good", func(t *testing.T) {
+		e := newFlakyEnv(t, 0)
+		e.ch.set(true, false)
+		e.say(t, "c1", "blocked later")
+		e.events.wait(t, OutboxQueued, 1)
+		e.ch.set(false, true)
+		close(e.clock.run)
+		e.events.wait(t, OutboxDropped, 1)
+		if !strings.Contains(e.log.String(), "the platform refused it: fake: 403 Forbidden") {
+			t.Errorf("no ERROR naming the refusal in the log:\n%s", e.log.String())
+		}
+		assertDropped(t, e)
+	})
+}
+
+func assertDropped(t *testing.T, e *flakyEnv) {
+	t.Helper()
+	if left, _ := e.st.PendingOutbox(t.Context()); len(left) != 0 || e.r.PendingReplies() != 0 {
+		t.Errorf("outbox still holds %d replies (gauge %d)", len(left), e.r.PendingReplies())
+	}
+	if got := e.ch.texts(); len(got) != 0 {
+		t.Errorf("sent %q, want nothing", got)
+	}
+}
+
+// A send the platform refuses for good is not kept: the turn sees the
+// error as before.
+func TestOutboxNotForRefusals(t *testing.T) {
+	e := newFlakyEnv(t, 0)
+	e.ch.set(false, true)
+	e.say(t, "c1", "blocked")
+	if err := e.r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := e.st.PendingOutbox(t.Context()); len(left) != 0 {
+		t.Errorf("outbox holds %d replies, want none", len(left))
+	}
+	if e.ch.refused != 1 {
+		t.Errorf("%d sends refused, want 1", e.ch.refused)
+	}
+}
