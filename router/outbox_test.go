@@ -22,10 +22,11 @@ import (
 	"switchboard/store"
 )
 
-// vclock is a virtual clock for the outbox: After advances it by the wait
-// asked for and fires at once, but only after run is closed, so a test
-// decides when the worker starts going through time. onAdvance sees each
-// new time (a test ends an outage there).
+// vclock is a virtual clock for the outbox: a timer from After fires at
+// once, moving the clock on to its deadline (if it is not past it yet),
+// but only after run is closed, so a test decides when the worker starts
+// going through time. onAdvance sees each new time, under the clock's lock
+// (a test ends an outage there).
 type vclock struct {
 	mu        sync.Mutex
 	now       time.Time
@@ -47,6 +48,7 @@ func (c *vclock) Now() time.Time {
 }
 
 func (c *vclock) After(d time.Duration) <-chan time.Time {
+	deadline := c.Now().Add(d)
 	ch := make(chan time.Time, 1)
 	go func() {
 		select {
@@ -55,12 +57,14 @@ func (c *vclock) After(d time.Duration) <-chan time.Time {
 			return
 		}
 		c.mu.Lock()
-		c.now = c.now.Add(d)
-		now, on := c.now, c.onAdvance
-		c.mu.Unlock()
-		if on != nil {
-			on(now)
+		if c.now.Before(deadline) {
+			c.now = deadline
+			if c.onAdvance != nil {
+				c.onAdvance(c.now)
+			}
 		}
+		now := c.now
+		c.mu.Unlock()
 		ch <- now
 	}()
 	return ch
@@ -247,7 +251,10 @@ func TestOutboxTelegramOutage(t *testing.T) {
 	if got := sentByChat(fake); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Telegram holds %v, want exactly one reply per message, in order: %v", got, want)
 	}
-	if lifted.IsZero() || clock.Now().Before(start.Add(45*time.Second)) {
+	clock.mu.Lock()
+	liftedAt := lifted
+	clock.mu.Unlock()
+	if liftedAt.IsZero() || clock.Now().Before(start.Add(45*time.Second)) {
 		t.Fatalf("delivered at +%s, before the 45 s outage ended", clock.Now().Sub(start))
 	}
 	if calls := fake.Calls("sendMessage"); calls <= 3*4 {
