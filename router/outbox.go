@@ -83,6 +83,7 @@ type outbox struct {
 	now   func() time.Time
 	log   *slog.Logger
 	wake  chan struct{}
+	down  map[string]downProbe // by channel; the worker's own
 	// pending is the number of waiting replies seen by the last pass, plus
 	// those kept since (the switchboard_replies_pending gauge).
 	pending atomic.Int64
@@ -104,7 +105,8 @@ func newOutbox(r *Router, st OutboxStore, cfg OutboxConfig, now func() time.Time
 	if now == nil {
 		now = time.Now
 	}
-	return &outbox{r: r, store: st, cfg: cfg, now: now, log: r.log.With("part", "outbox"), wake: make(chan struct{}, 1)}
+	return &outbox{r: r, store: st, cfg: cfg, now: now, log: r.log.With("part", "outbox"), wake: make(chan struct{}, 1),
+		down: map[string]downProbe{}}
 }
 
 // PendingReplies is the number of replies waiting in the outbox.
@@ -228,16 +230,43 @@ func (o *outbox) pass(ctx context.Context) (wait time.Duration, waiting bool) {
 		if ctx.Err() != nil {
 			return wait, true
 		}
-		if due, ok := o.drain(ctx, byChat[k]); ok {
+		rows := byChat[k]
+		ch := rows[0].Channel
+		// A channel found down is probed by the chat that found it only
+		// (each attempt costs the adapter's own retries, seconds); its
+		// other chats wait until the probe is due again.
+		probe, isDown := o.down[ch]
+		skip := isDown && probe.chat != k && o.now().Before(probe.until)
+		due, ok, failed := o.drain(ctx, rows, !skip)
+		switch {
+		case skip && ok:
+			due = max(due, probe.until.Sub(o.now()))
+		case failed:
+			o.down[ch] = downProbe{chat: k, until: o.now().Add(due)}
+		case isDown && probe.chat == k && due == 0:
+			delete(o.down, ch) // the probe went through: the channel is back
+		}
+		if ok {
 			wait, waiting = min(wait, max(due, 0)), true
 		}
+	}
+	if !waiting {
+		clear(o.down)
 	}
 	return wait, waiting
 }
 
-// drain delivers one chat's waiting replies in order. It stops at the
-// first one not due yet or failing, and returns how long until it is due.
-func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem) (time.Duration, bool) {
+// downProbe is a channel found down: chat's reply probes it again at until.
+type downProbe struct {
+	chat  string
+	until time.Time
+}
+
+// drain delivers one chat's waiting replies in order (or, unless send,
+// only drops those too old). It stops at the first one not due yet or
+// failing, and returns how long until it is due; failed says the platform
+// was unavailable.
+func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) (wait time.Duration, ok, failed bool) {
 	for _, it := range rows {
 		now := o.now()
 		log := o.log.With("outbox_id", it.ID, "channel", it.Channel, "chat", it.ChatKey, "inbox_id", it.InboxID, "turn_id", it.TurnID)
@@ -246,8 +275,8 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem) (time.Durat
 			o.drop(ctx, log, it, age, fmt.Sprintf("not delivered within %s (%d attempts; last error: %s)", o.cfg.MaxAge, it.Attempts, it.LastError))
 			continue
 		}
-		if wait := it.NextAttemptAt.Sub(now); wait > 0 {
-			return wait, true
+		if wait := it.NextAttemptAt.Sub(now); wait > 0 || !send {
+			return max(wait, 0), true, false
 		}
 		// Claimed by moving the next attempt on: another replica (or a
 		// pass after a crash mid-send) leaves it alone until then.
@@ -256,7 +285,7 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem) (time.Durat
 			if err != nil && ctx.Err() == nil {
 				log.Warn("could not claim a waiting reply", "err", err)
 			}
-			return o.cfg.MinBackoff, true
+			return o.cfg.MinBackoff, true, false
 		}
 		id, err := o.send(ctx, it)
 		switch {
@@ -270,19 +299,19 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem) (time.Durat
 				o.cfg.OnEvent(OutboxEvent{Kind: OutboxDelivered, Channel: it.Channel, Age: age})
 			}
 		case ctx.Err() != nil:
-			return 0, false // stopping: it stays waiting
+			return 0, false, false // stopping: it stays waiting
 		case errors.Is(err, channels.ErrUnavailable):
 			if rerr := o.store.RetryOutbox(ctx, it.ID, it.Attempts+1, next, clip(err.Error(), maxLastError)); rerr != nil {
 				log.Warn("could not record a failed attempt", "err", rerr)
 			}
 			log.Warn("platform still unavailable; the reply keeps waiting", "attempts", it.Attempts+1,
 				"next_attempt_in", next.Sub(now), "err", err)
-			return next.Sub(now), true
+			return next.Sub(now), true, true
 		default:
 			o.drop(ctx, log, it, age, "the platform refused it: "+clip(err.Error(), maxLastError))
 		}
 	}
-	return 0, false
+	return 0, false, false
 }
 
 // send sends a waiting reply as its turn would have, marked with the

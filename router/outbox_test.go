@@ -329,10 +329,11 @@ func TestOutboxAfterRestart(t *testing.T) {
 // as unavailable) or refuse sends for good.
 type flakyChannel struct {
 	*fakeChannel
-	mu      sync.Mutex
-	down    bool
-	refuse  bool
-	refused int
+	mu        sync.Mutex
+	down      bool
+	refuse    bool
+	refused   int
+	refusedIn map[string]int // by chat
 }
 
 func (c *flakyChannel) set(down, refuse bool) {
@@ -346,6 +347,10 @@ func (c *flakyChannel) Send(ctx context.Context, m channels.Outbound) (string, e
 	down, refuse := c.down, c.refuse
 	if down || refuse {
 		c.refused++
+		if c.refusedIn == nil {
+			c.refusedIn = map[string]int{}
+		}
+		c.refusedIn[m.ChatID]++
 	}
 	c.mu.Unlock()
 	switch {
@@ -415,6 +420,37 @@ func TestOutboxKeepsOrder(t *testing.T) {
 	e.events.wait(t, OutboxDelivered, 2)
 	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: other chat", "echo: first", "echo: second"}) {
 		t.Fatalf("sent %q, want the chat's replies in order", got)
+	}
+}
+
+// While the platform is down, one chat's reply probes it for all: the
+// other chats' replies are not tried (each try costs the adapter's own
+// retries) until it comes back.
+func TestOutboxProbesOneChatPerChannel(t *testing.T) {
+	e := newFlakyEnv(t, 0)
+	e.ch.set(true, false)
+	e.say(t, "c1", "first chat")
+	e.events.wait(t, OutboxQueued, 1)
+	e.say(t, "c2", "second chat")
+	e.events.wait(t, OutboxQueued, 1)
+	start := e.clock.Now()
+	e.clock.mu.Lock()
+	e.clock.onAdvance = func(now time.Time) {
+		if now.Sub(start) >= 45*time.Second {
+			e.ch.set(false, false)
+		}
+	}
+	e.clock.mu.Unlock()
+	close(e.clock.run)
+	e.events.wait(t, OutboxDelivered, 2)
+	e.ch.mu.Lock()
+	c1, c2 := e.ch.refusedIn["c1"], e.ch.refusedIn["c2"]
+	e.ch.mu.Unlock()
+	if c1 < 3 || c2 != 1 {
+		t.Errorf("failed sends during the outage: c1 %d, c2 %d; want c1 retried (3+), c2 only its turn's send", c1, c2)
+	}
+	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: first chat", "echo: second chat"}) {
+		t.Errorf("sent %q", got)
 	}
 }
 
