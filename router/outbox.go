@@ -136,19 +136,20 @@ func (r *Router) deliver(ctx context.Context, b *chatBinding, in channels.Inboun
 		return r.Send(ctx, in, text)
 	}
 	if n, err := o.store.OutboxWaiting(ctx, in.Channel, in.ChatID); err == nil && n > 0 {
-		return "", o.keep(ctx, b, in, text, nil)
+		return o.keep(ctx, b, in, text, nil)
 	}
 	id, err := r.Send(ctx, in, text)
 	if err != nil && errors.Is(err, channels.ErrUnavailable) && ctx.Err() == nil {
-		return "", o.keep(ctx, b, in, text, err)
+		return o.keep(ctx, b, in, text, err)
 	}
 	return id, err
 }
 
 // keep stores a reply to deliver later; cause is the failed send, or nil
 // when the reply waits behind others. It returns an error wrapping
-// agent.ErrSendQueued, or cause when the reply could not be stored.
-func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, text string, cause error) error {
+// agent.ErrSendQueued; when the reply could not be stored, cause, or (with
+// no cause) the outcome of sending it now rather than losing it.
+func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, text string, cause error) (string, error) {
 	now := o.now()
 	it := store.OutboxItem{TurnID: b.turnID.Load(), Channel: in.Channel, ChatKey: in.ChatID,
 		MessageID: in.MessageID, ReplyTo: outbound(in, text).ReplyTo, Text: text, NextAttemptAt: now}
@@ -164,15 +165,16 @@ func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, 
 	if err != nil {
 		b.log.Error("could not keep a reply for later delivery", "err", err)
 		if cause == nil { // the platform is up: send it now rather than lose it
-			if _, serr := o.r.Send(ctx, in, text); serr != nil {
-				return serr
-			}
-			return nil
+			return o.r.Send(ctx, in, text)
 		}
-		return cause
+		return "", cause
 	}
 	o.pending.Add(1)
-	b.log.Warn("reply kept for later delivery", "outbox_id", id, "reason", why, "err", cause)
+	log := b.log.With("outbox_id", id, "reason", why)
+	if cause != nil {
+		log = log.With("err", cause)
+	}
+	log.Warn("reply kept for later delivery")
 	if o.cfg.OnEvent != nil {
 		o.cfg.OnEvent(OutboxEvent{Kind: OutboxQueued, Channel: in.Channel})
 	}
@@ -181,9 +183,9 @@ func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, 
 	default:
 	}
 	if cause == nil {
-		return fmt.Errorf("%w behind earlier replies to this chat", agent.ErrSendQueued)
+		return "", fmt.Errorf("%w behind earlier replies to this chat", agent.ErrSendQueued)
 	}
-	return fmt.Errorf("%w: the platform did not take it (%w)", agent.ErrSendQueued, cause)
+	return "", fmt.Errorf("%w: the platform did not take it (%w)", agent.ErrSendQueued, cause)
 }
 
 // run delivers waiting replies until ctx ends: at start (those a restart
