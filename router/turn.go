@@ -231,7 +231,7 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	var err error
 	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
-	} else if id, err = b.r.Send(ctx, in, text); err != nil {
+	} else if id, err = b.r.send(ctx, in, text, b.parts(ctx, text)); err != nil {
 		return "", err
 	}
 	b.sent.Store(true)
@@ -243,6 +243,15 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 		b.log.Error("record delivery", "err", err)
 	}
 	return id, nil
+}
+
+// parts is the durable record of the parts of the reply text (parts.go);
+// nil for a send that answers no inbox message (a job's).
+func (b *chatBinding) parts(ctx context.Context, text string) channels.Parts {
+	if b.inboxID == 0 || b.delivered != nil {
+		return nil
+	}
+	return b.r.partsFor(ctx, b.inboxID, text, b.log)
 }
 
 // CanSendFiles implements agent.ChatFiles: the channel takes files.
