@@ -27,14 +27,20 @@ type replyParts struct {
 	st      Store
 	inboxID int64
 	key     string
-	sent    map[int]string // loaded when the reply began
+	sent    map[int]string // sent before a restart, by part
 	log     *slog.Logger
 }
 
 // partsFor returns the part record of the reply text to the inbox item, or
 // nil (send every part, record none) when the store cannot say which parts
-// went out before.
-func (r *Router) partsFor(ctx context.Context, inboxID int64, text string, log *slog.Logger) channels.Parts {
+// went out before. For a fresh message (stored a moment ago) there is
+// nothing to look up: replied is how many replies this turn delivered.
+// Otherwise the store counts the replies delivered before, whichever
+// process sent them, and has the parts of this one sent before a crash.
+func (r *Router) partsFor(ctx context.Context, inboxID int64, fresh bool, replied int, text string, log *slog.Logger) channels.Parts {
+	if fresh {
+		return &replyParts{st: r.cfg.Store, inboxID: inboxID, key: replyKey(replied, text), log: log}
+	}
 	n, err := r.cfg.Store.Deliveries(ctx, inboxID)
 	if err != nil {
 		log.Warn("reply parts: cannot count the deliveries; sending the reply whole", "err", err)
