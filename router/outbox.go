@@ -130,15 +130,15 @@ func (o *outbox) backoff(attempts int) time.Duration {
 // to the chat already wait there (order within a chat holds), or when the
 // platform is unavailable. A kept reply returns an error wrapping
 // agent.ErrSendQueued.
-func (r *Router) deliver(ctx context.Context, b *chatBinding, in channels.Inbound, text string) (string, error) {
+func (r *Router) deliver(ctx context.Context, b *chatBinding, in channels.Inbound, text string, parts channels.Parts) (string, error) {
 	o := r.outbox
 	if o == nil {
-		return r.Send(ctx, in, text)
+		return r.send(ctx, in, text, parts)
 	}
 	if n, err := o.store.OutboxWaiting(ctx, in.Channel, in.ChatID); err == nil && n > 0 {
 		return o.keep(ctx, b, in, text, nil)
 	}
-	id, err := r.Send(ctx, in, text)
+	id, err := r.send(ctx, in, text, parts)
 	if err != nil && errors.Is(err, channels.ErrUnavailable) && ctx.Err() == nil {
 		return o.keep(ctx, b, in, text, err)
 	}
@@ -165,7 +165,7 @@ func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, 
 	if err != nil {
 		b.log.Error("could not keep a reply for later delivery", "err", err)
 		if cause == nil { // the platform is up: send it now rather than lose it
-			return o.r.Send(ctx, in, text)
+			return o.r.send(ctx, in, text, b.parts(ctx, text))
 		}
 		return "", cause
 	}
@@ -289,7 +289,7 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 			}
 			return o.cfg.MinBackoff, true, false
 		}
-		id, err := o.send(ctx, it)
+		id, err := o.send(ctx, it, log)
 		switch {
 		case err == nil:
 			if err := o.store.DeliverOutbox(context.WithoutCancel(ctx), it, id); err != nil {
@@ -317,8 +317,10 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 }
 
 // send sends a waiting reply as its turn would have, marked with the
-// message it answers (Discord's nonce is derived from it).
-func (o *outbox) send(ctx context.Context, it store.OutboxItem) (string, error) {
+// message it answers (Discord's nonce is derived from it), with the record
+// of its parts: the parts a failed attempt got through are not sent again
+// (parts.go).
+func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger) (string, error) {
 	o.r.mu.Lock()
 	ch := o.r.channels[it.Channel]
 	o.r.mu.Unlock()
@@ -326,8 +328,12 @@ func (o *outbox) send(ctx context.Context, it store.OutboxItem) (string, error) 
 		// Not (yet) registered in this process: try again later.
 		return "", channels.Unavailable(fmt.Errorf("router: no channel %q", it.Channel))
 	}
+	out := channels.Outbound{ChatID: it.ChatKey, Text: it.Text, ReplyTo: it.ReplyTo}
+	if it.InboxID != 0 {
+		out.Parts = o.r.partsFor(ctx, it.InboxID, false, 0, it.Text, log)
+	}
 	in := channels.Inbound{Channel: it.Channel, ChatID: it.ChatKey, MessageID: it.MessageID}
-	id, err := ch.Send(channels.WithInbound(ctx, in), channels.Outbound{ChatID: it.ChatKey, Text: it.Text, ReplyTo: it.ReplyTo})
+	id, err := ch.Send(channels.WithInbound(ctx, in), out)
 	if o.r.cfg.OnSend != nil {
 		o.r.cfg.OnSend(it.Channel, err)
 	}

@@ -86,8 +86,21 @@ func (m *echoModel) Complete(_ context.Context, req llm.Request, _ func(llm.Delt
 			last = msg.Content
 		}
 	}
-	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: "re: " + last}, FinishReason: "stop"}, nil
+	text := "re: " + last
+	if last == "long" {
+		text = longReply
+	}
+	return llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Content: text}, FinishReason: "stop"}, nil
 }
+
+// longReply is a reply Telegram gets in three parts.
+var longReply = func() string {
+	var b strings.Builder
+	for i := range 160 {
+		fmt.Fprintf(&b, "Paragraph %d of a long answer that Telegram gets in three parts.\n\n", i)
+	}
+	return b.String()
+}()
 
 func (m *echoModel) count() int {
 	m.mu.Lock()
@@ -322,6 +335,40 @@ func TestOutboxAfterRestart(t *testing.T) {
 		if n, _ := st.Deliveries(t.Context(), inbox); n != 1 {
 			t.Errorf("inbox %d has %d deliveries, want 1", inbox, n)
 		}
+	}
+}
+
+// A reply in parts cut off by the outage after its first part is kept
+// whole, and the worker sends only the parts Telegram did not get.
+func TestOutboxCompletesASplitReply(t *testing.T) {
+	fake := tgfake.New(t, "123:ABC")
+	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
+	clock := newVclock(t)
+	start := clock.Now()
+	clock.onAdvance = func(now time.Time) {
+		if now.Sub(start) >= 45*time.Second {
+			fake.EndOutage("sendMessage")
+		}
+	}
+	fake.OutageAfter("sendMessage", 1, http.StatusBadGateway, badGateway)
+	e := startTgRouter(t, st, fake, clock, 0)
+	fake.PushText(7, 7, "ada", "long")
+	e.events.wait(t, OutboxQueued, 1)
+	if n := len(fake.Sent()); n != 1 {
+		t.Fatalf("%d parts went out before the outage, want 1", n)
+	}
+	close(clock.run)
+	e.events.wait(t, OutboxDelivered, 1)
+	var texts []string
+	for _, m := range fake.Sent() {
+		texts = append(texts, m.Text)
+	}
+	all := strings.Join(texts, "\n")
+	if len(texts) != 3 || strings.Count(all, "Paragraph 0 ") != 1 || strings.Count(all, "Paragraph 159 ") != 1 {
+		t.Fatalf("Telegram holds %d messages, want the reply's 3 parts once each, in order:\n%s", len(texts), all)
+	}
+	if n, _ := st.Deliveries(t.Context(), 1); n != 1 {
+		t.Errorf("%d deliveries, want 1", n)
 	}
 }
 

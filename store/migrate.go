@@ -28,7 +28,8 @@ var migrations = []migration{
 	{5, "approvals and plans", migrationApprovals},
 	{6, "memories, profiles, learning cursors and skill proposals", migration6},
 	{7, "replicas and leases", migrationCluster},
-	{8, "outbox of undelivered replies", migrationOutbox},
+	{8, "reply parts", migrationReplyParts},
+	{9, "outbox of undelivered replies", migrationOutbox},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

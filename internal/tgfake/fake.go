@@ -169,7 +169,7 @@ type Fake struct {
 	calls      map[string]int
 	requests   map[string][]url.Values
 	failures   map[string][]failure
-	outages    map[string]failure // method → how every call fails until EndOutage
+	outages    map[string]*outage // method → how every call fails until EndOutage
 	disabled   map[string]bool
 	files      map[string]storedFile
 	offsets    []int
@@ -212,7 +212,7 @@ func Start(token string) *Fake {
 		calls:       map[string]int{},
 		requests:    map[string][]url.Values{},
 		failures:    map[string][]failure{},
-		outages:     map[string]failure{},
+		outages:     map[string]*outage{},
 		disabled:    map[string]bool{},
 		files:       map[string]storedFile{},
 		texts:       map[msgKey]string{},
@@ -576,9 +576,21 @@ func (f *Fake) FailNextRaw(method string, status int, body string) {
 // failing this way have no effect. Failures armed with FailNext and the
 // like come first.
 func (f *Fake) Outage(method string, status int, body string) {
+	f.OutageAfter(method, 0, status, body)
+}
+
+// OutageAfter is Outage beginning after the next ok calls of method
+// succeed (a reply in parts cut off after its first part).
+func (f *Fake) OutageAfter(method string, ok, status int, body string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.outages[strings.ToLower(method)] = failure{code: status, rawBody: body}
+	f.outages[strings.ToLower(method)] = &outage{after: ok, failure: failure{code: status, rawBody: body}}
+}
+
+// outage is an Outage: after calls still succeed, then every call fails.
+type outage struct {
+	after int
+	failure
 }
 
 // EndOutage ends an Outage of method: its calls work again.
@@ -843,7 +855,11 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fl = &q[0]
 		f.failures[m] = q[1:]
 	} else if o, ok := f.outages[m]; ok && !disabled {
-		fl = &o
+		if o.after > 0 {
+			o.after--
+		} else {
+			fl = &o.failure
+		}
 	}
 	f.notifyLocked()
 	f.mu.Unlock()

@@ -427,4 +427,16 @@ func TestOutage(t *testing.T) {
 	if sent := f.Sent(); len(sent) != 1 || sent[0].Text != "after" || f.Calls("sendMessage") != 4 {
 		t.Errorf("sent %+v after %d calls, want only the message after the outage, after 4 calls", sent, f.Calls("sendMessage"))
 	}
+
+	f.OutageAfter("sendMessage", 1, http.StatusBadGateway, "<html>502 Bad Gateway</html>")
+	if _, err := b.Send(tgbotapi.NewMessage(42, "still ok")); err != nil {
+		t.Fatalf("the call before the outage: %v", err)
+	}
+	if _, err := b.Send(tgbotapi.NewMessage(42, "down")); err == nil {
+		t.Fatal("the call after the outage began succeeded")
+	}
+	f.EndOutage("sendMessage")
+	if n := len(f.Sent()); n != 2 {
+		t.Errorf("%d messages sent, want 2", n)
+	}
 }
