@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -84,8 +85,15 @@ type outbox struct {
 	log   *slog.Logger
 	wake  chan struct{}
 	down  map[string]downProbe // by channel; the worker's own
-	// pending is the number of waiting replies seen by the last pass, plus
-	// those kept since (the switchboard_replies_pending gauge).
+
+	mu sync.Mutex
+	// waiting counts the replies waiting per chat (chatKey): a reply to a
+	// chat with some waits behind them. Loaded at Start; with a Cluster the
+	// store is asked instead (other replicas keep replies too).
+	waiting map[string]int
+	// pending is the number of waiting replies: those found at start, plus
+	// those kept since, less those delivered or dropped (the
+	// switchboard_replies_pending gauge).
 	pending atomic.Int64
 }
 
@@ -106,7 +114,7 @@ func newOutbox(r *Router, st OutboxStore, cfg OutboxConfig, now func() time.Time
 		now = time.Now
 	}
 	return &outbox{r: r, store: st, cfg: cfg, now: now, log: r.log.With("part", "outbox"), wake: make(chan struct{}, 1),
-		down: map[string]downProbe{}}
+		down: map[string]downProbe{}, waiting: map[string]int{}}
 }
 
 // PendingReplies is the number of replies waiting in the outbox.
@@ -135,7 +143,7 @@ func (r *Router) deliver(ctx context.Context, b *chatBinding, in channels.Inboun
 	if o == nil {
 		return r.send(ctx, in, text, parts)
 	}
-	if n, err := o.store.OutboxWaiting(ctx, in.Channel, in.ChatID); err == nil && n > 0 {
+	if o.waitingIn(ctx, in.Channel, in.ChatID) {
 		return o.keep(ctx, b, in, text, nil)
 	}
 	id, err := r.send(ctx, in, text, parts)
@@ -143,6 +151,43 @@ func (r *Router) deliver(ctx context.Context, b *chatBinding, in channels.Inboun
 		return o.keep(ctx, b, in, text, err)
 	}
 	return id, err
+}
+
+// load counts the replies a restart left waiting, before any turn runs.
+func (o *outbox) load(ctx context.Context) {
+	rows, err := o.store.PendingOutbox(ctx)
+	if err != nil {
+		o.log.Warn("could not read the waiting replies; new replies do not wait behind them", "err", err)
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, it := range rows {
+		o.waiting[chatKey(it.Channel, it.ChatKey)]++
+	}
+	o.pending.Store(int64(len(rows)))
+}
+
+// waitingIn reports whether replies to the chat wait in the outbox.
+func (o *outbox) waitingIn(ctx context.Context, channel, chat string) bool {
+	if o.r.cfg.Cluster != nil {
+		n, err := o.store.OutboxWaiting(ctx, channel, chat)
+		return err == nil && n > 0
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.waiting[chatKey(channel, chat)] > 0
+}
+
+// settled counts a reply delivered or dropped.
+func (o *outbox) settled(it store.OutboxItem) {
+	o.pending.Add(-1)
+	k := chatKey(it.Channel, it.ChatKey)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.waiting[k]--; o.waiting[k] <= 0 {
+		delete(o.waiting, k)
+	}
 }
 
 // keep stores a reply to deliver later; cause is the failed send, or nil
@@ -170,6 +215,9 @@ func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, 
 		return "", cause
 	}
 	o.pending.Add(1)
+	o.mu.Lock()
+	o.waiting[chatKey(in.Channel, in.ChatID)]++
+	o.mu.Unlock()
 	log := b.log.With("outbox_id", id, "reason", why)
 	if cause != nil {
 		log = log.With("err", cause)
@@ -217,7 +265,6 @@ func (o *outbox) pass(ctx context.Context) (wait time.Duration, waiting bool) {
 		}
 		return o.cfg.MinBackoff, true
 	}
-	o.pending.Store(int64(len(rows)))
 	byChat := map[string][]store.OutboxItem{}
 	var order []string
 	for _, it := range rows {
@@ -295,7 +342,7 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 			if err := o.store.DeliverOutbox(context.WithoutCancel(ctx), it, id); err != nil {
 				log.Error("reply delivered late but not recorded", "err", err)
 			}
-			o.pending.Add(-1)
+			o.settled(it)
 			log.Info("reply delivered late", "age", age.Round(time.Second), "attempts", it.Attempts+1)
 			if o.cfg.OnEvent != nil {
 				o.cfg.OnEvent(OutboxEvent{Kind: OutboxDelivered, Channel: it.Channel, Age: age})
@@ -346,7 +393,7 @@ func (o *outbox) drop(ctx context.Context, log *slog.Logger, it store.OutboxItem
 		log.Error("could not drop a reply", "err", err)
 		return
 	}
-	o.pending.Add(-1)
+	o.settled(it)
 	log.Error("reply dropped undelivered", "reason", reason, "age", age.Round(time.Second))
 	if o.cfg.OnEvent != nil {
 		o.cfg.OnEvent(OutboxEvent{Kind: OutboxDropped, Channel: it.Channel, Age: age})

@@ -291,7 +291,9 @@ func (r *Router) Start(ctx context.Context) error {
 		r.cfg.Tasks.Start(r.base, r)
 	}
 	if r.outbox != nil {
-		// Replies kept before a restart are picked up by its first pass.
+		// Replies kept before a restart are picked up by its first pass;
+		// new replies to their chats wait behind them.
+		r.outbox.load(ctx)
 		r.workers.Add(1)
 		go func() {
 			defer r.workers.Done()
