@@ -256,6 +256,9 @@ type MCPServer struct {
 	URL     string        `yaml:"url"`     // a streamable HTTP server
 	Headers []string      `yaml:"headers"` // "Name: value" pairs for an HTTP server
 	Timeout time.Duration `yaml:"timeout"` // per call
+	// StartupTimeout bounds starting the server (or connecting to it) and
+	// listing its tools, at start and at each retry.
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
 }
 
 // Schedule configures scheduled jobs: those listed here, and those people

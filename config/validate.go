@@ -109,6 +109,9 @@ func (c *Config) Validate() error {
 		if s.Timeout < 0 {
 			v.add(key+".timeout", "must not be negative; 0 uses the default of 60s")
 		}
+		if s.StartupTimeout < 0 {
+			v.add(key+".startup_timeout", "must not be negative; 0 uses the default of 60s")
+		}
 	}
 
 	c.validateSchedule(v)

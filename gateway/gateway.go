@@ -151,7 +151,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	g.sched = sched
 	mcp, mcpErrs := mcpclient.Connect(ctx, cfg.MCP.Servers, log.With("component", "mcp"))
 	for _, err := range mcpErrs {
-		log.Error("MCP server skipped", "err", err)
+		log.Error("MCP server problem (a server that is down is retried in the background)", "err", err)
 	}
 	g.mcp = mcp
 	g.closers.push(func() {
