@@ -38,9 +38,11 @@ type Manager struct {
 	servers []*server
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	tools   []*agent.Tool   // sorted by name; rebuilt when a server's list changes
-	skipped map[string]bool // "server/tool" of the colliding tools already reported
+	mu         sync.Mutex
+	tools      []*agent.Tool   // sorted by name; rebuilt when a server's list changes
+	skipped    map[string]bool // "server/tool" of the colliding tools already reported
+	ready      bool            // the first rebuild is done
+	collisions []error         // found by the first rebuild
 
 	closeOnce sync.Once
 	closeErr  error
@@ -90,33 +92,38 @@ func connect(ctx context.Context, cfgs []config.MCPServer, log *slog.Logger, opt
 	}
 	m := &Manager{servers: make([]*server, len(cfgs)), log: log}
 	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
-		s, err := newServer(cfg, log, opts)
-		m.servers[i] = s
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		s.changed = func() {
-			m.rebuild(false)
-			if opts.notify != nil {
+		m.servers[i], errs[i] = newServer(cfg, log, opts)
+		m.servers[i].changed = func() {
+			if m.rebuild(false) && opts.notify != nil {
 				opts.notify()
 			}
 		}
-		wg.Go(func() { errs[i] = s.start(ctx) })
+	}
+	var wg sync.WaitGroup
+	for i, s := range m.servers {
+		if errs[i] == nil {
+			wg.Go(func() { errs[i] = s.start(ctx) })
+		}
 	}
 	wg.Wait()
-	errs = append(errs, m.rebuild(true)...)
+	m.rebuild(true)
+	errs = append(errs, m.collisions...)
 	return m, slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
 // rebuild names every server's current tools in a fixed order, so that a
 // collision always drops the same one, and swaps in the new tool set. The
-// collisions are returned at start-up (first) and logged later, once each.
-func (m *Manager) rebuild(first bool) []error {
+// first rebuild, at the end of Connect, keeps its collisions for Connect to
+// return; later ones log new collisions, once each. Changes before the first
+// (a retry that succeeds during Connect) wait for it: false.
+func (m *Manager) rebuild(first bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !first && !m.ready {
+		return false
+	}
+	m.ready = true
 	var errs []error
 	var tools []*agent.Tool
 	taken := map[string]string{} // model-facing name → "server/tool"
@@ -150,7 +157,10 @@ func (m *Manager) rebuild(first bool) []error {
 	}
 	slices.SortFunc(tools, func(a, b *agent.Tool) int { return strings.Compare(a.Name, b.Name) })
 	m.tools, m.skipped = tools, skipped
-	return errs
+	if first {
+		m.collisions = errs
+	}
+	return true
 }
 
 // tool wraps one of the server's tools for the agent.
