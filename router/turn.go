@@ -119,6 +119,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 	case res.StopReason == agent.StopStoreError:
 		return res.Err
 	case res.StopReason == agent.StopModelUnavailable:
+		binding.preview.abandon(context.WithoutCancel(ctx), "(interrupted: the language model stopped answering)")
 		return &modelOutage{turnID: res.TurnID, steps: res.Steps, err: res.Err}
 	case res.StopReason == agent.StopCancelled && r.base.Err() != nil:
 		// Shutdown: the message stays pending and the turn resumes later.
