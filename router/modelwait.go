@@ -10,6 +10,7 @@ import (
 
 	"switchboard/agent"
 	"switchboard/channels"
+	"switchboard/llm"
 	"switchboard/store"
 )
 
@@ -19,7 +20,8 @@ import (
 // agent.StopModelUnavailable, left open with its committed steps, and the
 // message stays pending, as with a store that takes no writes
 // (storefaults.go): the chat is told once, and the message is tried again
-// at the head of its chat's queue after a growing wait, or sooner when a
+// at the head of its chat's queue after a growing wait (or what the server
+// asked for in Retry-After, if longer), or sooner when a
 // model call succeeds anywhere (Config.ModelAnswered), while other chats
 // go on. A message that waited Config.ModelOutageMaxAge is given up: the
 // user is told, the turn is recorded as failed, and an ERROR is logged and
@@ -145,6 +147,9 @@ func (r *Router) waitForModel(ctx context.Context, key string, q *chatQueue, it 
 	if waited >= maxAge {
 		r.giveUpOnModel(ctx, key, it, mo, waited, log)
 		return
+	}
+	if le, ok := errors.AsType[*llm.Error](mo.err); ok && le.RetryAfter > wait {
+		wait = le.RetryAfter // what the server asked for (over the client's budget)
 	}
 	wait = min(wait, maxAge-waited)
 	if again {

@@ -19,10 +19,11 @@ import (
 // is set (as the real one does with Turn.HoldOnOutage), and otherwise
 // answer "echo: <text>".
 type downRunner struct {
-	mu    sync.Mutex
-	down  bool
-	runs  []string
-	holds []bool // Turn.HoldOnOutage of each run
+	mu         sync.Mutex
+	down       bool
+	retryAfter time.Duration // the server's Retry-After while down
+	runs       []string
+	holds      []bool // Turn.HoldOnOutage of each run
 }
 
 func (f *downRunner) setDown(down bool) {
@@ -35,11 +36,11 @@ func (f *downRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
 	f.mu.Lock()
 	f.runs = append(f.runs, t.Input.Content)
 	f.holds = append(f.holds, t.HoldOnOutage)
-	down := f.down
+	down, after := f.down, f.retryAfter
 	f.mu.Unlock()
 	if down {
 		return agent.Result{StopReason: agent.StopModelUnavailable,
-			Err: &llm.Error{Model: "m", Status: 503, Message: "upstream connect error", Retryable: true}}
+			Err: &llm.Error{Model: "m", Status: 503, Message: "upstream connect error", RetryAfter: after, Retryable: true}}
 	}
 	if _, err := t.Chat.Send(ctx, "echo: "+t.Input.Content); err != nil {
 		return agent.Result{StopReason: agent.StopLLMError, Err: err}
@@ -214,6 +215,41 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 		synctest.Wait()
 		if got := ch.chatTexts("c1"); len(got) != 3 || !strings.Contains(got[2], "unavailable right now") {
 			t.Errorf("c1 holds %q, want a new notice for the next message", got)
+		}
+	})
+}
+
+// A server that asks for a longer wait (Retry-After, over the client's
+// budget) gets it: the message is not tried again before.
+func TestModelUnavailableHonoursRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		runner := &downRunner{down: true, retryAfter: 5 * time.Minute}
+		ch := newFakeChannel()
+		r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+		r.AddChannel(ch, everyone)
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer r.Shutdown(context.Background())
+		if err := r.Deliver(t.Context(), msg("c1", "u", "later")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5*time.Minute - time.Second)
+		synctest.Wait()
+		if runs := runner.ran(); len(runs) != 1 {
+			t.Fatalf("tried %d times within the server's Retry-After, want once", len(runs))
+		}
+		runner.setDown(false)
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.chatTexts("c1"); len(got) != 2 || got[1] != "echo: later" {
+			t.Errorf("c1 holds %q, want the notice and the answer", got)
 		}
 	})
 }
