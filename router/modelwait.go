@@ -112,7 +112,7 @@ func (r *Router) modelAnswered(key string, it item) {
 	w.init()
 	delete(w.retry, key)
 	delete(w.told, key)
-	if since, ok := w.since[it.inboxID]; ok && it.plain() {
+	if since, ok := w.since[it.inboxID]; ok && it.plain() && r.base.Err() == nil { // not a checkpoint at shutdown
 		delete(w.since, it.inboxID)
 		w.answered++
 		r.log.Info("answered a message that waited for the model", "channel", it.in.Channel, "chat", it.in.ChatID,
