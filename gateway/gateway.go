@@ -24,6 +24,7 @@ import (
 	"switchboard/learning"
 	"switchboard/llm"
 	"switchboard/mcpclient"
+	"switchboard/metrics"
 	"switchboard/plans"
 	"switchboard/profile"
 	"switchboard/router"
@@ -107,9 +108,13 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	if err != nil {
 		return nil, fmt.Errorf("agent.timezone: %w", err)
 	}
+	retries := cfg.LLM.MaxRetries
+	if retries == 0 {
+		retries = -1 // llm.max_retries: 0 disables them; llm.Config's 0 is its default
+	}
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model,
-		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: cfg.LLM.MaxRetries,
+		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: retries,
 		RequestTimeout: cfg.LLM.RequestTimeout, Logger: log.With("component", "llm"),
 	})
 	if err != nil {
@@ -232,14 +237,20 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			plans.New(plans.Config{Store: st, Planner: ag, StepMaxSteps: cfg.Agent.PlanStepMaxSteps,
 				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
 		},
-		Tasks:       tasks,
-		StatusNotes: statusNotes(watcher, mcp),
+		Tasks:             tasks,
+		StatusNotes:       statusNotes(watcher, mcp),
+		ModelOutageMaxAge: cfg.Agent.ModelOutageMaxAge,
+		ModelAnswered:     mon.model.Answered,
 	})
 	if err != nil {
 		return nil, err
 	}
 	g.router = rt
 	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
+	mon.metrics.ModelWaits(func() (int, map[string]uint64) {
+		w := rt.ModelWaits()
+		return w.Waiting, map[string]uint64{metrics.Held: w.Held, metrics.Answered: w.Answered, metrics.GivenUp: w.GivenUp}
+	})
 	return g, nil
 }
 
