@@ -86,6 +86,27 @@ type Outbound struct {
 	ChatID  string
 	Text    string
 	ReplyTo string // platform message id to reply to, if any
+	// Parts, when set, is the durable record of this reply's parts (see
+	// Parts); nil: every part is sent and nothing is recorded.
+	Parts Parts
+}
+
+// Parts is the durable record of the parts of one reply, kept by the router
+// so that a reply cut off by a crash between its parts is completed, not
+// sent again whole. An adapter that splits a text skips every part Sent
+// reports and calls Confirmed for each part it sends, as soon as the
+// platform accepted it. Splitting must be deterministic: the same text
+// gives the same parts after a restart.
+type Parts interface {
+	// Sent returns the platform message id of part i (from 0) if the
+	// platform accepted it before, possibly in a process that has since
+	// died.
+	Sent(i int) (id string, ok bool)
+	// Confirmed records that the platform accepted part i as message id.
+	// Call it right after the platform's answer, before anything else
+	// (logging, metrics, the next part): until it returns, a crash sends
+	// the part again.
+	Confirmed(ctx context.Context, i int, id string)
 }
 
 // Sink receives inbound messages from an adapter. Deliver returns once the

@@ -577,11 +577,20 @@ type crashChild struct {
 
 func newCrashRig(t *testing.T) *crashRig {
 	t.Helper()
-	r := &crashRig{tg: tgfake.New(t, tgToken), model: testkit.NewFakeLLM(t)}
+	tg, model := tgfake.New(t, tgToken), testkit.NewFakeLLM(t)
 	// A long poll: a child stops by signal, which ends its poll at once, and
 	// an idle poll must not end (and take the failure armed for the next
 	// poll) while the test pushes an update.
-	r.cfg = telegramConfig(t, r.tg.URL, r.model, 30*time.Second, allowUsers(tgAlice))
+	r := newChildRig(t, model, telegramConfig(t, tg.URL, model, 30*time.Second, allowUsers(tgAlice)))
+	r.tg = tg
+	return r
+}
+
+// newChildRig is a crash rig serving cfg, whatever its channels. Call it
+// after creating the fakes (and anything between them and serve).
+func newChildRig(t *testing.T, model *testkit.FakeLLM, cfg string) *crashRig {
+	t.Helper()
+	r := &crashRig{model: model, cfg: cfg}
 	// Registered after the fakes, so it runs before they close.
 	t.Cleanup(func() {
 		for i, c := range r.children {

@@ -64,6 +64,10 @@ type Store interface {
 	PendingInbox(ctx context.Context) ([]store.InboxItem, error)
 	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
 	Deliveries(ctx context.Context, inboxID int64) (int, error)
+	// The parts of a reply split by its channel, so that a crash between
+	// them resends only the missing ones (parts.go).
+	RecordReplyPart(ctx context.Context, inboxID int64, reply string, part int, platformMsgID string) error
+	ReplyParts(ctx context.Context, inboxID int64, reply string) (map[int]string, error)
 	TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error)
 
 	// Turns: /status, the ones a restart or a stopped replica cut off, and
@@ -411,13 +415,18 @@ func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound, fr
 // Send sends text to the chat of in, quoting in.MessageID in groups
 // (Chats).
 func (r *Router) Send(ctx context.Context, in channels.Inbound, text string) (string, error) {
+	return r.send(ctx, in, text, nil)
+}
+
+// send is Send with the durable record of the reply's parts, if any.
+func (r *Router) send(ctx context.Context, in channels.Inbound, text string, parts channels.Parts) (string, error) {
 	r.mu.Lock()
 	ch := r.channels[in.Channel]
 	r.mu.Unlock()
 	if ch == nil {
 		return "", fmt.Errorf("router: no channel %q", in.Channel)
 	}
-	out := channels.Outbound{ChatID: in.ChatID, Text: text}
+	out := channels.Outbound{ChatID: in.ChatID, Text: text, Parts: parts}
 	if in.ChatType == channels.Group {
 		out.ReplyTo = in.MessageID
 	}

@@ -103,7 +103,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 	defer stopTyping()
 
 	in = r.transcribe(ctx, in)
-	binding := &chatBinding{r: r, in: in, inboxID: it.inboxID, log: log}
+	binding := &chatBinding{r: r, in: in, inboxID: it.inboxID, fresh: it.fresh, log: log}
 	turn := r.turnFor(ctx, in, chat.ID, sess.ID, it.inboxID, binding, &prep, func(t *agent.Turn) { t.ResumeTurnID = resume })
 	res := r.cfg.Agent.Run(ctx, turn)
 	if res.StopReason == agent.StopRequiresApproval {
@@ -215,6 +215,10 @@ type chatBinding struct {
 	log     *slog.Logger
 	sent    atomic.Bool
 	preview *previewer // streaming preview, when on
+	// fresh: the message was stored a moment ago, so no earlier process
+	// sent part of a reply to it; replies counts the replies delivered.
+	fresh   bool
+	replies atomic.Int64
 	// delivered, when set (jobs), records a confirmed send instead of the
 	// inbox delivery record.
 	delivered func(ctx context.Context, turnID int64, platformMsgID string)
@@ -231,10 +235,11 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	var err error
 	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
-	} else if id, err = b.r.Send(ctx, in, text); err != nil {
+	} else if id, err = b.r.send(ctx, in, text, b.parts(ctx, text)); err != nil {
 		return "", err
 	}
 	b.sent.Store(true)
+	b.replies.Add(1)
 	if b.delivered != nil {
 		b.delivered(context.WithoutCancel(ctx), b.turnID.Load(), id)
 		return id, nil
@@ -243,6 +248,15 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 		b.log.Error("record delivery", "err", err)
 	}
 	return id, nil
+}
+
+// parts is the durable record of the parts of the reply text (parts.go);
+// nil for a send that answers no inbox message (a job's).
+func (b *chatBinding) parts(ctx context.Context, text string) channels.Parts {
+	if b.inboxID == 0 || b.delivered != nil {
+		return nil
+	}
+	return b.r.partsFor(ctx, b.inboxID, b.fresh, int(b.replies.Load()), text, b.log)
 }
 
 // CanSendFiles implements agent.ChatFiles: the channel takes files.
@@ -277,6 +291,7 @@ func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo b
 		return "", err
 	}
 	b.sent.Store(true)
+	b.replies.Add(1)
 	if b.delivered != nil {
 		b.delivered(context.WithoutCancel(ctx), b.turnID.Load(), id)
 	} else if err := b.r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), b.inboxID, b.turnID.Load(), id); err != nil {

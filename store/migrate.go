@@ -28,6 +28,7 @@ var migrations = []migration{
 	{5, "approvals and plans", migrationApprovals},
 	{6, "memories, profiles, learning cursors and skill proposals", migration6},
 	{7, "replicas and leases", migrationCluster},
+	{8, "reply parts", migrationReplyParts},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

@@ -76,7 +76,7 @@ func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error)
 		return "", fmt.Errorf("discord: send to %s: %w", m.ChatID, err)
 	}
 	defer unlock()
-	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, lastPart{})
+	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, lastPart{record: m.Parts})
 }
 
 // Discord's limits on message buttons.
@@ -107,7 +107,7 @@ func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channe
 		return "", fmt.Errorf("discord: ask in %s: %w", m.ChatID, err)
 	}
 	defer unlock()
-	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, lastPart{components: rows})
+	return a.sendParts(ctx, m.ChatID, m.ReplyTo, parts, lastPart{components: rows, record: m.Parts})
 }
 
 // buttonRows checks buttons and lays them out in action rows.
@@ -151,16 +151,28 @@ func buttonRows(buttons []channels.Button) ([]discordgo.MessageComponent, error)
 	return rows, nil
 }
 
-// lastPart is what goes with the last part of a message: a file, buttons.
+// lastPart is what goes with the last part of a message: a file, buttons;
+// and the record of the parts sent (nil: none).
 type lastPart struct {
 	file       *upload
 	components []discordgo.MessageComponent
+	record     channels.Parts
 }
 
-// sendParts posts parts in order, with last on the last one.
+// sendParts posts parts in order, with last on the last one. Parts the
+// record says were sent before (a crash cut the message off) are skipped;
+// each part sent is recorded as soon as Discord accepted it. (The nonce
+// covers the moment between the two: a part sent again returns the
+// message Discord already has.)
 func (a *Adapter) sendParts(ctx context.Context, chatID, replyTo string, parts []string, last lastPart) (string, error) {
 	var lastID string
 	for i, p := range parts {
+		if last.record != nil {
+			if id, ok := last.record.Sent(i); ok {
+				lastID = id
+				continue
+			}
+		}
 		body := messageCreate{Content: p, Nonce: partNonce(ctx, chatID, p, i), EnforceNonce: true, AllowedMentions: allowedMentions}
 		if i == 0 && replyTo != "" {
 			no := false
@@ -175,6 +187,9 @@ func (a *Adapter) sendParts(ctx context.Context, chatID, replyTo string, parts [
 			return lastID, a.redact.wrap(err, "discord: send part %d/%d to %s", i+1, len(parts), chatID)
 		}
 		lastID = msg.ID
+		if last.record != nil {
+			last.record.Confirmed(ctx, i, lastID)
+		}
 	}
 	return lastID, nil
 }

@@ -96,7 +96,9 @@ func sentID(raw json.RawMessage) (string, error) {
 
 // Send renders m.Text (Markdown) as Telegram HTML, splits it into parts
 // that fit one message, and sends them in order; the first part replies to
-// m.ReplyTo. It returns the id of the last part.
+// m.ReplyTo. It returns the id of the last part. With m.Parts, parts sent
+// before (a crash cut the reply off) are skipped and each part sent is
+// recorded as soon as Telegram accepted it.
 func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error) {
 	return a.send(ctx, m, "")
 }
@@ -165,6 +167,10 @@ func (a *Adapter) send(ctx context.Context, m channels.Outbound, markup string) 
 	}
 	var last string
 	for i, part := range parts {
+		if id, ok := sentBefore(m.Parts, i); ok {
+			last, replyTo = id, 0 // sent before a restart
+			continue
+		}
 		partMarkup := ""
 		if i == len(parts)-1 {
 			partMarkup = markup
@@ -172,9 +178,24 @@ func (a *Adapter) send(ctx context.Context, m channels.Outbound, markup string) 
 		if last, err = a.sendPart(ctx, chat, part, replyTo, partMarkup); err != nil {
 			return "", fmt.Errorf("telegram: send part %d/%d to chat %s: %w", i+1, len(parts), chat, err)
 		}
+		// Recorded before anything else: the Bot API has no idempotency
+		// key, so a crash from here until the record commits sends the
+		// part again after the restart.
+		if m.Parts != nil {
+			m.Parts.Confirmed(ctx, i, last)
+		}
 		replyTo = 0
 	}
 	return last, nil
+}
+
+// sentBefore reports whether part i of a reply was sent before (see
+// channels.Parts), and as which message.
+func sentBefore(p channels.Parts, i int) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	return p.Sent(i)
 }
 
 // sendPart sends one HTML part, with a reply_markup (keyboard) unless

@@ -6,8 +6,9 @@
 // client library is tested against what Discord sends. What it models:
 //
 //   - REST: GET /gateway, GET /users/@me, POST/PATCH channel messages (JSON
-//     and multipart with files, the 2000-character limit, nonce with
-//     enforce_nonce), a channel's history (GET messages with after, before
+//     and multipart with files, the 2000-character limit, a nonce of at
+//     most 25 characters with enforce_nonce: the same author's message with
+//     that nonce in the past NonceWindow is returned, none created), a channel's history (GET messages with after, before
 //     and limit, newest first; every MESSAGE_CREATE dispatched, queued or
 //     dropped, every message the bot sent, and Post), typing, reactions, GET /channels/{id}, bulk overwrite of
 //     application commands and interaction callbacks. Any route can be made to
@@ -79,6 +80,9 @@ const (
 // MaxContent is Discord's limit on message content, in characters.
 const MaxContent = 2000
 
+// maxNonce is Discord's limit on a message nonce, in characters.
+const maxNonce = 25
+
 // CDNBase is where attachment URLs point, as on Discord. Clients under test
 // rewrite this host to the fake.
 const CDNBase = "https://cdn.discordapp.com"
@@ -98,6 +102,10 @@ type Fake struct {
 	// EchoSent makes messages the bot posts come back as MESSAGE_CREATE
 	// dispatches, as on Discord (default true).
 	EchoSent bool
+	// NonceWindow is how long a nonce sent with enforce_nonce is
+	// remembered: Discord checks it "for uniqueness in the past few
+	// minutes" (default 5 minutes). Change it before the sends.
+	NonceWindow time.Duration
 
 	srv *httptest.Server
 	mux *http.ServeMux
@@ -138,6 +146,8 @@ type Sent struct {
 	AllowedMentions json.RawMessage
 	Files           []File
 	Components      []Component // action rows, as posted
+
+	at time.Time // when it was created, for enforce_nonce
 }
 
 // Buttons returns the buttons of the message, row by row.
@@ -234,6 +244,7 @@ func Start() *Fake {
 		AppID:             "111111111111111111",
 		HeartbeatInterval: 41250 * time.Millisecond,
 		EchoSent:          true,
+		NonceWindow:       5 * time.Minute,
 		changed:           make(chan struct{}),
 		idNext:            (time.Now().UnixMilli() - 1420070400000) << 22,
 		failures:          map[string][]failure{},
@@ -570,11 +581,24 @@ func (f *Fake) handleCreateMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nonce := strings.Trim(string(body.Nonce), `"`)
+	if utf8.RuneCountInString(nonce) > maxNonce {
+		writeJSON(w, http.StatusBadRequest, map[string]any{
+			"code": 50035, "message": "Invalid Form Body",
+			"errors": map[string]any{"nonce": map[string]any{"_errors": []map[string]string{{
+				"code": "BASE_TYPE_BAD_LENGTH", "message": "Must be between 1 and 25 in length."}}}},
+		})
+		return
+	}
 
 	f.mu.Lock()
+	// enforce_nonce, as documented: "If true and nonce is present, it will
+	// be checked for uniqueness in the past few minutes. If another message
+	// was created by the same author with the same nonce, that message will
+	// be returned and no new message will be created." Every message in
+	// sent has the bot as its author, whatever its channel.
 	if body.EnforceNonce && nonce != "" {
 		for _, s := range f.sent {
-			if s.ChannelID == channelID && s.Nonce == nonce {
+			if s.Nonce == nonce && time.Since(s.at) <= f.NonceWindow {
 				msg := f.botMessageLocked(s)
 				f.mu.Unlock()
 				writeJSON(w, http.StatusOK, msg)
@@ -585,6 +609,7 @@ func (f *Fake) handleCreateMessage(w http.ResponseWriter, r *http.Request) {
 	s := Sent{
 		ID: f.newIDLocked(), ChannelID: channelID, Content: body.Content, Nonce: nonce,
 		Reference: body.Reference, AllowedMentions: body.AllowedMentions, Files: files, Components: body.Components,
+		at: time.Now(),
 	}
 	f.sent = append(f.sent, s)
 	msg := f.botMessageLocked(s)

@@ -227,6 +227,55 @@ func TestCreateMessage(t *testing.T) {
 	}
 }
 
+// enforce_nonce as Discord documents it: a nonce is checked for uniqueness
+// in the past few minutes, and another message by the same author with
+// that nonce is returned instead of a new one (in any channel: the author
+// is the scope); without enforce_nonce a nonce changes nothing; a nonce
+// has at most 25 characters.
+func TestEnforceNonce(t *testing.T) {
+	f := New(t)
+	f.EchoSent = false
+	send := func(channel, body string) (int, string) {
+		t.Helper()
+		resp, b := post(t, f, "/channels/"+channel+"/messages", "application/json", strings.NewReader(body))
+		var m struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal([]byte(b), &m)
+		return resp.StatusCode, m.ID
+	}
+	_, first := send("c1", `{"content":"one","nonce":"n-1","enforce_nonce":true}`)
+	for _, c := range []struct {
+		name, channel, body string
+		same                bool
+	}{
+		{"resent", "c1", `{"content":"one","nonce":"n-1","enforce_nonce":true}`, true},
+		{"resent with another text", "c1", `{"content":"changed","nonce":"n-1","enforce_nonce":true}`, true},
+		{"the same author in another channel", "c2", `{"content":"one","nonce":"n-1","enforce_nonce":true}`, true},
+		{"without enforce_nonce", "c1", `{"content":"one","nonce":"n-1"}`, false},
+		{"another nonce", "c1", `{"content":"one","nonce":"n-2","enforce_nonce":true}`, false},
+	} {
+		code, id := send(c.channel, c.body)
+		if code != 200 || (id == first) != c.same {
+			t.Errorf("%s: %d, id %s (first %s); want 200 and the same message: %v", c.name, code, id, first, c.same)
+		}
+	}
+	if got := len(f.Sent()); got != 3 {
+		t.Errorf("%d messages created, want 3", got)
+	}
+	if code, _ := send("c1", `{"content":"long","nonce":"`+strings.Repeat("x", 26)+`","enforce_nonce":true}`); code != 400 {
+		t.Errorf("a 26-character nonce: %d, want 400", code)
+	}
+	// Past the window the nonce is free again. (The window is a nanosecond:
+	// an HTTP round trip is longer.)
+	f.mu.Lock()
+	f.NonceWindow = time.Nanosecond
+	f.mu.Unlock()
+	if _, id := send("c1", `{"content":"one","nonce":"n-1","enforce_nonce":true}`); id == first || id == "" {
+		t.Errorf("a nonce past the window returned %q, want a new message", id)
+	}
+}
+
 func TestEchoAndAttachments(t *testing.T) {
 	f := New(t)
 	ctx := testCtx(t)

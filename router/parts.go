@@ -1,0 +1,76 @@
+package router
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"strconv"
+
+	"switchboard/channels"
+)
+
+// replyKey names a reply within the turn answering an inbox message: its
+// ordinal (how many replies to the message were delivered before it) and a
+// hash of its text. A turn resumed after a restart computes the same key
+// for the same reply, since a reply is recorded delivered only once whole;
+// another text at the same ordinal (the model answered differently) gets
+// another key, so parts of one text never stand in for another's.
+func replyKey(ordinal int, text string) string {
+	h := sha256.Sum256([]byte(text))
+	return strconv.Itoa(ordinal) + ":" + hex.EncodeToString(h[:8])
+}
+
+// replyParts is the channels.Parts of one reply to an inbox message, kept
+// in the store's reply_parts.
+type replyParts struct {
+	st      Store
+	inboxID int64
+	key     string
+	sent    map[int]string // sent before a restart, by part
+	log     *slog.Logger
+}
+
+// partsFor returns the part record of the reply text to the inbox item, or
+// nil (send every part, record none) when the store cannot say which parts
+// went out before. For a fresh message (stored a moment ago) there is
+// nothing to look up: replied is how many replies this turn delivered.
+// Otherwise the store counts the replies delivered before, whichever
+// process sent them, and has the parts of this one sent before a crash.
+func (r *Router) partsFor(ctx context.Context, inboxID int64, fresh bool, replied int, text string, log *slog.Logger) channels.Parts {
+	if fresh {
+		return &replyParts{st: r.cfg.Store, inboxID: inboxID, key: replyKey(replied, text), log: log}
+	}
+	n, err := r.cfg.Store.Deliveries(ctx, inboxID)
+	if err != nil {
+		log.Warn("reply parts: cannot count the deliveries; sending the reply whole", "err", err)
+		return nil
+	}
+	key := replyKey(n, text)
+	sent, err := r.cfg.Store.ReplyParts(ctx, inboxID, key)
+	if err != nil {
+		log.Warn("reply parts: cannot read the parts sent before; sending the reply whole", "err", err)
+		return nil
+	}
+	if len(sent) > 0 {
+		log.Info("completing a reply cut off after a restart", "parts_sent", len(sent))
+	}
+	return &replyParts{st: r.cfg.Store, inboxID: inboxID, key: key, sent: sent, log: log}
+}
+
+// Sent implements channels.Parts.
+func (p *replyParts) Sent(i int) (string, bool) {
+	id, ok := p.sent[i]
+	return id, ok
+}
+
+// Confirmed implements channels.Parts: it records the part at once. A
+// failed record is logged, not returned: the reply goes on, and only a
+// crash before its delivery record would send the part again.
+func (p *replyParts) Confirmed(ctx context.Context, i int, id string) {
+	if err := p.st.RecordReplyPart(context.WithoutCancel(ctx), p.inboxID, p.key, i, id); err != nil {
+		p.log.Error("record reply part", "part", i, "err", err)
+	}
+}
+
+var _ channels.Parts = (*replyParts)(nil)
