@@ -34,6 +34,14 @@ const (
 // not be written; the turn stops rather than go on with an unrecorded step.
 const StopStoreError StopReason = "store_error"
 
+// StopModelUnavailable is the failed-class stop reason of a turn that
+// holds on an outage (Turn.HoldOnOutage) when the model server could not be
+// reached or did not answer properly after the client's retries
+// (llm.Unavailable). Like StopStoreError, the turn is left running with
+// its committed steps and no reply: the caller tries it again later, and
+// it resumes where it stopped.
+const StopModelUnavailable StopReason = "model_unavailable"
+
 // Model is the chat model the loop talks to (llm.Client implements it).
 type Model interface {
 	Complete(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error)
@@ -163,6 +171,12 @@ type Turn struct {
 	// the always-on ones), for the after-turn review: the turn's
 	// EventDone carries them.
 	Skills []string
+	// HoldOnOutage: when the model is unavailable (llm.Unavailable), the
+	// turn of a stored message (InboxID set) stops with
+	// StopModelUnavailable, unanswered and left open, for the caller to
+	// try again; otherwise the user is told to try again, and the turn
+	// fails.
+	HoldOnOutage bool
 }
 
 // Resolution is the user's decision on a paused turn's tool calls.
@@ -316,6 +330,10 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 		// message stays pending, and the turn resumes once the store takes
 		// writes again. Finished as failed, it could never be answered.
 		log.Warn("turn left open: the store did not take its step", "err", err)
+	} else if reason == StopModelUnavailable {
+		// The same, until the model answers again (only with InboxID:
+		// see holds).
+		log.Warn("turn left open: the model is unavailable", "err", err)
 	} else if ferr := a.cfg.Store.FinishTurn(context.WithoutCancel(ctx), st.turnID, end); ferr != nil {
 		log.Error("finish turn", "err", ferr)
 		err = errors.Join(err, ferr)
@@ -622,6 +640,9 @@ func (a *Agent) call(ctx context.Context, st *turnState, step int, specs []llm.T
 			if ctx.Err() != nil {
 				return llm.Response{}, StopCancelled, nil
 			}
+			if st.holds(err) {
+				return llm.Response{}, StopModelUnavailable, err
+			}
 			st.final = errorReply(err)
 			return llm.Response{}, StopLLMError, err
 		}
@@ -654,9 +675,19 @@ func (a *Agent) call(ctx context.Context, st *turnState, step int, specs []llm.T
 			st.final = "This conversation no longer fits in my memory. Send /new to start a fresh one."
 			return llm.Response{}, StopContextOverflow, err
 		}
+		if st.holds(err) {
+			return llm.Response{}, StopModelUnavailable, err
+		}
 		st.final = errorReply(err)
 		return llm.Response{}, StopLLMError, err
 	}
+}
+
+// holds reports whether the turn stops on err to be tried again later
+// (StopModelUnavailable) rather than fail: it holds on an outage, has a
+// stored message to resume from, and the model is unavailable.
+func (st *turnState) holds(err error) bool {
+	return st.t.HoldOnOutage && st.t.InboxID != 0 && llm.Unavailable(err)
 }
 
 // errorReply is the short message a user gets when the model failed.
@@ -677,8 +708,11 @@ func (a *Agent) wrapUp(ctx context.Context, st *turnState, reason StopReason, wh
 	resp, r, err := a.call(ctx, st, st.steps+1, nil, false)
 	st.cur = st.cur[:len(st.cur)-1]
 	if err != nil || r == StopCancelled {
-		if r == StopCancelled {
+		switch r {
+		case StopCancelled:
 			return StopCancelled, nil
+		case StopModelUnavailable:
+			return r, err // wrapped up when the turn resumes
 		}
 		st.final = "I had to stop before finishing (" + string(reason) + ") and couldn't summarise my progress."
 		return reason, err

@@ -675,3 +675,51 @@ func TestMalformedModelAnswer(t *testing.T) {
 		}
 	})
 }
+
+// A turn that holds on an outage stops when the model is unavailable after
+// the client's retries: no reply, its committed step kept, the turn left
+// running and its message pending. Resumed once the model answers, it goes
+// on from there (the tool call is not run again). A model that refuses the
+// request is no outage: that turn fails with the short error as before.
+func TestModelUnavailableHoldsTheTurn(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	inboxID, _, err := h.store.Intake(ctx, store.InboxItem{Channel: "test", ChatKey: "chat-1", MessageID: "m1", Payload: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := func(tr *agent.Turn) { tr.InboxID, tr.HoldOnOutage = inboxID, true }
+	h.fake.Push(
+		testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c1", "current_time", `{}`)}},
+		testkit.Reply{Status: 503}, testkit.Reply{CutStream: true}, testkit.Reply{Status: 502, HTMLBody: true},
+	)
+	res := h.run("time?", hold)
+	if res.StopReason != agent.StopModelUnavailable || !llm.Unavailable(res.Err) || res.InboxDone {
+		t.Fatalf("result = %+v; want model_unavailable", res)
+	}
+	if sent := h.chat.Sent(); len(sent) != 0 {
+		t.Fatalf("user got %q; want nothing yet", sent)
+	}
+	if tr := h.turnRow(res.TurnID); tr.Status != store.TurnRunning || tr.Steps != 1 {
+		t.Fatalf("turn row = %+v; want running with its step", tr)
+	}
+	if pending, err := h.store.PendingInbox(ctx); err != nil || len(pending) != 1 {
+		t.Fatalf("pending = %+v, %v; want the message", pending, err)
+	}
+
+	h.fake.Push(testkit.Reply{Text: "It is 15:04."})
+	res = h.run("time?", hold, func(tr *agent.Turn) { tr.ResumeTurnID = res.TurnID })
+	if res.StopReason != agent.StopEndTurn || res.Err != nil || !res.InboxDone {
+		t.Fatalf("resumed result = %+v; want end_turn", res)
+	}
+	equal(t, "sent", h.chat.Sent(), []string{"It is 15:04."})
+	equal(t, "transcript", h.transcript(), []string{
+		"user: time?", "assistant call current_time{}", "tool [c1]: Wednesday, 2 December 2026 15:04:00 (UTC, UTC+00:00)",
+		"assistant: It is 15:04."})
+
+	h.fake.Push(testkit.Reply{Status: 400, ErrorMessage: "bad request"})
+	res = h.run("again", func(tr *agent.Turn) { tr.HoldOnOutage = true })
+	if res.StopReason != agent.StopLLMError {
+		t.Fatalf("a refused request: %+v; want llm_error", res)
+	}
+}

@@ -103,6 +103,7 @@ type Agent struct {
 	ApprovalTimeout      time.Duration `yaml:"approval_timeout"`        // an unanswered approval request expires
 	PlanStepMaxSteps     int           `yaml:"plan_step_max_steps"`     // step cap of each /plan step
 	PlanFeedbackTimeout  time.Duration `yaml:"plan_feedback_timeout"`   // without an answer a plan continues
+	ModelOutageMaxAge    time.Duration `yaml:"model_outage_max_age"`    // how long a message waits for a model that is unavailable
 }
 
 // Channels configures the chat adapters.
@@ -259,6 +260,9 @@ type MCPServer struct {
 	URL     string        `yaml:"url"`     // a streamable HTTP server
 	Headers []string      `yaml:"headers"` // "Name: value" pairs for an HTTP server
 	Timeout time.Duration `yaml:"timeout"` // per call
+	// StartupTimeout bounds starting the server (or connecting to it) and
+	// listing its tools, at start and at each retry.
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
 }
 
 // Schedule configures scheduled jobs: those listed here, and those people
@@ -339,6 +343,10 @@ const (
 	// defaultApprovalTimeout leaves time to notice a request, yet a stale
 	// one does not run hours later by surprise.
 	defaultApprovalTimeout = time.Hour
+	// defaultModelOutageMaxAge: long enough for a provider's incident or a
+	// model server's restart, short enough that a late answer is still
+	// wanted.
+	defaultModelOutageMaxAge = time.Hour
 	// defaultPlanStepMaxSteps: a plan step is one focused piece of work.
 	defaultPlanStepMaxSteps = 10
 	// defaultPlanFeedbackTimeout: a plan goes on if nobody answers.
@@ -443,6 +451,7 @@ func Default() *Config {
 			ApprovalTimeout:     defaultApprovalTimeout,
 			PlanStepMaxSteps:    defaultPlanStepMaxSteps,
 			PlanFeedbackTimeout: defaultPlanFeedbackTimeout,
+			ModelOutageMaxAge:   defaultModelOutageMaxAge,
 		},
 		Channels: Channels{
 			Console: Console{User: defaultConsoleUser},

@@ -63,6 +63,7 @@ func (c *Config) Validate() error {
 	v.positiveDuration("agent.approval_timeout", c.Agent.ApprovalTimeout, "1h")
 	v.positive("agent.plan_step_max_steps", c.Agent.PlanStepMaxSteps, "such as 10")
 	v.positiveDuration("agent.plan_feedback_timeout", c.Agent.PlanFeedbackTimeout, "10m")
+	v.positiveDuration("agent.model_outage_max_age", c.Agent.ModelOutageMaxAge, "1h")
 	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "skills" (it may be empty)`)
 	v.oneOf("skills.self_improve", c.Skills.SelfImprove, "off", "propose", "apply")
 	if l := c.Learning; l.Enabled {
@@ -109,6 +110,9 @@ func (c *Config) Validate() error {
 		}
 		if s.Timeout < 0 {
 			v.add(key+".timeout", "must not be negative; 0 uses the default of 60s")
+		}
+		if s.StartupTimeout < 0 {
+			v.add(key+".startup_timeout", "must not be negative; 0 uses the default of 60s")
 		}
 	}
 

@@ -18,10 +18,13 @@ package e2e
 //     chaosChannel.warmUp). Sends carry a nonce with enforce_nonce, so a
 //     send repeated after a restart can be recognised.
 //   - Telegram: nothing lost (an update is confirmed only after it is
-//     stored). The Bot API has no idempotency key, so a process killed after
-//     Telegram accepted sendMessage and before the delivery record commits
-//     sends the answer again after the restart; such a duplicate is allowed
-//     only where it is explained (see checkChaosAnswers), and counted.
+//     stored). The fake Bot API has the real offset semantics: an update is
+//     handed out again, to the next child too, until a later getUpdates
+//     confirms it with a higher offset. The Bot API has no idempotency
+//     key, so a process killed after Telegram accepted sendMessage and
+//     before the delivery record commits sends the answer again after the
+//     restart; such a duplicate is allowed only where it is explained (see
+//     checkChaosAnswers), and counted.
 //
 // Each cycle's kill point is one of these, chosen by the seed:
 //   - a random time after the start (startup, replay of unfinished messages);
@@ -45,14 +48,34 @@ package e2e
 // sent (never both). Answers echo the id, so each is matched to its message.
 //
 // Between a child and a fake platform sits a tap, a small proxy made anew
-// for each child: it fires the kill points above at the exact moment, and
-// tells which child sent each message the platform accepted.
+// for each child: it fires the kill points above at the exact moment,
+// tells which child sent each message the platform accepted, and delays
+// each send on both sides of the platform, as a slow network would: before
+// the send reaches the platform, and before the platform's answer reaches
+// the child, each by a time drawn from the seed in [0, -chaos.senddelay]
+// (50 ms by default, to keep CI quick; the long run below uses 200 ms).
 //
-// The seed fixes the workload and every cycle's kill point; the instant a
-// kill lands still depends on scheduling, so a replay repeats the same
-// faults at the same kinds of moments, not bit for bit. By hand:
+// At the end each channel reports, with t.Logf whether it passed or not,
+// as a sentence and as a line of JSON after "chaos-result ": the kills
+// (by kill point), the messages, lost ones (the test fails on any),
+// doubled ones (count and share of the messages; Discord fails on any),
+// the Telegram updates handed again to a later child, and two times
+// measured for each child started after a kill: restart to answer, from
+// the child's start to the first reply of it the platform accepted, and
+// restart to first poll, from its start to its first getUpdates (Telegram)
+// or its READY session (Discord); each as median, p95 and max, with the
+// number of children killed before that moment came (they give no time).
 //
-//	go test -race -run 'TestChaos' -chaos.cycles=500 -chaos.seed=N ./e2e/
+// The seed fixes the workload, every cycle's kill point and the send
+// delays; the instant a kill lands still depends on scheduling, so a
+// replay repeats the same faults at the same kinds of moments, not bit for
+// bit. A failure prints the flags that replay it. By hand, 300 kills (150
+// per channel) with the figures, about 3 minutes without -race:
+//
+//	go test -count=1 -v -run 'TestChaos' -timeout 60m ./e2e/ -chaos.cycles=150 -chaos.senddelay=200ms | grep -E 'chaos-result|^(---|ok|FAIL)'
+//
+// and a replay: go test -race -run 'TestChaos' ./e2e/ -chaos.cycles=500 -chaos.seed=N
+// (the package comes before the -chaos flags, which go test does not know)
 
 import (
 	"context"
@@ -62,6 +85,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -89,8 +113,9 @@ import (
 )
 
 var (
-	chaosCycles = flag.Int("chaos.cycles", 50, "TestChaos: kill/restart cycles of each channel")
-	chaosSeed   = flag.Uint64("chaos.seed", 0, "TestChaos: seed of the workload and the kill points (0: a new one, printed)")
+	chaosCycles    = flag.Int("chaos.cycles", 50, "TestChaos: kill/restart cycles of each channel")
+	chaosSeed      = flag.Uint64("chaos.seed", 0, "TestChaos: seed of the workload and the kill points (0: a new one, printed)")
+	chaosSendDelay = flag.Duration("chaos.senddelay", 50*time.Millisecond, "TestChaos: the longest delay on each side of a send (on its way to the platform, and its answer on the way back), each drawn from the seed in [0, this]")
 )
 
 const (
@@ -109,14 +134,25 @@ func TestChaos(t *testing.T) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	cycles := max(*chaosCycles, 1)
-	t.Logf("seed %d, %d cycles per channel; replay with -chaos.seed=%d -chaos.cycles=%d", seed, cycles, seed, cycles)
+	run := chaosRun{seed: seed, cycles: max(*chaosCycles, 1), sendDelay: max(*chaosSendDelay, 0)}
+	t.Logf("seed %d, %d cycles per channel, sends delayed up to %s each way; replay with %s", seed, run.cycles, run.sendDelay, run.flags())
 	t.Run("telegram", func(t *testing.T) {
-		runChaos(t, newTelegramChaos(t), seed, cycles)
+		runChaos(t, newTelegramChaos(t), run)
 	})
 	t.Run("discord", func(t *testing.T) {
-		runChaos(t, newDiscordChaos(t), seed, cycles)
+		runChaos(t, newDiscordChaos(t), run)
 	})
+}
+
+// chaosRun is what the flags set for a run.
+type chaosRun struct {
+	seed      uint64
+	cycles    int
+	sendDelay time.Duration
+}
+
+func (r chaosRun) flags() string {
+	return fmt.Sprintf("-chaos.seed=%d -chaos.cycles=%d -chaos.senddelay=%s", r.seed, r.cycles, r.sendDelay)
 }
 
 // chaosEvent is a kind of moment a kill point waits for.
@@ -190,13 +226,15 @@ type chaosCycle struct {
 	ready  chan struct{} // Discord: closed once the child has a gateway session
 	once   sync.Once     // closes ready
 
-	mu      sync.Mutex
-	waiting []*chaosMsg // armLate: armed once the model was asked about each
-	posted  bool        // waiting is set
-	child   *crashChild
-	started time.Time
-	lived   time.Duration // from the start to the kill
-	why     string        // what killed it
+	mu       sync.Mutex
+	waiting  []*chaosMsg // armLate: armed once the model was asked about each
+	posted   bool        // waiting is set
+	child    *crashChild
+	started  time.Time
+	polled   time.Time     // the child's first getUpdates (Telegram) or its READY (Discord) reached the tap
+	answered time.Time     // the platform accepted the child's first reply
+	lived    time.Duration // from the start to the kill
+	why      string        // what killed it
 }
 
 func newChaosCycle(n int, plan killPlan) *chaosCycle {
@@ -204,6 +242,22 @@ func newChaosCycle(n int, plan killPlan) *chaosCycle {
 }
 
 func (c *chaosCycle) markReady() { c.once.Do(func() { close(c.ready) }) }
+
+// first sets *at, one of the cycle's times, to now if it is not set yet.
+func (c *chaosCycle) first(at *time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if at.IsZero() {
+		*at = time.Now()
+	}
+}
+
+// since returns how long after the child's start at came (false: never).
+func (c *chaosCycle) since(at *time.Time) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return at.Sub(c.started), !at.IsZero()
+}
 
 // start runs the cycle's child.
 func (c *chaosCycle) start(t *testing.T, rig *crashRig) *crashChild {
@@ -461,8 +515,8 @@ type chaosChannel interface {
 	upstream() string                            // the fake's base URL, for the tap
 	config(tapURL string) func(*config.Channels) // sets the channel in channels
 	classify(r *http.Request, body []byte) tapCall
-	sentID(answer []byte) string   // the platform's id of a sent message, from the answer
-	hasUpdates(answer []byte) bool // the answer hands messages over
+	sentID(answer []byte) string       // the platform's id of a sent message, from the answer
+	handedOver(answer []byte) []string // the ids of the updates a getUpdates answer hands over
 	// post makes the platform deliver msgs to the cycle's child and returns
 	// how many it posted (Discord waits for the gateway session first; a
 	// child killed before it identified gets none).
@@ -491,23 +545,76 @@ type chaosChannel interface {
 
 // chaosRecord is what the taps saw across the run.
 type chaosRecord struct {
-	mu     sync.Mutex
-	sentBy map[string]int // platform message id → the cycle whose child sent it
+	mu       sync.Mutex
+	sentBy   map[string]int  // platform message id → the cycle whose child sent it
+	gotFirst map[string]int  // Telegram update id → the first cycle whose child got it
+	again    map[string]bool // Telegram update ids handed again to a later child
 }
 
-// chaosTap forwards one child's calls to a fake platform and fires the
-// cycle's kill points at the exact moment.
+func newChaosRecord() *chaosRecord {
+	return &chaosRecord{sentBy: map[string]int{}, gotFirst: map[string]int{}, again: map[string]bool{}}
+}
+
+// handed records the updates a poll of cycle n's child got.
+func (r *chaosRecord) handed(n int, ids []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if first, ok := r.gotFirst[id]; !ok {
+			r.gotFirst[id] = n
+		} else if first != n {
+			r.again[id] = true
+		}
+	}
+}
+
+// chaosDelays draws the delays of the sends, from the seed: the order of
+// the draws follows the order of the sends, so a replay is close, not
+// exact.
+type chaosDelays struct {
+	most time.Duration
+	mu   sync.Mutex
+	rng  *rand.Rand
+}
+
+func (d *chaosDelays) draw() time.Duration {
+	if d.most <= 0 {
+		return 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return time.Duration(d.rng.Int64N(int64(d.most) + 1))
+}
+
+// chaosTap forwards one child's calls to a fake platform, delays each send
+// on both sides of the platform, and fires the cycle's kill points at the
+// exact moment.
 type chaosTap struct {
 	*httptest.Server
-	ch    chaosChannel
-	cycle *chaosCycle
-	rec   *chaosRecord
+	ch     chaosChannel
+	cycle  *chaosCycle
+	rec    *chaosRecord
+	delays *chaosDelays
 }
 
-func newChaosTap(ch chaosChannel, c *chaosCycle, rec *chaosRecord) *chaosTap {
-	p := &chaosTap{ch: ch, cycle: c, rec: rec}
+func newChaosTap(ch chaosChannel, c *chaosCycle, rec *chaosRecord, delays *chaosDelays) *chaosTap {
+	p := &chaosTap{ch: ch, cycle: c, rec: rec, delays: delays}
 	p.Server = httptest.NewServer(p)
 	return p
+}
+
+// hold delays a send by a drawn time, as a slow network would: a fault
+// injected, not a wait for something. It returns false, at once, if the
+// child dies meanwhile.
+func (p *chaosTap) hold() bool {
+	timer := time.NewTimer(p.delays.draw())
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return !p.cycle.dead()
+	case <-p.cycle.killed:
+		return false
+	}
 }
 
 func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -516,11 +623,17 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call := p.ch.classify(r, body)
+	if call.updates || call.ready {
+		p.cycle.first(&p.cycle.polled)
+	}
 	if call.ready {
 		p.cycle.markReady()
 	}
 	if call.confirm {
 		p.cycle.event(evConfirm)
+	}
+	if call.send && !p.hold() {
+		panic(http.ErrAbortHandler) // the process died while its send was on the way
 	}
 	if p.cycle.dead() {
 		panic(http.ErrAbortHandler) // the process died before its request went out
@@ -529,11 +642,15 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sent := ""
 	if call.send && resp.StatusCode == http.StatusOK {
 		if sent = p.ch.sentID(answer); sent != "" {
+			p.cycle.first(&p.cycle.answered)
 			p.rec.mu.Lock()
 			p.rec.sentBy[sent] = p.cycle.n
 			p.rec.mu.Unlock()
 			p.cycle.event(evSendAccepted)
 		}
+	}
+	if call.send && !p.hold() {
+		panic(http.ErrAbortHandler) // the answer is on its way back to a dead process
 	}
 	if p.cycle.dead() {
 		panic(http.ErrAbortHandler)
@@ -543,8 +660,11 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sent != "" {
 		p.cycle.event(evSendAnswered)
 	}
-	if call.updates && p.ch.hasUpdates(answer) {
-		p.cycle.event(evInbound)
+	if call.updates {
+		if ids := p.ch.handedOver(answer); len(ids) > 0 {
+			p.rec.handed(p.cycle.n, ids)
+			p.cycle.event(evInbound)
+		}
 	}
 }
 
@@ -563,7 +683,8 @@ func chaosConfig(model *testkit.FakeLLM, dir string, channel func(*config.Channe
 }
 
 // runChaos runs the cycles, the final clean run, and the checks.
-func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
+func runChaos(t *testing.T, ch chaosChannel, run chaosRun) {
+	seed, cycles := run.seed, run.cycles
 	start := time.Now()
 	ctx := t.Context()
 	w := newChaosWorkload(seed)
@@ -573,7 +694,8 @@ func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "serve.yaml")
 	rig := &crashRig{cfg: cfgPath}
-	rec := &chaosRecord{sentBy: map[string]int{}}
+	rec := newChaosRecord()
+	delays := &chaosDelays{most: run.sendDelay, rng: rand.New(rand.NewPCG(seed, 4))}
 	var ran []*chaosCycle // every cycle so far, the clean run last
 	t.Cleanup(func() {
 		for _, c := range rig.children {
@@ -581,7 +703,7 @@ func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
 		}
 		if t.Failed() {
 			reportChaos(t, rig, ran)
-			t.Logf("replay with: go test -race -run 'TestChaos/%s' -chaos.seed=%d -chaos.cycles=%d ./e2e/", ch.name(), seed, cycles)
+			t.Logf("replay with: go test -race -run 'TestChaos/%s' ./e2e/ %s", ch.name(), run.flags())
 		}
 	})
 
@@ -592,7 +714,7 @@ func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
 	cleanRun := func(n int, backlog []*chaosMsg) {
 		c := newChaosCycle(n, killPlan{event: numChaosEvents})
 		ran = append(ran, c)
-		tap := newChaosTap(ch, c, rec)
+		tap := newChaosTap(ch, c, rec, delays)
 		defer func() {
 			c.kill("the test ended") // if a check stopped the test before the child
 			tap.Close()
@@ -649,7 +771,7 @@ func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
 	for n := first + 1; n <= first+cycles; n++ {
 		c := newChaosCycle(n, pickKill(rng, ch.events(), ch.armLate()))
 		ran = append(ran, c)
-		tap := newChaosTap(ch, c, rec)
+		tap := newChaosTap(ch, c, rec, delays)
 		writeChaosConfig(t, cfgPath, chaosConfig(fake, dir, ch.config(tap.URL)))
 		backlog = append(backlog, w.batch()...)
 		c.armed.Store(!ch.armLate() || c.plan.event == evTimer || c.plan.event == evInbound)
@@ -694,21 +816,123 @@ func runChaos(t *testing.T, ch chaosChannel, seed uint64, cycles int) {
 	checks.Wait()
 	checkIntegrity(t, filepath.Join(dir, "switchboard.db"), "the database after the clean run")
 	db := openChaosDB(t, filepath.Join(dir, "switchboard.db"))
-	dups := checkChaosAnswers(t, ch, w, rec, db, ran)
+	out := checkChaosAnswers(t, ch, w, rec, db, ran)
 	ch.check(t)
-	caughtUp := "" // Discord: messages a child fetched and delivered on READY
-	if ch.name() == "discord" {
-		n := 0
-		for _, c := range rig.children {
-			for _, m := range chaosCaughtUpRe.FindAllStringSubmatch(c.stderr.String(), -1) {
-				k, _ := strconv.Atoi(m[1])
-				n += k
-			}
+	caughtUp := 0 // Discord: messages a child fetched and delivered on READY
+	for _, c := range rig.children {
+		for _, m := range chaosCaughtUpRe.FindAllStringSubmatch(c.stderr.String(), -1) {
+			k, _ := strconv.Atoi(m[1])
+			caughtUp += k
 		}
-		caughtUp = fmt.Sprintf(", %d messages delivered by a catch-up (lost at a kill, or also live)", n)
 	}
-	t.Logf("%s: %d cycles (%d kill points fell back to a timer), %d messages in %d chats, %d model requests (%d resumed after the final answer was stored), %d duplicate replies (explained)%s, in %s",
-		ch.name(), cycles, fallbacks, len(w.all()), chaosChats, fake.Calls(), model.reasked.Load(), dups, caughtUp, time.Since(start).Round(time.Millisecond))
+	rec.mu.Lock()
+	redelivered := len(rec.again)
+	rec.mu.Unlock()
+	res := chaosResult{
+		Channel: ch.name(), Seed: seed, SendDelayMaxMS: run.sendDelay.Milliseconds(),
+		Kills: cycles, Fallbacks: fallbacks, KillPoints: map[string]int{},
+		Messages: len(w.all()), Lost: out.lost, Doubled: out.doubled, ExtraCopies: out.extra, MostCopies: max(out.most, 1),
+		Redelivered: redelivered, CaughtUp: caughtUp,
+		ModelRequests: fake.Calls(), Resumed: int(model.reasked.Load()),
+		Seconds: time.Since(start).Seconds(),
+	}
+	if res.Messages > 0 {
+		res.DoubledPct = 100 * float64(res.Doubled) / float64(res.Messages)
+	}
+	var toAnswer, toPoll []time.Duration
+	for i, c := range ran {
+		if c.plan.event < numChaosEvents {
+			res.KillPoints[chaosEventNames[c.plan.event]]++
+		}
+		if i == 0 || ran[i-1].plan.event >= numChaosEvents {
+			continue // not a restart after a kill
+		}
+		if d, ok := c.since(&c.answered); ok {
+			toAnswer = append(toAnswer, d)
+		} else {
+			res.RestartToAnswer.None++
+		}
+		if d, ok := c.since(&c.polled); ok {
+			toPoll = append(toPoll, d)
+		} else {
+			res.RestartToPoll.None++
+		}
+	}
+	res.RestartToAnswer.summarize(toAnswer)
+	res.RestartToPoll.summarize(toPoll)
+	t.Log(res)
+	line, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chaos-result %s", line)
+}
+
+// chaosResult is a channel's figures at the end of a run. The test logs
+// them as a sentence and as one line of JSON after "chaos-result ".
+type chaosResult struct {
+	Channel        string         `json:"channel"`
+	Seed           uint64         `json:"seed"`
+	SendDelayMaxMS int64          `json:"send_delay_max_ms"` // each side of a send
+	Kills          int            `json:"kills"`             // SIGKILLs, one per cycle
+	Fallbacks      int            `json:"fallbacks"`         // kill points that did not come: killed by chaosFallback
+	KillPoints     map[string]int `json:"kill_points"`       // kills by planned kill point (fallbacks included)
+	Messages       int            `json:"messages"`
+	Lost           int            `json:"lost"`         // messages never answered (the test fails on any)
+	Doubled        int            `json:"doubled"`      // messages answered more than once
+	DoubledPct     float64        `json:"doubled_pct"`  // of the messages
+	ExtraCopies    int            `json:"extra_copies"` // answers sent beyond the first
+	MostCopies     int            `json:"most_copies"`  // the most answers one message got
+	// Redelivered: Telegram updates handed again to a later child because
+	// the one that got them died before a later getUpdates confirmed them.
+	Redelivered int `json:"redelivered_updates"`
+	// CaughtUp: Discord messages a child fetched over REST when READY.
+	CaughtUp      int     `json:"caught_up"`
+	ModelRequests int     `json:"model_requests"`
+	Resumed       int     `json:"resumed_after_final"` // requests that resumed a turn whose final answer was stored
+	Seconds       float64 `json:"seconds"`
+	// RestartToAnswer: for each child started after a kill, from its start
+	// to the first reply of it the platform accepted. None counts the
+	// children killed before they sent any.
+	RestartToAnswer chaosLatency `json:"restart_to_answer"`
+	// RestartToPoll: from the start to the first getUpdates (Telegram) or
+	// to the READY session (Discord: the commands registered on it).
+	RestartToPoll chaosLatency `json:"restart_to_poll"`
+}
+
+func (r chaosResult) String() string {
+	return fmt.Sprintf("%s: %d kills (%d kill points fell back to a timer; %v), %d messages in %d chats: %d lost, %d doubled (%.2f%%, %d extra copies, at most %d of one), "+
+		"%d updates redelivered to a later child, %d messages delivered by a catch-up; restart to answer %s; restart to first poll or READY %s; "+
+		"%d model requests (%d resumed after the final answer was stored); sends delayed up to %d ms each way; in %.1f s",
+		r.Channel, r.Kills, r.Fallbacks, r.KillPoints, r.Messages, chaosChats, r.Lost, r.Doubled, r.DoubledPct, r.ExtraCopies, r.MostCopies,
+		r.Redelivered, r.CaughtUp, r.RestartToAnswer, r.RestartToPoll, r.ModelRequests, r.Resumed, r.SendDelayMaxMS, r.Seconds)
+}
+
+// chaosLatency summarizes times measured after each restart.
+type chaosLatency struct {
+	N        int     `json:"n"`    // restarts measured
+	None     int     `json:"none"` // restarts whose child was killed before the moment came
+	MedianMS float64 `json:"median_ms"`
+	P95MS    float64 `json:"p95_ms"`
+	MaxMS    float64 `json:"max_ms"`
+}
+
+// summarize sets the figures of ds (nearest rank).
+func (l *chaosLatency) summarize(ds []time.Duration) {
+	l.N = len(ds)
+	if l.N == 0 {
+		return
+	}
+	slices.Sort(ds)
+	rank := func(q float64) float64 {
+		i := max(int(math.Ceil(q*float64(l.N)))-1, 0)
+		return float64(ds[i].Microseconds()) / 1000
+	}
+	l.MedianMS, l.P95MS, l.MaxMS = rank(0.5), rank(0.95), rank(1)
+}
+
+func (l chaosLatency) String() string {
+	return fmt.Sprintf("median %.0f ms, p95 %.0f ms, max %.0f ms (%d restarts, %d killed before)", l.MedianMS, l.P95MS, l.MaxMS, l.N, l.None)
 }
 
 func writeChaosConfig(t *testing.T, path string, cfg *config.Config) {
@@ -729,9 +953,17 @@ func checkChaosChild(t *testing.T, c *chaosCycle, child *crashChild) {
 	}
 }
 
+// chaosOutcome counts what became of the messages.
+type chaosOutcome struct {
+	lost    int // posted and never answered
+	doubled int // answered more than once
+	extra   int // answers beyond the first
+	most    int // the most answers one message got
+}
+
 // checkChaosAnswers checks every message against the replies and the
-// store, and returns the duplicates it found explained.
-func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *chaosRecord, db *sql.DB, ran []*chaosCycle) (dups int) {
+// store, and counts the lost and doubled answers.
+func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *chaosRecord, db *sql.DB, ran []*chaosCycle) (out chaosOutcome) {
 	t.Helper()
 	cycles := len(ran) - 1 // the last is the clean run
 	msgs := w.all()
@@ -790,6 +1022,9 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 		switch {
 		case !ok:
 			t.Errorf("message %s (posted in cycle %d) never reached the store", m.id, m.cycle)
+			if len(cs) == 0 {
+				out.lost++
+			}
 			continue
 		case status != "done":
 			t.Errorf("message %s: inbox status %q after the clean run, want done", m.id, status)
@@ -797,6 +1032,7 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 		wantOrder[m.chatKey] = append(wantOrder[m.chatKey], m.id)
 		if len(cs) == 0 {
 			t.Errorf("message %s (posted in cycle %d, stored) was never answered", m.id, m.cycle)
+			out.lost++
 			continue
 		}
 		for _, c := range cs {
@@ -810,6 +1046,9 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 		if len(cs) == 1 {
 			continue
 		}
+		out.doubled++
+		out.extra += len(cs) - 1
+		out.most = max(out.most, len(cs))
 		if ch.exactlyOnce() {
 			var b strings.Builder
 			for i, c := range cs {
@@ -841,8 +1080,6 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 				t.Errorf("message %s: copy %d was sent by the clean run and not recorded", m.id, i+1)
 			case next <= n:
 				t.Errorf("message %s: child %d sent it again (copy %d by child %d)", m.id, next, i+1, n)
-			default:
-				dups++
 			}
 		}
 	}
@@ -851,7 +1088,7 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 			t.Errorf("chat %s: answers in the order %v, want %v", chat, got, want)
 		}
 	}
-	return dups
+	return out
 }
 
 func openChaosDB(t *testing.T, file string) *sql.DB {
@@ -1034,11 +1271,20 @@ func (c *telegramChaos) sentID(answer []byte) string {
 	return strconv.Itoa(a.Result.MessageID)
 }
 
-func (c *telegramChaos) hasUpdates(answer []byte) bool {
+func (c *telegramChaos) handedOver(answer []byte) []string {
 	var a struct {
-		Result []json.RawMessage `json:"result"`
+		Result []struct {
+			UpdateID int `json:"update_id"`
+		} `json:"result"`
 	}
-	return json.Unmarshal(answer, &a) == nil && len(a.Result) > 0
+	if json.Unmarshal(answer, &a) != nil {
+		return nil
+	}
+	ids := make([]string, len(a.Result))
+	for i, u := range a.Result {
+		ids[i] = strconv.Itoa(u.UpdateID)
+	}
+	return ids
 }
 
 // post queues the messages at the Bot API: the child polls them.
@@ -1147,7 +1393,7 @@ func (c *discordChaos) sentID(answer []byte) string {
 	return m.ID
 }
 
-func (c *discordChaos) hasUpdates([]byte) bool { return false }
+func (c *discordChaos) handedOver([]byte) []string { return nil }
 
 // post waits until the child has a gateway session (Discord does not keep
 // events for a session yet to come), then dispatches the messages, each an
@@ -1193,3 +1439,33 @@ func (c *discordChaos) exactlyOnce() bool { return true }
 func (c *discordChaos) warmUp() bool      { return true }
 func (c *discordChaos) secrets() []string { return []string{c.dc.Token, e2eAPIKey} }
 func (c *discordChaos) check(*testing.T)  {}
+
+// The figures TestChaos reports: nearest-rank median, p95 and max.
+func TestChaosLatencySummary(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		ds := make([]time.Duration, len(ns))
+		for i, n := range ns {
+			ds[i] = time.Duration(n) * time.Millisecond
+		}
+		return ds
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // 100 down to 1: summarize sorts
+	}
+	for _, tc := range []struct {
+		ds   []time.Duration
+		want chaosLatency
+	}{
+		{nil, chaosLatency{}},
+		{ms(7), chaosLatency{N: 1, MedianMS: 7, P95MS: 7, MaxMS: 7}},
+		{ms(30, 10, 20, 40), chaosLatency{N: 4, MedianMS: 20, P95MS: 40, MaxMS: 40}},
+		{ms(hundred...), chaosLatency{N: 100, MedianMS: 50, P95MS: 95, MaxMS: 100}},
+	} {
+		var got chaosLatency
+		got.summarize(tc.ds)
+		if got != tc.want {
+			t.Errorf("summarize(%v) = %+v, want %+v", tc.ds, got, tc.want)
+		}
+	}
+}

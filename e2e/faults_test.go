@@ -5,7 +5,8 @@ package e2e
 // llm.request_timeout, a stream cut short, tool-call arguments that are not
 // JSON), a Bot API or Discord REST API that fails (429, 5xx, connection
 // resets), and a database that takes no writes (full, read-only). Each time
-// every inbound message gets its answer or a short, clear error, the next
+// every inbound message gets its answer (late, after one notice, when the
+// model was unavailable) or a short, clear error, the next
 // message of that chat and other chats still work, and serve survives.
 // The unit tests of llm, agent, channels/* and store cover the mechanisms;
 // these show what the user sees.
@@ -49,9 +50,6 @@ const (
 )
 
 var faultUsers = []int64{fu1, fu2, fu3, fu4, fu5, fu6, fu7, fu8, fu9}
-
-// modelError is the start of the agent's reply when the model failed.
-const modelError = "Sorry, I couldn't reach the language model just now"
 
 // faultServe is `switchboard serve` with Telegram and the HTTP server.
 type faultServe struct {
@@ -253,17 +251,19 @@ func TestModelFaults(t *testing.T) {
 		then(t, fu2, []string{"server error?"}, 2)
 	})
 
-	t.Run("500 after every retry gives one short error", func(t *testing.T) {
-		s.answer("down for good?", testkit.Reply{Status: 500}, testkit.Reply{Status: 500}, testkit.Reply{Status: 500})
+	t.Run("500 after every retry: the message waits for the model, and is answered when it is back", func(t *testing.T) {
+		s.answer("down for good?", testkit.Reply{Status: 500}, testkit.Reply{Status: 500}, testkit.Reply{Status: 500},
+			testkit.Reply{Status: 500}, testkit.Reply{Status: 500}, testkit.Reply{Status: 500},
+			testkit.Reply{Text: "Answer once the model is back."})
 		s.say(fu3, "down for good?")
-		sent := s.waitSent(t, fu3, 1)
-		if !strings.HasPrefix(sent[0].Text, modelError) || !strings.Contains(sent[0].Text, "HTTP 500") || len(sent[0].Text) > 200 {
-			t.Fatalf("sent %q, want a short error naming HTTP 500", sent[0].Text)
+		sent := s.waitSent(t, fu3, 2)
+		if sent[0].Text != modelDownNotice || sent[1].Text != "Answer once the model is back." {
+			t.Fatalf("sent %q, want the notice, then the answer", sentTexts(sent))
 		}
-		if requestsFor(model, "down for good?") != 3 {
-			t.Errorf("model requests = %d, want 3 (max_retries 2)", requestsFor(model, "down for good?"))
+		if requestsFor(model, "down for good?") != 7 {
+			t.Errorf("model requests = %d, want 7 (two turns of 3, max_retries 2, then the answer)", requestsFor(model, "down for good?"))
 		}
-		then(t, fu3, []string{"down for good?"}, 2)
+		then(t, fu3, []string{"down for good?"}, 3)
 	})
 
 	t.Run("a model slower than the request timeout is asked again; other chats go on", func(t *testing.T) {
@@ -299,19 +299,20 @@ func TestModelFaults(t *testing.T) {
 		then(t, fu6, []string{"cut early?"}, 2)
 	})
 
-	t.Run("a stream cut in the middle of the text gives one short error, not half an answer", func(t *testing.T) {
-		s.answer("cut late?", testkit.Reply{TextChunks: []string{"The first half ", "of an answer"}, CutStream: true})
+	t.Run("a stream cut in the middle of the text: no half answer; the message waits and is answered whole", func(t *testing.T) {
+		s.answer("cut late?", testkit.Reply{TextChunks: []string{"The first half ", "of an answer"}, CutStream: true},
+			testkit.Reply{Text: "The whole answer."})
 		s.say(fu7, "cut late?")
-		sent := s.waitSent(t, fu7, 1)
-		if !strings.HasPrefix(sent[0].Text, modelError) || strings.Contains(sent[0].Text, "first half") {
-			t.Fatalf("sent %q, want a short error without the partial text", sent[0].Text)
+		sent := s.waitSent(t, fu7, 2)
+		if sent[0].Text != modelDownNotice || sent[1].Text != "The whole answer." {
+			t.Fatalf("sent %q, want the notice, then the whole answer", sentTexts(sent))
 		}
-		// Text reached the user's turn already: asking again could repeat
-		// it, so it is not retried.
-		if n := requestsFor(model, "cut late?"); n != 1 {
-			t.Errorf("model requests = %d, want 1", n)
+		// Text reached the turn already: the client does not ask again
+		// (it could repeat it); the turn is tried again later, whole.
+		if n := requestsFor(model, "cut late?"); n != 2 {
+			t.Errorf("model requests = %d, want 2", n)
 		}
-		then(t, fu7, []string{"cut late?"}, 2)
+		then(t, fu7, []string{"cut late?"}, 3)
 	})
 
 	t.Run("tool-call arguments that are not JSON are refused and the turn goes on", func(t *testing.T) {
@@ -343,8 +344,11 @@ func TestModelFaults(t *testing.T) {
 	}
 	for _, u := range faultUsers[:8] {
 		want := 2
-		if u == fu5 {
+		switch u {
+		case fu5:
 			want = 1
+		case fu3, fu7:
+			want = 3 // and the notice that the model was unavailable
 		}
 		if n := len(sentTo(tg.Sent(), u)); n != want {
 			t.Errorf("chat %d holds %d messages after shutdown, want %d: %q", u, n, want, sentTexts(sentTo(tg.Sent(), u)))

@@ -24,6 +24,7 @@ import (
 	"switchboard/learning"
 	"switchboard/llm"
 	"switchboard/mcpclient"
+	"switchboard/metrics"
 	"switchboard/plans"
 	"switchboard/profile"
 	"switchboard/router"
@@ -107,9 +108,13 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	if err != nil {
 		return nil, fmt.Errorf("agent.timezone: %w", err)
 	}
+	retries := cfg.LLM.MaxRetries
+	if retries == 0 {
+		retries = -1 // llm.max_retries: 0 disables them; llm.Config's 0 is its default
+	}
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model,
-		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: cfg.LLM.MaxRetries,
+		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: retries,
 		RequestTimeout: cfg.LLM.RequestTimeout, Logger: log.With("component", "llm"),
 	})
 	if err != nil {
@@ -151,7 +156,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	g.sched = sched
 	mcp, mcpErrs := mcpclient.Connect(ctx, cfg.MCP.Servers, log.With("component", "mcp"))
 	for _, err := range mcpErrs {
-		log.Error("MCP server skipped", "err", err)
+		log.Error("MCP server problem (a server that is down is retried in the background)", "err", err)
 	}
 	g.mcp = mcp
 	g.closers.push(func() {
@@ -232,8 +237,10 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			plans.New(plans.Config{Store: st, Planner: ag, StepMaxSteps: cfg.Agent.PlanStepMaxSteps,
 				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
 		},
-		Tasks:       tasks,
-		StatusNotes: statusNotes(watcher, mcp),
+		Tasks:             tasks,
+		StatusNotes:       statusNotes(watcher, mcp),
+		ModelOutageMaxAge: cfg.Agent.ModelOutageMaxAge,
+		ModelAnswered:     mon.model.Answered,
 		Outbox: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
 			OnEvent: func(ev router.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
 	})
@@ -243,6 +250,10 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	g.router = rt
 	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
 	mon.metrics.RepliesPending(rt.PendingReplies)
+	mon.metrics.ModelWaits(func() (int, map[string]uint64) {
+		w := rt.ModelWaits()
+		return w.Waiting, map[string]uint64{metrics.Held: w.Held, metrics.Answered: w.Answered, metrics.GivenUp: w.GivenUp}
+	})
 	return g, nil
 }
 

@@ -79,6 +79,9 @@ func (l *learner) onEvent(in channels.Inbound, ev agent.Event) {
 	if !l.on || ev.TurnID == 0 || in.UserID == "" {
 		return
 	}
+	if ev.StopReason == agent.StopModelUnavailable {
+		return // left open, to go on later: learn from it once it ends
+	}
 	t := learning.Trigger{Channel: in.Channel, UserID: in.UserID, ChatID: ev.ChatID, Group: in.ChatType == channels.Group,
 		TurnID: ev.TurnID}
 	if len(ev.Skills) > 0 {

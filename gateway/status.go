@@ -2,13 +2,15 @@ package gateway
 
 import (
 	"fmt"
+	"time"
 
 	"switchboard/mcpclient"
 	"switchboard/skills"
 )
 
 // statusNotes is the router's StatusNotes hook: the skill problems and the
-// MCP servers that are not connected, for /status.
+// MCP servers that are not connected (and whether they are being retried),
+// for /status.
 func statusNotes(watcher *skills.Watcher, mcp *mcpclient.Manager) func() []string {
 	return func() []string {
 		var notes []string
@@ -16,10 +18,24 @@ func statusNotes(watcher *skills.Watcher, mcp *mcpclient.Manager) func() []strin
 			notes = append(notes, "Skill problem: "+p.Error())
 		}
 		for _, m := range mcp.Status() {
-			if !m.Connected {
+			switch {
+			case m.Connected:
+			case m.Retrying:
+				notes = append(notes, fmt.Sprintf("MCP server %s is down and retried in the background (%d retries so far, next %s): %s",
+					m.Name, m.Attempts, nextRetry(m.NextRetry), m.LastError))
+			default:
 				notes = append(notes, fmt.Sprintf("MCP server %s is not connected: %s", m.Name, m.LastError))
 			}
 		}
 		return notes
 	}
+}
+
+// nextRetry says when the next retry starts, to the second.
+func nextRetry(at time.Time) string {
+	d := time.Until(at).Round(time.Second)
+	if at.IsZero() || d <= 0 {
+		return "now"
+	}
+	return "in " + d.String()
 }

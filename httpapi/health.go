@@ -119,11 +119,17 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 	return rd
 }
 
-// modelCheck passes when a model call succeeded within ModelWindow and none
-// failed since; otherwise it probes the model server (at most every 30s).
+// modelCheck fails when the last modelFailures chat completions failed for
+// want of the model server within ModelWindow (the probe cannot tell
+// otherwise: only a completion that succeeds can). Otherwise it passes when
+// a model call succeeded within ModelWindow and none failed since, and
+// probes the model server (at most every 30s) when none did.
 func (s *Server) modelCheck(ctx context.Context) Check {
 	now := s.opts.Now()
 	h := s.opts.Model.Health()
+	if h.Unavailable >= modelFailures && now.Sub(h.LastFailure) <= s.opts.ModelWindow {
+		return Check{Detail: fmt.Sprintf("the last %d chat completions failed, the last %s: %s", h.Unavailable, ago(now, h.LastFailure), h.LastError)}
+	}
 	if !h.LastOK.IsZero() && now.Sub(h.LastOK) <= s.opts.ModelWindow && !h.LastFailure.After(h.LastOK) {
 		return Check{OK: true, Detail: "last answered " + ago(now, h.LastOK)}
 	}

@@ -48,6 +48,12 @@ const (
 	// DefaultModelWindow is how recent a successful model call must be for
 	// the model to count as reachable without probing it again.
 	DefaultModelWindow = 10 * time.Minute
+	// modelFailures is how many chat completions in a row must fail for
+	// want of the model server (within ModelWindow) for /readyz to fail
+	// whatever the probe says: GET /models can answer while every
+	// completion fails. One failure may be a blip; three, each after the
+	// client's retries, are an outage.
+	modelFailures = 3
 	// probeEvery limits probes of the model server made by /readyz.
 	probeEvery = 30 * time.Second
 	// probeTimeout bounds one probe, so a hung model server cannot hang

@@ -418,3 +418,38 @@ func TestDashboardPages(t *testing.T) {
 		t.Errorf("fragment: %d", code)
 	}
 }
+
+// /readyz follows the chat completions, not only the model server's GET
+// /models: while every completion fails for want of the server (here 503s,
+// while /models answers), the gateway is not ready and says why; one
+// completion that succeeds makes it ready again.
+func TestReadinessFollowsCompletions(t *testing.T) {
+	s := newStack(t, nil)
+	if code, rd := readiness(t, s); code != http.StatusOK || !rd.Checks["model"].OK {
+		t.Fatalf("readyz before any completion = %d %+v, want ready (the probe answers)", code, rd)
+	}
+	for i := range 3 {
+		s.fake.Push(testkit.Reply{Status: 503, ErrorMessage: "upstream connect error"})
+		if got, _ := s.chat("ada", "hello"); !strings.Contains(got, "language model") {
+			t.Fatalf("reply %d to a failed completion = %q", i, got)
+		}
+		code, rd := readiness(t, s)
+		if i < 2 && code != http.StatusOK && !strings.Contains(rd.Checks["model"].Detail, "probe") {
+			t.Fatalf("readyz after %d failed completion(s) = %d %+v, want the probe's word", i+1, code, rd)
+		}
+		if i == 2 {
+			m := rd.Checks["model"]
+			if code != http.StatusServiceUnavailable || rd.Ready || m.OK ||
+				!strings.Contains(m.Detail, "the last 3 chat completions failed") || !strings.Contains(m.Detail, "upstream connect error") {
+				t.Fatalf("readyz after 3 failed completions = %d %+v, want 503 with the reason", code, rd)
+			}
+		}
+	}
+	s.fake.Push(testkit.Reply{Text: "back"})
+	if got, _ := s.chat("ada", "again"); got != "back" {
+		t.Fatalf("reply = %q", got)
+	}
+	if code, rd := readiness(t, s); code != http.StatusOK || !rd.Ready || !strings.HasPrefix(rd.Checks["model"].Detail, "last answered") {
+		t.Fatalf("readyz after a completion that succeeded = %d %+v, want ready", code, rd)
+	}
+}

@@ -144,3 +144,14 @@ func errorsAs[T error](err error) (T, bool) {
 	ok := errors.As(err, &t)
 	return t, ok
 }
+
+// Unavailable reports whether err says the model server could not be
+// reached or did not answer properly, after the client's retries: a
+// connection refused or dropped, a timeout, a 408, 429 or 5xx, a stream
+// that broke or did not decode. Such a failure says nothing about the
+// request, so the same request may well succeed later; a refusal of the
+// request (400, 401, a context too long, a quota used up) is not one.
+func Unavailable(err error) bool {
+	e, ok := errorsAs[*Error](err)
+	return ok && e.Retryable
+}

@@ -15,7 +15,7 @@ import (
 // TestThroughTheAgentLoop runs a real turn: the real loop, store and llm
 // client against the scripted model server, with the stdio server's tools as
 // a source. The model calls echo twice in one step, once with arguments
-// the compiled schema rejects.
+// the compiled schema rejects, and fail, whose error text is the server's.
 func TestThroughTheAgentLoop(t *testing.T) {
 	m := mustConnect(t, nil, options{}, stdioServer(t, "echo-srv"))
 
@@ -24,6 +24,7 @@ func TestThroughTheAgentLoop(t *testing.T) {
 		testkit.Reply{ToolCalls: []llm.ToolCall{
 			testkit.Call("c1", "echo-srv__echo", `{"text":"hi"}`),
 			testkit.Call("c2", "echo-srv__echo", `{"text":5}`),
+			testkit.Call("c3", "echo-srv__fail", `{}`),
 		}},
 		testkit.Reply{Text: "done"},
 	)
@@ -82,5 +83,9 @@ func TestThroughTheAgentLoop(t *testing.T) {
 	}
 	if !strings.Contains(results["c2"], "do not match its schema") {
 		t.Errorf("bad arguments result = %q, want the loop's schema error", results["c2"])
+	}
+	// So is its error text.
+	if want := "error: " + agent.UntrustedLabel("echo-srv__fail") + "\nit broke on purpose"; results["c3"] != want {
+		t.Errorf("fail result = %q, want %q", results["c3"], want)
 	}
 }

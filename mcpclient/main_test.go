@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -32,6 +33,7 @@ const (
 	envStubborn = "SWITCHBOARD_MCP_TEST_STUB"   // "1": ignore SIGTERM and outlive stdin
 	envSpawn    = "SWITCHBOARD_MCP_TEST_SPAWN"  // "1": add the spawn tool
 	envHold     = "SWITCHBOARD_MCP_TEST_HOLD"   // a FIFO: hold it open for writing until killed
+	envTasks    = "SWITCHBOARD_MCP_TEST_TASKS"  // "1": add long_job, a tool that requires task augmentation
 	readyLine   = "switchboard test server ready"
 )
 
@@ -53,7 +55,13 @@ func serveStdio() int {
 		signal.Notify(term, syscall.SIGTERM)
 	}
 	fmt.Fprintln(os.Stderr, readyLine)
-	err := newTestServer(os.Getenv(envExtra) == "1").Run(context.Background(), &mcp.StdioTransport{})
+	var t mcp.Transport = &mcp.StdioTransport{}
+	srv := newTestServer(os.Getenv(envExtra) == "1")
+	if os.Getenv(envTasks) == "1" {
+		addTaskTool(srv)
+		t = &mcp.IOTransport{Reader: os.Stdin, Writer: taskWriter{os.Stdout}}
+	}
+	err := srv.Run(context.Background(), t)
 	if stubborn {
 		for range term { // outlive stdin and SIGTERM: only SIGKILL ends us
 		}
@@ -187,6 +195,38 @@ func newTestServer(extra bool) *mcp.Server {
 			})
 	}
 	return s
+}
+
+// addTaskTool adds long_job, which taskWriter marks as requiring task
+// augmentation: the SDK's Tool has no execution field to say so.
+func addTaskTool(s *mcp.Server) {
+	s.AddTool(&mcp.Tool{Name: "long_job", Description: "Runs only as a task.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("ran as a plain call"), nil
+		})
+}
+
+// taskWriter adds "execution": {"taskSupport": "required"} (MCP
+// 2025-11-25) to long_job's entry in every message the server writes.
+type taskWriter struct{ w io.Writer }
+
+var (
+	taskToolJSON     = []byte(`"name":"long_job"`)
+	taskRequiredJSON = []byte(`"execution":{"taskSupport":"required"},"name":"long_job"`)
+)
+
+func (t taskWriter) Write(p []byte) (int, error) {
+	if _, err := t.w.Write(bytes.ReplaceAll(p, taskToolJSON, taskRequiredJSON)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (t taskWriter) Close() error {
+	if c, ok := t.w.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // --- helpers ------------------------------------------------------------

@@ -5,8 +5,11 @@
 // A server's tool "search" becomes "<server>__search" for the model; its
 // description starts with "[<server>] " and its input schema is the tool's
 // parameter schema, so the loop validates arguments before a call reaches
-// the server. A server that fails to start is reported and skipped; one whose
-// session dies later is reconnected on the next call.
+// the server. A server that fails to start, or whose session dies later, is
+// retried in the background with capped exponential backoff, and its tools
+// join the set when it answers; a call to a tool of a dead session also
+// reconnects at once. The tool set follows the servers: a server's
+// notifications/tools/list_changed lists its tools again.
 package mcpclient
 
 import (
@@ -18,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,7 +36,13 @@ const SourceName = "mcp"
 // they offer. It is safe for concurrent use.
 type Manager struct {
 	servers []*server
-	tools   []*agent.Tool // sorted by name; fixed after Connect
+	log     *slog.Logger
+
+	mu         sync.Mutex
+	tools      []*agent.Tool   // sorted by name; rebuilt when a server's list changes
+	skipped    map[string]bool // "server/tool" of the colliding tools already reported
+	ready      bool            // the first rebuild is done
+	collisions []error         // found by the first rebuild
 
 	closeOnce sync.Once
 	closeErr  error
@@ -46,16 +56,23 @@ type ServerStatus struct {
 	Connected bool   // a live session right now
 	Tools     int    // tools it offers to the model
 	LastError string // the last start, connection or transport error; "" after a successful (re)connect
+	// Retrying is true while the server is down and retried in the
+	// background; Attempts counts the retries so far and NextRetry is when
+	// the next one starts.
+	Retrying  bool
+	Attempts  int
+	NextRetry time.Time
 }
 
 // Connect starts or connects every configured server concurrently and lists
 // its tools. A server that fails to start, connect or list its tools is
-// reported in the returned errors, each naming the server, and skipped; it
-// never stops the others. Tools whose model-facing names collide are
-// reported the same way (the first, in config and then tool-name order,
-// wins). The Manager is never nil, and Connect logs none of the errors it
-// returns. Each server has its timeout (default 60s) to start and list its
-// tools; ctx bounds start-up only, and Close ends the sessions.
+// reported in the returned errors, each naming the server, and retried in
+// the background until Close; it never stops the others. Tools whose
+// model-facing names collide are reported the same way (the first, in
+// config and then tool-name order, wins). The Manager is never nil, and
+// Connect logs none of the errors it returns. Each server has its
+// startup_timeout (default 60s) to start and list its tools; ctx bounds this
+// first start only, and Close ends the sessions and the retries.
 func Connect(ctx context.Context, servers []config.MCPServer, log *slog.Logger) (*Manager, []error) {
 	return connect(ctx, servers, log, options{grace: defaultGrace})
 }
@@ -67,44 +84,83 @@ func connect(ctx context.Context, cfgs []config.MCPServer, log *slog.Logger, opt
 	if opts.grace <= 0 {
 		opts.grace = defaultGrace
 	}
-	m := &Manager{servers: make([]*server, len(cfgs))}
+	if opts.backoff == nil {
+		opts.backoff = backoff
+	}
+	if opts.wait == nil {
+		opts.wait = wait
+	}
+	m := &Manager{servers: make([]*server, len(cfgs)), log: log}
 	errs := make([]error, len(cfgs))
-	lists := make([][]*mcp.Tool, len(cfgs))
-	var wg sync.WaitGroup
 	for i, cfg := range cfgs {
-		s, err := newServer(cfg, log, opts)
-		m.servers[i] = s
-		if err != nil {
-			errs[i] = err
-			continue
+		m.servers[i], errs[i] = newServer(cfg, log, opts)
+		m.servers[i].changed = func() {
+			if m.rebuild(false) && opts.notify != nil {
+				opts.notify()
+			}
 		}
-		wg.Go(func() { lists[i], errs[i] = s.start(ctx) })
+	}
+	var wg sync.WaitGroup
+	for i, s := range m.servers {
+		if errs[i] == nil {
+			wg.Go(func() { errs[i] = s.start(ctx) })
+		}
 	}
 	wg.Wait()
+	m.rebuild(true)
+	errs = append(errs, m.collisions...)
+	return m, slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+}
 
-	// Name the tools in a fixed order so that a collision always drops the
-	// same one.
+// rebuild names every server's current tools in a fixed order, so that a
+// collision always drops the same one, and swaps in the new tool set. The
+// first rebuild, at the end of Connect, keeps its collisions for Connect to
+// return; later ones log new collisions, once each. Changes before the first
+// (a retry that succeeds during Connect) wait for it: false.
+func (m *Manager) rebuild(first bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !first && !m.ready {
+		return false
+	}
+	m.ready = true
+	var errs []error
+	var tools []*agent.Tool
 	taken := map[string]string{} // model-facing name → "server/tool"
-	for i, s := range m.servers {
-		list := slices.DeleteFunc(slices.Clone(lists[i]), func(t *mcp.Tool) bool { return t == nil || t.Name == "" })
+	skipped := map[string]bool{}
+	for _, s := range m.servers {
+		s.mu.Lock()
+		list := slices.Clone(s.list)
+		s.mu.Unlock()
+		list = slices.DeleteFunc(list, func(t *mcp.Tool) bool { return t == nil || t.Name == "" })
 		slices.SortStableFunc(list, func(a, b *mcp.Tool) int { return strings.Compare(a.Name, b.Name) })
 		n := 0
 		for _, mt := range list {
 			name := toolName(s.name, mt.Name)
 			if prev, dup := taken[name]; dup {
-				errs = append(errs, fmt.Errorf("mcp server %q: tool %q is named %s like %s; skipped", s.name, mt.Name, name, prev))
+				err := fmt.Errorf("mcp server %q: tool %q is named %s like %s; skipped", s.name, mt.Name, name, prev)
+				if first {
+					errs = append(errs, err)
+				} else if !m.skipped[s.name+"/"+mt.Name] {
+					m.log.Warn("mcp tool skipped", "err", err)
+				}
+				skipped[s.name+"/"+mt.Name] = true
 				continue
 			}
 			taken[name] = s.name + "/" + mt.Name
-			m.tools = append(m.tools, s.tool(name, mt))
+			tools = append(tools, s.tool(name, mt))
 			n++
 		}
 		s.mu.Lock()
 		s.tools = n
 		s.mu.Unlock()
 	}
-	slices.SortFunc(m.tools, func(a, b *agent.Tool) int { return strings.Compare(a.Name, b.Name) })
-	return m, slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	slices.SortFunc(tools, func(a, b *agent.Tool) int { return strings.Compare(a.Name, b.Name) })
+	m.tools, m.skipped = tools, skipped
+	if first {
+		m.collisions = errs
+	}
+	return true
 }
 
 // tool wraps one of the server's tools for the agent.
@@ -128,21 +184,27 @@ func (s *server) tool(name string, mt *mcp.Tool) *agent.Tool {
 	}
 	original := mt.Name
 	t.Fn = func(ctx context.Context, args json.RawMessage) (string, error) {
-		return s.call(ctx, original, args)
+		return s.call(ctx, name, original, args)
 	}
 	return t
 }
 
 // Source is the agent's tool source for the servers' tools, named "mcp",
-// with the tools sorted by name. The tool set is the one listed at Connect;
-// a server that is down keeps its tools and is reconnected when one is called.
+// with the tools sorted by name. Each call returns the current set: a server
+// that comes up later adds its tools, a list_changed notification updates
+// them, and a server whose session dropped keeps its last list while it is
+// retried (a call reconnects at once).
 func (m *Manager) Source() agent.Source { return source{m: m} }
 
 type source struct{ m *Manager }
 
 func (s source) Name() string { return SourceName }
 
-func (s source) Tools(agent.TurnInfo) []*agent.Tool { return slices.Clone(s.m.tools) }
+func (s source) Tools(agent.TurnInfo) []*agent.Tool {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	return slices.Clone(s.m.tools)
+}
 
 // Status reports every configured server, in config order, including those
 // that failed to start.

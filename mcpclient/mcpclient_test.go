@@ -12,10 +12,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"switchboard/agent"
 	"switchboard/config"
 )
 
 var wantTestTools = []string{"test__args", "test__crash", "test__echo", "test__env", "test__fail", "test__media", "test__pid"}
+
+// failText is the error of test__fail: the server's text, labelled like a
+// result.
+var failText = agent.UntrustedLabel("test__fail") + "\nit broke on purpose"
 
 func TestStdioServer(t *testing.T) {
 	const secret = "super-secret-env-value-123"
@@ -48,8 +53,8 @@ func TestStdioServer(t *testing.T) {
 	if got := mustCall(t, m, "test__echo", `{"text":"hi there"}`); got != "hi there" {
 		t.Errorf("echo = %q, want %q", got, "hi there")
 	}
-	if _, err := call(t, m, "test__fail", `{}`); err == nil || err.Error() != "it broke on purpose" {
-		t.Errorf("fail: err = %v, want the tool's error text", err)
+	if _, err := call(t, m, "test__fail", `{}`); err == nil || err.Error() != failText {
+		t.Errorf("fail: err = %v, want the tool's error text, labelled", err)
 	}
 	// Large integers reach the server exactly as the model wrote them.
 	if got := mustCall(t, m, "test__args", `{"id":12345678901234567890,"f":0.1}`); got != `{"f":0.1,"id":12345678901234567890}` {
@@ -143,8 +148,8 @@ func TestHTTPServer(t *testing.T) {
 	if got := mustCall(t, m, "test__echo", `{"text":"over http"}`); got != "over http" {
 		t.Errorf("echo = %q", got)
 	}
-	if _, err := call(t, m, "test__fail", `{}`); err == nil || err.Error() != "it broke on purpose" {
-		t.Errorf("fail: err = %v, want the tool's error text", err)
+	if _, err := call(t, m, "test__fail", `{}`); err == nil || err.Error() != failText {
+		t.Errorf("fail: err = %v, want the tool's error text, labelled", err)
 	}
 	want := []ServerStatus{{Name: "test", Transport: "http", Connected: true, Tools: len(wantTestTools)}}
 	if got := m.Status(); !slices.Equal(got, want) {

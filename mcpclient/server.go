@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"switchboard/agent"
 	"switchboard/config"
 )
 
@@ -29,9 +30,18 @@ const (
 )
 
 const (
-	// DefaultTimeout bounds one tool call, and the start-up of a server,
-	// when its config leaves timeout zero (config documents the same 60s).
+	// DefaultTimeout bounds one tool call when its config leaves timeout
+	// zero (config documents the same 60s).
 	DefaultTimeout = 60 * time.Second
+	// DefaultStartupTimeout bounds starting a server (or connecting to it)
+	// and listing its tools when its config leaves startup_timeout zero: a
+	// server run through npx may download itself first.
+	DefaultStartupTimeout = 60 * time.Second
+	// minRetry and maxRetry bound the backoff between the attempts to start
+	// a server that is down: quick for a crashed child, and no more than
+	// one attempt every two minutes for one that stays away.
+	minRetry = time.Second
+	maxRetry = 2 * time.Minute
 	// defaultGrace is how long closing a stdio server waits after closing
 	// its stdin, and again after SIGTERM, before it kills the process: the
 	// spec's shutdown sequence, with the SDK's own default.
@@ -46,8 +56,32 @@ const (
 
 // options are the knobs tests turn; Connect uses the defaults.
 type options struct {
-	grace     time.Duration               // see defaultGrace
-	lookupEnv func(string) (string, bool) // our environment; nil: os.LookupEnv
+	grace     time.Duration                                   // see defaultGrace
+	lookupEnv func(string) (string, bool)                     // our environment; nil: os.LookupEnv
+	backoff   func(attempt int) time.Duration                 // the delay before retry attempt (1, 2…); nil: backoff
+	wait      func(ctx context.Context, d time.Duration) bool // waits d; false if ctx ended first; nil: wait
+	notify    func()                                          // called after the tool set changed
+}
+
+// backoff doubles the delay from minRetry up to maxRetry.
+func backoff(attempt int) time.Duration {
+	d := minRetry
+	for i := 1; i < attempt && d < maxRetry; i++ {
+		d *= 2
+	}
+	return min(d, maxRetry)
+}
+
+// wait sleeps d, or less if ctx ends first (then it returns false).
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // server is one configured MCP server and its current connection.
@@ -59,7 +93,8 @@ type server struct {
 	url       string      // http
 	headers   http.Header // http; values are secrets
 	base      *http.Transport
-	timeout   time.Duration
+	timeout   time.Duration // per call
+	startup   time.Duration // per start: connect and list the tools
 	secrets   []string
 	opts      options
 	log       *slog.Logger
@@ -69,13 +104,20 @@ type server struct {
 	cancel context.CancelFunc
 
 	connSem chan struct{}  // held while (re)connecting
-	wg      sync.WaitGroup // session watchers
+	wg      sync.WaitGroup // session watchers, retries and refreshes
+	changed func()         // called after list changed; set by the Manager
 
-	mu      sync.Mutex
-	cur     *conn
-	closed  bool
-	tools   int
-	lastErr string
+	refreshMu sync.Mutex // one tools/list refresh at a time
+
+	mu        sync.Mutex
+	cur       *conn
+	closed    bool
+	list      []*mcp.Tool // the server's callable tools, as last listed
+	tools     int         // of which offered to the model
+	lastErr   string
+	retrying  bool // a retry loop runs
+	attempts  int
+	nextRetry time.Time
 }
 
 // conn is one session with a server (and, for stdio, one child process).
@@ -83,6 +125,7 @@ type conn struct {
 	sess   *mcp.ClientSession
 	pid    int // stdio child, 0 for http
 	stderr *stderrLogger
+	tasks  *taskTools // the tools that require task augmentation
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed once the session is known to be dead
@@ -127,12 +170,16 @@ func newServer(cfg config.MCPServer, log *slog.Logger, opts options) (*server, e
 	s := &server{
 		name:    cfg.Name,
 		timeout: cfg.Timeout,
+		startup: cfg.StartupTimeout,
 		opts:    opts,
 		log:     log.With("mcp_server", cfg.Name),
 		connSem: make(chan struct{}, 1),
 	}
 	if s.timeout <= 0 {
 		s.timeout = DefaultTimeout
+	}
+	if s.startup <= 0 {
+		s.startup = DefaultStartupTimeout
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*server, error) {
@@ -180,6 +227,9 @@ func newServer(cfg config.MCPServer, log *slog.Logger, opts options) (*server, e
 		Logger: s.log,
 		// Advertise nothing: we answer no roots, sampling or elicitation requests.
 		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
+			s.refresh(req.Session)
+		},
 	})
 	return s, nil
 }
@@ -190,29 +240,192 @@ func (s *server) addSecret(v string) {
 	}
 }
 
-// start connects for the first time and lists the server's tools.
-func (s *server) start(ctx context.Context) ([]*mcp.Tool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+// start connects for the first time and lists the server's tools; when
+// that fails, the server is retried in the background.
+func (s *server) start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.startup)
 	defer cancel()
+	err := s.establish(ctx, "start")
+	if err != nil {
+		s.kick()
+		return err
+	}
+	s.log.Info("mcp server connected", "transport", s.transport, "tools", s.listed())
+	return nil
+}
+
+// establish opens a session, lists the tools and makes it the current one;
+// the error names the server and the step that failed (what, for a start).
+// The caller holds connSem or is the first start.
+func (s *server) establish(ctx context.Context, what string) error {
+	step := func(name string, err error) error {
+		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil {
+			err = fmt.Errorf("did not start within %s (startup_timeout): %w", s.startup, err)
+		}
+		return s.fail(fmt.Errorf("mcp server %q: %s: %w", s.name, name, err))
+	}
 	c, err := s.connect(ctx)
 	if err != nil {
-		step := "start"
-		if s.transport == TransportHTTP {
-			step = "connect"
+		if what == "start" && s.transport == TransportHTTP {
+			what = "connect"
 		}
-		return nil, s.fail(fmt.Errorf("mcp server %q: %s: %w", s.name, step, err))
+		return step(what, err)
 	}
 	tools, err := listTools(ctx, c.sess)
 	if err != nil {
 		_ = c.close()
-		return nil, s.fail(fmt.Errorf("mcp server %q: list tools: %w", s.name, err))
+		return step("list tools", err)
 	}
-	if !s.adopt(c) {
+	tools = s.callable(c, tools)
+	if !s.adopt(c, tools) {
 		_ = c.close()
-		return nil, fmt.Errorf("mcp server %q: closed while starting", s.name)
+		return fmt.Errorf("mcp server %q: closed", s.name)
 	}
-	s.log.Info("mcp server connected", "transport", s.transport, "tools", len(tools))
-	return tools, nil
+	if s.changed != nil {
+		s.changed()
+	}
+	return nil
+}
+
+// callable drops the tools this client cannot call: those that require task
+// augmentation (execution.taskSupport "required", MCP 2025-11-25), since
+// every plain tools/call of them fails.
+func (s *server) callable(c *conn, tools []*mcp.Tool) []*mcp.Tool {
+	out := tools[:0:0]
+	for _, t := range tools {
+		if t != nil && c.tasks.required(t.Name) {
+			s.log.Info("mcp tool skipped: it requires task augmentation, which this client does not support", "tool", t.Name)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (s *server) listed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.list)
+}
+
+// kick starts the background retry loop unless it runs already.
+func (s *server) kick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.retrying {
+		return
+	}
+	s.retrying, s.attempts, s.nextRetry = true, 0, time.Now().Add(s.opts.backoff(1))
+	s.wg.Add(1)
+	go s.retry()
+}
+
+// retry starts the server again with capped exponential backoff until it
+// answers (or a call reconnected it), or the server is closed.
+func (s *server) retry() {
+	defer s.wg.Done()
+	for attempt := 1; ; attempt++ {
+		d := s.opts.backoff(attempt)
+		s.mu.Lock()
+		s.attempts, s.nextRetry = attempt-1, time.Now().Add(d)
+		s.mu.Unlock()
+		if !s.opts.wait(s.ctx, d) {
+			s.endRetry(true)
+			return
+		}
+		s.mu.Lock()
+		s.attempts, s.nextRetry = attempt, time.Time{}
+		s.mu.Unlock()
+		err := s.retryOnce()
+		if err == nil && s.endRetry(false) {
+			s.log.Info("mcp server connected", "transport", s.transport, "tools", s.listed(), "attempt", attempt)
+			return
+		}
+		if s.ctx.Err() != nil {
+			s.endRetry(true)
+			return
+		}
+		if err != nil {
+			s.log.Info("mcp server still down; retrying", "attempt", attempt, "next_in", s.opts.backoff(attempt+1), "err", err)
+		}
+	}
+}
+
+// retryOnce makes one attempt, unless the server is up already.
+func (s *server) retryOnce() error {
+	select {
+	case s.connSem <- struct{}{}:
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+	defer func() { <-s.connSem }()
+	if c, err := s.current(); c != nil || err != nil {
+		return err
+	}
+	s.reap()
+	ctx, cancel := context.WithTimeout(s.ctx, s.startup)
+	defer cancel()
+	return s.establish(ctx, "start")
+}
+
+// endRetry ends the retry loop if the server is up or closed (or always, if
+// force); false means go on.
+func (s *server) endRetry(force bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !force && !s.closed && (s.cur == nil || s.cur.isLost()) {
+		return false
+	}
+	s.retrying, s.nextRetry = false, time.Time{}
+	return true
+}
+
+// reap closes the dead connection, if any, before another is started.
+func (s *server) reap() {
+	s.mu.Lock()
+	old := s.cur
+	s.mu.Unlock()
+	if old != nil {
+		_ = old.close()
+	}
+}
+
+// refresh lists the tools of sess again after the server said they changed,
+// in the background: the notification handler must not block the session.
+func (s *server) refresh(sess *mcp.ClientSession) {
+	s.mu.Lock()
+	if s.closed || s.cur == nil || s.cur.sess != sess {
+		s.mu.Unlock()
+		return
+	}
+	c := s.cur
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.refreshMu.Lock()
+		defer s.refreshMu.Unlock()
+		ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+		defer cancel()
+		tools, err := listTools(ctx, c.sess)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Warn("mcp server said its tools changed, but listing them failed", "err", s.redact(err))
+			}
+			return
+		}
+		tools = s.callable(c, tools)
+		s.mu.Lock()
+		current := !s.closed && s.cur == c
+		if current {
+			s.list = tools
+		}
+		s.mu.Unlock()
+		if current && s.changed != nil {
+			s.log.Info("mcp server tools changed", "tools", len(tools))
+			s.changed()
+		}
+	}()
 }
 
 // fail records err (scrubbed of secrets) as the server's last error.
@@ -226,13 +439,16 @@ func (s *server) fail(err error) error {
 
 // connect opens a new session.
 func (s *server) connect(ctx context.Context) (*conn, error) {
+	tasks := &taskTools{}
 	if s.transport == TransportHTTP {
-		hc := &http.Client{Transport: &headerTransport{base: s.base, header: s.headers}}
+		hc := &http.Client{Transport: &headerTransport{base: s.base, header: s.headers, tasks: tasks}}
 		sess, err := s.client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url, HTTPClient: hc}, nil)
 		if err != nil {
 			return nil, err
 		}
-		return newConn(sess), nil
+		c := newConn(sess)
+		c.tasks = tasks
+		return c, nil
 	}
 
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
@@ -242,7 +458,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	// Bounds the wait for stderr to drain when a grandchild keeps it open.
 	cmd.WaitDelay = s.opts.grace
 	ownProcessGroup(cmd)
-	sess, err := s.client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.grace}, nil)
+	sess, err := s.client.Connect(ctx, &scanTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.grace}, tasks: tasks}, nil)
 	if err != nil {
 		// The SDK closes (and reaps) a child that started but failed to
 		// initialize; make sure nothing of it survives.
@@ -254,19 +470,20 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	c := newConn(sess)
-	c.pid, c.stderr = cmd.Process.Pid, stderr
+	c.pid, c.stderr, c.tasks = cmd.Process.Pid, stderr, tasks
 	return c, nil
 }
 
-// adopt makes c the current connection and watches it; false means the
-// server was closed meanwhile and c must be closed by the caller.
-func (s *server) adopt(c *conn) bool {
+// adopt makes c the current connection, with its tools, and watches it;
+// false means the server was closed meanwhile and c must be closed by the
+// caller.
+func (s *server) adopt(c *conn, tools []*mcp.Tool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	s.cur, s.lastErr = c, ""
+	s.cur, s.lastErr, s.list = c, "", tools
 	s.wg.Add(1)
 	go s.watch(c)
 	return true
@@ -280,15 +497,19 @@ func (s *server) watch(c *conn) {
 	reported := c.isLost() // a failed call has already said so
 	c.markLost()
 	s.mu.Lock()
-	report := !s.closed && s.cur == c && !reported
+	current := !s.closed && s.cur == c
+	report := current && !reported
 	if report {
 		s.lastErr = fmt.Sprintf("mcp server %q: session ended", s.name)
 	}
 	s.mu.Unlock()
 	cerr := c.close()
 	if report {
-		s.log.Warn("mcp server session ended; it will be reconnected on the next call",
+		s.log.Warn("mcp server session ended; it will be reconnected in the background or on the next call",
 			"err", s.redact(errors.Join(werr, cerr)))
+	}
+	if current {
+		s.kick()
 	}
 }
 
@@ -320,31 +541,22 @@ func (s *server) session(ctx context.Context) (*conn, error) {
 	if c, err := s.current(); c != nil || err != nil {
 		return c, err
 	}
-	s.mu.Lock()
-	old := s.cur
-	s.mu.Unlock()
-	if old != nil {
-		_ = old.close() // reap the dead child before starting another
-	}
+	s.reap() // the dead child before starting another
 
 	s.log.Info("mcp server reconnecting")
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.startup)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	c, err := s.connect(ctx)
-	if err != nil {
-		return nil, s.fail(fmt.Errorf("mcp server %q: the connection was lost and reconnecting failed: %w", s.name, err))
-	}
-	if !s.adopt(c) {
-		_ = c.close()
-		return nil, fmt.Errorf("mcp server %q: closed", s.name)
+	if err := s.establish(ctx, "the connection was lost and reconnecting failed"); err != nil {
+		return nil, err
 	}
 	s.log.Info("mcp server reconnected")
-	return c, nil
+	return s.current()
 }
 
-// call runs one tool call for the model.
-func (s *server) call(ctx context.Context, tool string, raw json.RawMessage) (string, error) {
+// call runs one tool call for the model; name is the tool's model-facing
+// name, tool the server's.
+func (s *server) call(ctx context.Context, name, tool string, raw json.RawMessage) (string, error) {
 	args, err := decodeArgs(raw)
 	if err != nil {
 		return "", err
@@ -361,9 +573,10 @@ func (s *server) call(ctx context.Context, tool string, raw json.RawMessage) (st
 			text := resultText(res)
 			if res.IsError {
 				if strings.TrimSpace(text) == "" {
-					text = "the tool failed without saying why"
+					return "", errors.New("the tool failed without saying why")
 				}
-				return "", errors.New(text)
+				// The server's words, like its results: data, not instructions.
+				return "", errors.New(agent.UntrustedLabel(name) + "\n" + text)
 			}
 			return text, nil
 		}
@@ -374,12 +587,12 @@ func (s *server) call(ctx context.Context, tool string, raw json.RawMessage) (st
 			s.log.Info("mcp server lost the session; reconnecting", "tool", tool)
 			continue
 		}
-		return "", s.callError(ctx, c, tool, err)
+		return "", s.callError(ctx, c, name, tool, err)
 	}
 }
 
 // callError explains a failed call, naming the server.
-func (s *server) callError(ctx context.Context, c *conn, tool string, err error) error {
+func (s *server) callError(ctx context.Context, c *conn, name, tool string, err error) error {
 	var rpcErr *jsonrpc.Error
 	switch {
 	case ctx.Err() != nil:
@@ -388,8 +601,10 @@ func (s *server) callError(ctx context.Context, c *conn, tool string, err error)
 		return fmt.Errorf("mcp server %q: %s did not answer within %s", s.name, tool, s.timeout)
 	case errors.As(err, &rpcErr):
 		// The server answered with a protocol error (unknown tool, bad
-		// arguments); the session is fine.
-		return s.redact(fmt.Errorf("mcp server %q: call %s: %w", s.name, tool, err))
+		// arguments); the session is fine. Its message is the server's
+		// text: labelled like its results.
+		return s.redact(&rpcError{msg: fmt.Sprintf("mcp server %q: call %s: JSON-RPC error %d:\n%s\n%s",
+			s.name, tool, rpcErr.Code, agent.UntrustedLabel(name), rpcErr.Message), err: err})
 	case errors.Is(err, mcp.ErrConnectionClosed), errors.Is(err, mcp.ErrSessionMissing),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), c.isLost():
 		// EOF: a stdio server exited in the middle of the call.
@@ -434,12 +649,16 @@ func (s *server) close() error {
 func (s *server) status() ServerStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	connected := !s.closed && s.cur != nil && !s.cur.isLost()
 	return ServerStatus{
 		Name:      s.name,
 		Transport: s.transport,
-		Connected: !s.closed && s.cur != nil && !s.cur.isLost(),
+		Connected: connected,
 		Tools:     s.tools,
 		LastError: s.lastErr,
+		Retrying:  s.retrying && !s.closed && !connected,
+		Attempts:  s.attempts,
+		NextRetry: s.nextRetry,
 	}
 }
 
@@ -459,6 +678,16 @@ func (s *server) redact(err error) error {
 	}
 	return &redactedError{msg: clean, err: err}
 }
+
+// rpcError is a JSON-RPC error answer, told with the server's message
+// labelled as untrusted.
+type rpcError struct {
+	msg string
+	err error
+}
+
+func (e *rpcError) Error() string { return e.msg }
+func (e *rpcError) Unwrap() error { return e.err }
 
 type redactedError struct {
 	msg string
@@ -506,10 +735,12 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 	return args, nil
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request, and notes
+// the tools that require task augmentation in the answers.
 type headerTransport struct {
 	base   http.RoundTripper
 	header http.Header
+	tasks  *taskTools
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -519,7 +750,11 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header[k] = append([]string(nil), vs...)
 		}
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && t.tasks != nil {
+		resp.Body = t.tasks.scanBody(resp.Body)
+	}
+	return resp, err
 }
 
 // buildVersion is the module version we announce to servers.

@@ -290,6 +290,12 @@ type ModelHealth struct {
 	LastOK      time.Time // the last successful call; zero if none yet
 	LastFailure time.Time // the last failed call; zero if none yet
 	LastError   string    // the error of that call (redacted by the client)
+	// Unavailable counts the calls in a row, up to the last, that failed
+	// because the model server was unavailable (llm.Unavailable: not
+	// reached, a 5xx, a broken stream, after the client's retries). A
+	// call that succeeds, or that the server refused, ends the run; a
+	// probe (Succeeded) does not: it does not ask for a completion.
+	Unavailable int
 }
 
 // Model wraps a chat model so that every call is timed and counted, its
@@ -301,8 +307,9 @@ type Model struct {
 	model string
 	now   func() time.Time
 
-	mu     sync.Mutex
-	health ModelHealth
+	mu       sync.Mutex
+	health   ModelHealth
+	answered chan struct{} // closed at the next successful call; nil until asked for
 }
 
 // ObserveModel wraps next; defaultModel labels failed calls that do not name
@@ -336,9 +343,18 @@ func (o *Model) Complete(ctx context.Context, req llm.Request, onDelta func(llm.
 	defer o.mu.Unlock()
 	if err != nil {
 		o.health.LastFailure, o.health.LastError = end, err.Error()
+		if llm.Unavailable(err) {
+			o.health.Unavailable++
+		} else {
+			o.health.Unavailable = 0
+		}
 		return resp, err
 	}
-	o.health.LastOK = end
+	o.health.LastOK, o.health.Unavailable = end, 0
+	if o.answered != nil {
+		close(o.answered)
+		o.answered = nil
+	}
 	o.m.modelTokens.WithLabelValues(model, "prompt").Add(float64(resp.Usage.PromptTokens))
 	o.m.modelTokens.WithLabelValues(model, "completion").Add(float64(resp.Usage.CompletionTokens))
 	return resp, nil
@@ -349,6 +365,17 @@ func (o *Model) Health() ModelHealth {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.health
+}
+
+// Answered returns a channel closed when a call next succeeds (the
+// router's messages waiting for the model wake on it).
+func (o *Model) Answered() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.answered == nil {
+		o.answered = make(chan struct{})
+	}
+	return o.answered
 }
 
 // Succeeded records a successful contact with the model server made

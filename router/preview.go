@@ -82,6 +82,21 @@ func (p *previewer) event(ctx context.Context, ev agent.Event) {
 	}
 }
 
+// abandon replaces the preview, if one was sent, with text: the turn
+// stopped without a reply (the model became unavailable mid-answer), and
+// the reply comes later as a message of its own.
+func (p *previewer) abandon(ctx context.Context, text string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.msgID != "" {
+		_ = p.ed.Edit(ctx, p.in.ChatID, p.msgID, text)
+		p.msgID = ""
+	}
+}
+
 // claim hands the preview message to the turn's first real send: it returns
 // the message id to edit, or "" when there is none (or text is too long).
 func (p *previewer) claim(ctx context.Context, text string) string {

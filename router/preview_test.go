@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -115,5 +116,28 @@ func TestStreamingPreviewOff(t *testing.T) {
 	runMsg(t, r, msg("c1", "u", "x"))
 	if sent := ch.texts(); len(sent) != 1 || sent[0] != "A long enough answer to preview if it were on." || len(ch.edits) != 0 {
 		t.Fatalf("sent %q, edits %q", sent, ch.edits)
+	}
+}
+
+// A stream cut mid-answer (the model became unavailable) leaves no half
+// answer on screen: the preview says it was interrupted, and the answer
+// comes whole once the message is tried again.
+func TestStreamingPreviewModelUnavailable(t *testing.T) {
+	r, ch, fake := previewRig(t)
+	fake.Push(
+		testkit.Reply{TextChunks: []string{"The first half ", "of an answer, ", "long enough to preview"}, CutStream: true},
+		testkit.Reply{Text: "The whole answer, long enough to preview too."},
+	)
+	runMsg(t, r, msg("c1", "u", "why?"))
+	sent := ch.texts()
+	if len(sent) != 3 || !strings.HasPrefix(sent[0], "The first half") || !strings.Contains(sent[1], "unavailable right now") ||
+		!strings.HasPrefix(sent[2], "The whole answer") {
+		t.Fatalf("sent = %q; want the cut preview, the notice, the new preview", sent)
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !slices.Contains(ch.edits, "out-1: (interrupted: the language model stopped answering)") ||
+		ch.edits[len(ch.edits)-1] != "out-3: The whole answer, long enough to preview too." {
+		t.Fatalf("edits = %q; want the cut preview marked interrupted, the answer whole in the new one", ch.edits)
 	}
 }

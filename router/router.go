@@ -153,6 +153,14 @@ type Config struct {
 	Interceptors []Interceptor
 	// Tasks is the chats' background work, for /tasks and /stop; may be nil.
 	Tasks Tasks
+
+	// ModelOutageMaxAge bounds how long a message waits for a model that
+	// is unavailable (modelwait.go); 0: DefaultModelOutageMaxAge.
+	ModelOutageMaxAge time.Duration
+	// ModelAnswered returns a channel closed when a model call next
+	// succeeds, which wakes the messages waiting for the model; nil: they
+	// wait out their backoff.
+	ModelAnswered func() <-chan struct{}
 	// Outbox tunes the delivery of replies the platform did not take
 	// (outbox.go); on whenever Store is an OutboxStore.
 	Outbox OutboxConfig
@@ -187,8 +195,9 @@ type Router struct {
 	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers sync.WaitGroup
 
-	leases leases  // with a Cluster (cluster.go)
-	outbox *outbox // nil: a Store without an outbox
+	leases leases     // with a Cluster (cluster.go)
+	waits  modelWaits // messages waiting for the model (modelwait.go)
+	outbox *outbox    // nil: a Store without an outbox
 }
 
 // leases is what a Router keeps of the chats' leases with a Cluster: the
@@ -562,6 +571,7 @@ func (r *Router) Drain(ctx context.Context) error {
 // then cancels them (their transcripts stay valid and their messages stay
 // pending, to be resumed after a restart).
 func (r *Router) Shutdown(ctx context.Context) error {
+	r.waits.shutdown() // messages waiting for the model stay pending
 	r.mu.Lock()
 	r.closing = true
 	// Queued but not started messages stay pending in the store; queued

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"switchboard/channels"
@@ -20,13 +21,19 @@ const (
 )
 
 // afterProcess follows up on a message process handled: a success resets
-// the chat's retry wait and notice; a store failure is handled as above.
+// the chat's retry wait and notice; a store failure is handled as above, a
+// model that is unavailable as modelwait.go says.
 func (r *Router) afterProcess(ctx context.Context, key string, q *chatQueue, it item, err error) {
 	if err == nil {
 		r.mu.Lock()
 		q.retry = 0
 		delete(r.told, key)
 		r.mu.Unlock()
+		r.modelAnswered(key, it)
+		return
+	}
+	if mo, ok := errors.AsType[*modelOutage](err); ok {
+		r.waitForModel(ctx, key, q, it, mo) // modelwait.go
 		return
 	}
 	log := r.log.With("channel", it.in.Channel, "chat", it.in.ChatID, "inbox_id", it.inboxID)

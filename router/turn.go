@@ -50,8 +50,9 @@ func (r *Router) turnForInbox(ctx context.Context, it item) (store.Turn, bool, e
 }
 
 // process handles one queued message: a queued command, or an agent turn.
-// It returns the store's error when the store failed the message, which
-// then stays pending (see afterProcess).
+// It returns the store's error when the store failed the message, or a
+// *modelOutage when the model was unavailable; the message then stays
+// pending (see afterProcess).
 func (r *Router) process(ctx context.Context, it item) error {
 	in := it.in
 	log := r.log.With("channel", in.Channel, "chat", in.ChatID, "inbox_id", it.inboxID)
@@ -110,7 +111,10 @@ func (r *Router) process(ctx context.Context, it item) error {
 
 	in = r.transcribe(ctx, in)
 	binding := &chatBinding{r: r, in: in, inboxID: it.inboxID, fresh: it.fresh, log: log}
-	turn := r.turnFor(ctx, in, chat.ID, sess.ID, it.inboxID, binding, &prep, func(t *agent.Turn) { t.ResumeTurnID = resume })
+	turn := r.turnFor(ctx, in, chat.ID, sess.ID, it.inboxID, binding, &prep, func(t *agent.Turn) {
+		t.ResumeTurnID = resume
+		t.HoldOnOutage = !r.inProcess(in.Channel) // a waiting requester is told at once
+	})
 	res := r.cfg.Agent.Run(ctx, turn)
 	if res.StopReason == agent.StopRequiresApproval {
 		for _, ic := range r.cfg.Interceptors {
@@ -120,6 +124,9 @@ func (r *Router) process(ctx context.Context, it item) error {
 	switch {
 	case res.StopReason == agent.StopStoreError:
 		return res.Err
+	case res.StopReason == agent.StopModelUnavailable:
+		binding.preview.abandon(context.WithoutCancel(ctx), "(interrupted: the language model stopped answering)")
+		return &modelOutage{turnID: res.TurnID, steps: res.Steps, err: res.Err}
 	case res.StopReason == agent.StopCancelled && r.base.Err() != nil:
 		// Shutdown: the message stays pending and the turn resumes later.
 		return nil

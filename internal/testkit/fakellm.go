@@ -114,6 +114,7 @@ type FakeLLM struct {
 	changed       chan struct{} // closed and replaced whenever calls grows
 	models        []string
 	rejectStreamO bool
+	outage        *Reply // while set, every chat completion gets it
 	nextID        int
 	closeOnce     sync.Once
 	transcript    string
@@ -224,6 +225,22 @@ func (f *FakeLLM) SetDefault(r *Reply) {
 	}
 	c := *r
 	f.def = &c
+}
+
+// SetOutage makes every chat completion request get r (an HTTP 503, a
+// dropped connection: CutStream) instead of its scripted reply, which stays
+// queued, until SetOutage(nil) ends the outage; GET /v1/models still
+// answers, as a model server whose inference is down often does. Requests
+// are recorded and counted as usual.
+func (f *FakeLLM) SetOutage(r *Reply) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r == nil {
+		f.outage = nil
+		return
+	}
+	c := *r
+	f.outage = &c
 }
 
 // SetModels sets the ids listed by GET /v1/models (default "fake-model").
@@ -394,6 +411,8 @@ func (f *FakeLLM) pick(rec Recorded) (Reply, string) {
 	switch {
 	case rec.DecodeError != "":
 		return Reply{Status: http.StatusBadRequest, ErrorMessage: "fake: invalid request body: " + rec.DecodeError}, id
+	case f.outage != nil:
+		return *f.outage, id
 	case f.rejectStreamO && rec.HasStreamOptions:
 		return Reply{Status: http.StatusBadRequest, ErrorMessage: "Unrecognized request argument supplied: stream_options"}, id
 	case len(f.queue) > 0:

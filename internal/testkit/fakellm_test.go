@@ -744,3 +744,32 @@ func TestListModels(t *testing.T) {
 		t.Errorf("listing models counted as %d chat calls", f.Calls())
 	}
 }
+
+// During an outage every completion gets the outage's reply and the queue
+// waits; /models still answers; lifting it answers from the queue again.
+func TestOutage(t *testing.T) {
+	f := testkit.NewFakeLLM(t)
+	f.Push(testkit.Reply{Text: "after the outage"})
+	f.SetOutage(&testkit.Reply{Status: 503})
+	c := newClient(f)
+	for range 2 {
+		_, err := c.CreateChatCompletionStream(t.Context(), streamReq("fake-model"))
+		if ae := apiError(t, err); ae.HTTPStatusCode != 503 {
+			t.Fatalf("during the outage: %+v", ae)
+		}
+	}
+	if _, err := c.ListModels(t.Context()); err != nil {
+		t.Errorf("/models during the outage: %v", err)
+	}
+	if f.Pending() != 1 || f.Calls() != 2 {
+		t.Errorf("pending %d, calls %d; want the reply still queued after 2 calls", f.Pending(), f.Calls())
+	}
+	f.SetOutage(nil)
+	stream, err := c.CreateChatCompletionStream(t.Context(), streamReq("fake-model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := collect(t, stream); err != nil || got.text != "after the outage" {
+		t.Errorf("after the outage: %q, %v", got.text, err)
+	}
+}

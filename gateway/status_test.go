@@ -1,0 +1,34 @@
+package gateway
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"switchboard/config"
+	"switchboard/mcpclient"
+	"switchboard/skills"
+)
+
+// /status says that an MCP server that is down is being retried.
+func TestStatusNotesShowAnMCPServerBeingRetried(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String() + "/mcp"
+	l.Close() // nothing listens there now
+
+	mcp, errs := mcpclient.Connect(t.Context(), []config.MCPServer{{Name: "later", URL: url}}, nil)
+	t.Cleanup(func() { mcp.Close() })
+	if len(errs) != 1 {
+		t.Fatalf("errs = %v, want the failed start", errs)
+	}
+	watcher := skills.NewWatcher(fstest.MapFS{}, skills.Builtin(), skills.Env{}, nil)
+	notes := strings.Join(statusNotes(watcher, mcp)(), "\n")
+	if !strings.Contains(notes, "MCP server later is down and retried in the background (0 retries so far, next in ") ||
+		!strings.Contains(notes, "connection refused") {
+		t.Errorf("status notes = %q, want the server down and retried, with its error", notes)
+	}
+}

@@ -1,0 +1,255 @@
+package router
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"switchboard/agent"
+	"switchboard/llm"
+	"switchboard/store"
+)
+
+// downRunner is an agent whose turns find the model unavailable while down
+// is set (as the real one does with Turn.HoldOnOutage), and otherwise
+// answer "echo: <text>".
+type downRunner struct {
+	mu         sync.Mutex
+	down       bool
+	retryAfter time.Duration // the server's Retry-After while down
+	runs       []string
+	holds      []bool // Turn.HoldOnOutage of each run
+}
+
+func (f *downRunner) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+func (f *downRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
+	f.mu.Lock()
+	f.runs = append(f.runs, t.Input.Content)
+	f.holds = append(f.holds, t.HoldOnOutage)
+	down, after := f.down, f.retryAfter
+	f.mu.Unlock()
+	if down {
+		return agent.Result{StopReason: agent.StopModelUnavailable,
+			Err: &llm.Error{Model: "m", Status: 503, Message: "upstream connect error", RetryAfter: after, Retryable: true}}
+	}
+	if _, err := t.Chat.Send(ctx, "echo: "+t.Input.Content); err != nil {
+		return agent.Result{StopReason: agent.StopLLMError, Err: err}
+	}
+	return agent.Result{StopReason: agent.StopEndTurn, Delivered: true}
+}
+
+func (f *downRunner) ran() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.runs)
+}
+
+// chatTexts returns what was sent to chat.
+func (c *fakeChannel) chatTexts(chat string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.sent {
+		if m.ChatID == chat {
+			out = append(out, m.Text)
+		}
+	}
+	return out
+}
+
+// answered is a ModelAnswered hook the test closes.
+type answered struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (a *answered) wait() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ch == nil {
+		a.ch = make(chan struct{})
+	}
+	return a.ch
+}
+
+func (a *answered) fire() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ch != nil {
+		close(a.ch)
+		a.ch = nil
+	}
+}
+
+// A message whose turn finds the model unavailable stays pending: its chat
+// is told once, it is tried again after a growing wait (the chat's next
+// message waiting behind it) while other chats go on, and it is answered,
+// once, as soon as a model call succeeds elsewhere.
+func TestModelUnavailableWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		runner := &downRunner{down: true}
+		ch := newFakeChannel()
+		back := &answered{}
+		r, _ := New(Config{Store: st, Agent: runner, ModelAnswered: back.wait,
+			NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+		r.AddChannel(ch, everyone)
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer r.Shutdown(context.Background())
+		start := time.Now()
+		for _, m := range []struct{ chat, text string }{{"c1", "first"}, {"c1", "second"}, {"c2", "elsewhere"}} {
+			if err := r.Deliver(t.Context(), msg(m.chat, "u", m.text)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// 20 s of outage: tries at 0, 1, 3, 7 and 15 s; the next would be
+		// at 31 s.
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		for _, c := range []string{"c1", "c2"} {
+			got := ch.chatTexts(c)
+			if len(got) != 1 || !strings.Contains(got[0], "the language model is unavailable right now. I'll answer your message when it's back") {
+				t.Fatalf("%s holds %q during the outage, want one notice", c, got)
+			}
+		}
+		if w := r.ModelWaits(); w.Waiting != 2 || w.Held != 2 || w.Answered != 0 {
+			t.Errorf("model waits during the outage = %+v, want 2 waiting", w)
+		}
+		if runs := runner.ran(); slices.Contains(runs, "second") || len(runs) != 10 {
+			t.Errorf("turns during the outage: %q, want first and elsewhere 5 times each", runs)
+		}
+		pending, err := st.PendingInbox(t.Context())
+		if err != nil || len(pending) != 3 {
+			t.Errorf("pending messages = %d, %v; want all 3", len(pending), err)
+		}
+
+		// The model is back: a call succeeds elsewhere, and the waiting
+		// messages are tried at once rather than at 31 s.
+		runner.setDown(false)
+		back.fire()
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 20*time.Second {
+			t.Errorf("answered after %s, want 20s (woken when the model answered)", d)
+		}
+		if got := ch.chatTexts("c1"); len(got) != 3 || got[1] != "echo: first" || got[2] != "echo: second" {
+			t.Errorf("c1 holds %q, want the notice, then the answers in order", got)
+		}
+		if got := ch.chatTexts("c2"); len(got) != 2 || got[1] != "echo: elsewhere" {
+			t.Errorf("c2 holds %q, want the notice, then the answer", got)
+		}
+		if w := r.ModelWaits(); w.Waiting != 0 || w.Held != 2 || w.Answered != 2 || w.GivenUp != 0 {
+			t.Errorf("model waits after = %+v, want 2 held and answered", w)
+		}
+		if pending, err := st.PendingInbox(t.Context()); err != nil || len(pending) != 0 {
+			t.Errorf("pending messages = %+v, %v; want none", pending, err)
+		}
+		runner.mu.Lock()
+		defer runner.mu.Unlock()
+		if slices.Contains(runner.holds, false) {
+			t.Errorf("a chat message's turn did not hold on an outage: %v", runner.holds)
+		}
+	})
+}
+
+// A message that waited ModelOutageMaxAge for the model is given up: the
+// user is told, the message is done, and it is counted; the chat's next
+// message gets its own notice.
+func TestModelUnavailableGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		runner := &downRunner{down: true}
+		ch := newFakeChannel()
+		r, _ := New(Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute,
+			NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+		r.AddChannel(ch, everyone)
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer r.Shutdown(context.Background())
+		start := time.Now()
+		if err := r.Deliver(t.Context(), msg("c1", "u", "lost cause")); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 2*time.Minute {
+			t.Errorf("given up after %s, want 2m", d)
+		}
+		got := ch.chatTexts("c1")
+		if len(got) != 2 || !strings.Contains(got[0], "unavailable right now") ||
+			!strings.Contains(got[1], "has been unavailable for 2 minutes, so I couldn't answer this message") {
+			t.Fatalf("c1 holds %q, want the notice, then the message given up", got)
+		}
+		if w := r.ModelWaits(); w.Waiting != 0 || w.Held != 1 || w.GivenUp != 1 {
+			t.Errorf("model waits = %+v, want 1 given up", w)
+		}
+		if pending, err := st.PendingInbox(t.Context()); err != nil || len(pending) != 0 {
+			t.Errorf("pending messages = %+v, %v; want none", pending, err)
+		}
+		if err := r.Deliver(t.Context(), msg("c1", "u", "still there?")); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := ch.chatTexts("c1"); len(got) != 3 || !strings.Contains(got[2], "unavailable right now") {
+			t.Errorf("c1 holds %q, want a new notice for the next message", got)
+		}
+	})
+}
+
+// A server that asks for a longer wait (Retry-After, over the client's
+// budget) gets it: the message is not tried again before.
+func TestModelUnavailableHonoursRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		runner := &downRunner{down: true, retryAfter: 5 * time.Minute}
+		ch := newFakeChannel()
+		r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+		r.AddChannel(ch, everyone)
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer r.Shutdown(context.Background())
+		if err := r.Deliver(t.Context(), msg("c1", "u", "later")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5*time.Minute - time.Second)
+		synctest.Wait()
+		if runs := runner.ran(); len(runs) != 1 {
+			t.Fatalf("tried %d times within the server's Retry-After, want once", len(runs))
+		}
+		runner.setDown(false)
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.chatTexts("c1"); len(got) != 2 || got[1] != "echo: later" {
+			t.Errorf("c1 holds %q, want the notice and the answer", got)
+		}
+	})
+}
