@@ -90,14 +90,20 @@ func (s *faultServe) waitMetric(t *testing.T, series string, want float64) {
 // pendingInbox counts the messages stored and not done.
 func pendingInbox(t *testing.T, path string) int {
 	t.Helper()
+	return countIn(t, path, `SELECT count(*) FROM inbox WHERE status = 'pending'`)
+}
+
+// countIn runs a count query on the database at path, read-only.
+func countIn(t *testing.T, path, query string) int {
+	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM inbox WHERE status = 'pending'`).Scan(&n); err != nil {
-		t.Fatal(err)
+	if err := db.QueryRow(query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
 	}
 	return n
 }

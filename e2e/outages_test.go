@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -144,16 +143,6 @@ func waitGaugeAtLeast(t *testing.T, ctx context.Context, s *faultServe, series s
 // record: answers lost.
 func undeliveredInbox(t *testing.T, path string) int {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	err = db.QueryRow(`SELECT count(*) FROM inbox i WHERE i.status = 'done'
-		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.inbox_id = i.id)`).Scan(&n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countIn(t, path, `SELECT count(*) FROM inbox i WHERE i.status = 'done'
+		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.inbox_id = i.id)`)
 }
