@@ -699,6 +699,17 @@ func errorReply(err error) string {
 	return "Sorry, I couldn't reach the language model just now. Please try again in a moment."
 }
 
+// stoppedBecause says in plain words why wrapUp stopped a turn.
+func stoppedBecause(reason StopReason) string {
+	switch reason {
+	case StopMaxSteps:
+		return "I used all the steps I may take for one message"
+	case StopToolRule:
+		return "my rules for using tools stopped me"
+	}
+	return "something stopped me"
+}
+
 // wrapUp ends a turn that ran out of steps (or was stopped by a rule) with
 // one last model call without tools that tells the user where things stand.
 func (a *Agent) wrapUp(ctx context.Context, st *turnState, reason StopReason, why string) (StopReason, error) {
@@ -714,14 +725,14 @@ func (a *Agent) wrapUp(ctx context.Context, st *turnState, reason StopReason, wh
 		case StopModelUnavailable:
 			return r, err // wrapped up when the turn resumes
 		}
-		st.final = "I had to stop before finishing (" + string(reason) + ") and couldn't summarise my progress."
+		st.final = "I had to stop before finishing: " + stoppedBecause(reason) + ", and I couldn't summarise my progress."
 		return reason, err
 	}
 	msg := resp.Message
 	msg.Role = llm.RoleAssistant
 	msg.ToolCalls = nil
 	if strings.TrimSpace(msg.Content) == "" {
-		st.final = "I had to stop before finishing (" + string(reason) + ")."
+		st.final = "I had to stop before finishing: " + stoppedBecause(reason) + "."
 		return reason, nil
 	}
 	if err := a.commit(context.WithoutCancel(ctx), st, st.steps+1,

@@ -4,7 +4,7 @@
 // and maps what they return to the exit code.
 //
 //	switchboard [serve]   run every enabled channel until SIGINT/SIGTERM
-//	switchboard chat      talk to the agent in this terminal
+//	switchboard chat      talk to the agent in this terminal (--verbose: logs here)
 //	switchboard check     validate the config and print what would run
 //	switchboard pairing   list or approve access requests (pairing codes)
 //	switchboard schedule  list or cancel scheduled jobs
@@ -44,7 +44,9 @@ const usage = `usage: switchboard [--config PATH] [command] [arguments]
 
 commands:
   serve     run every enabled channel until interrupted (default)
-  chat      talk to the agent in this terminal
+  chat      talk to the agent in this terminal; its log lines go to
+            switchboard-chat.log next to the store (on PostgreSQL:
+            ~/.local/state/switchboard/chat.log), --verbose prints them
   check     validate the configuration and print what would run
   pairing   list | approve CODE | revoke CHANNEL USER_ID: access requests
   schedule  list | cancel ID: scheduled reminders and tasks
@@ -57,6 +59,7 @@ commands:
                 OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, ...); before
                 or after the command
 --version, -v   print the version
+--verbose       chat: print the log lines here instead of the log file
 `
 
 // Run runs the command line args (without the program name) of the build
@@ -77,6 +80,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	var showVersion bool
 	fs.BoolVar(&showVersion, "version", false, "print the version")
 	fs.BoolVar(&showVersion, "v", false, "print the version")
+	verbose := fs.Bool("verbose", false, "chat: print the log lines in the terminal instead of the log file")
 	// Flags may come before or after the command and its arguments; the
 	// first positional argument is the command.
 	var positional []string
@@ -133,7 +137,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	case "check":
 		return check(cfg, stdout)
 	case "chat":
-		return chat(ctx, cfg, opts, stdio)
+		return chat(ctx, cfg, opts, stdio, *verbose)
 	case "serve":
 		return serve(ctx, cfg, opts, stderr)
 	default:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"switchboard/config"
@@ -55,10 +56,31 @@ func serve(ctx context.Context, cfg *config.Config, opts gateway.Options, stderr
 }
 
 // chat runs a terminal conversation. It ends at end of input or on
-// interrupt.
-func chat(ctx context.Context, cfg *config.Config, opts gateway.Options, stdio Stdio) int {
-	// Logs would garble the conversation: only warnings and errors, on stderr.
-	log, err := newLogger(cfg, stdio.Err, "warn")
+// interrupt. Log lines would break into the conversation, so they go to
+// the chat's log file (chatLogPath), or with verbose to stderr.
+func chat(ctx context.Context, cfg *config.Config, opts gateway.Options, stdio Stdio, verbose bool) int {
+	var (
+		log   *slog.Logger
+		where string
+		err   error
+	)
+	if verbose {
+		log, err = newLogger(cfg, stdio.Err, "")
+		where = "printed here (--verbose)"
+	} else {
+		var f *os.File
+		path := chatLogPath(cfg)
+		if f, err = openLog(path); err != nil {
+			// Without the file, only errors, on stderr.
+			fmt.Fprintf(stdio.Err, "switchboard: %v; only errors are logged, here\n", err)
+			log, err = newLogger(cfg, stdio.Err, "error")
+			where = "not kept: only errors print here (--verbose shows every log line)"
+		} else {
+			defer f.Close()
+			log, err = newLogger(cfg, f, "")
+			where = path + " (--verbose prints them here)"
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stdio.Err, "switchboard: %v\n", err)
 		return ExitConfig
@@ -70,11 +92,44 @@ func chat(ctx context.Context, cfg *config.Config, opts gateway.Options, stdio S
 		return ExitFail
 	}
 	defer g.Close()
-	if err := g.Chat(ctx, stdio.In, stdio.Out); err != nil {
+	if err := g.Chat(ctx, gateway.ChatOptions{In: stdio.In, Out: stdio.Out, Logs: where, Verbose: verbose}); err != nil {
 		fmt.Fprintf(stdio.Err, "switchboard: %v\n", err)
 		return ExitFail
 	}
 	return ExitOK
+}
+
+// chatLogName is the chat's log file, next to a SQLite store.
+const chatLogName = "switchboard-chat.log"
+
+// chatLogPath is where `chat` logs: next to the SQLite database (where the
+// operator already keeps the bot's state), or on PostgreSQL in the user's
+// state directory ($XDG_STATE_HOME/switchboard, ~/.local/state/switchboard).
+func chatLogPath(cfg *config.Config) string {
+	if cfg.Store.Driver != config.StorePostgres && cfg.Store.Path != "" {
+		return filepath.Join(filepath.Dir(cfg.Store.Path), chatLogName)
+	}
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return chatLogName // the current directory
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "switchboard", "chat.log")
+}
+
+// openLog opens a log file for appending, making its directory.
+func openLog(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("chat log: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("chat log: %w", err)
+	}
+	return f, nil
 }
 
 // newLogger builds the process logger with every configured secret

@@ -123,10 +123,15 @@ type Console struct {
 
 // Telegram configures the Telegram Bot API adapter.
 type Telegram struct {
-	Enabled     bool          `yaml:"enabled"`
-	Token       string        `yaml:"token"` // secret; falls back to TELEGRAM_BOT_TOKEN
-	APIEndpoint string        `yaml:"api_endpoint"`
-	AllowUsers  []string      `yaml:"allow_users"` // numeric ids or @usernames; empty admits nobody
+	Enabled     bool     `yaml:"enabled"`
+	Token       string   `yaml:"token"` // secret; falls back to TELEGRAM_BOT_TOKEN
+	APIEndpoint string   `yaml:"api_endpoint"`
+	AllowUsers  []string `yaml:"allow_users"` // numeric ids or @usernames; empty admits nobody
+	// Admins are the operators' numeric user ids: admitted like
+	// allow_users, and the only ones whom /status shows operator matters
+	// (skill errors, channels and MCP servers that are down). Empty:
+	// nobody on Telegram.
+	Admins      []string      `yaml:"admins"`
 	PollTimeout time.Duration `yaml:"poll_timeout"`
 	Webhook     Webhook       `yaml:"webhook"` // empty URL: long polling
 	// Pairing lets an unknown user ask for access with a one-time code that
@@ -148,6 +153,7 @@ type Discord struct {
 	Enabled       bool     `yaml:"enabled"`
 	Token         string   `yaml:"token"`       // secret; falls back to DISCORD_BOT_TOKEN
 	AllowUsers    []string `yaml:"allow_users"` // user ids; empty admits nobody
+	Admins        []string `yaml:"admins"`      // the operators' user ids (see Telegram.Admins)
 	AllowGuilds   []string `yaml:"allow_guilds"`
 	AllowChannels []string `yaml:"allow_channels"`
 	APIBase       string   `yaml:"api_base"`

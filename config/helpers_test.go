@@ -63,6 +63,8 @@ func normalized(c *Config) *Config {
 		&r.LLM.FallbackModels,
 		&r.Channels.Telegram.AllowUsers,
 		&r.Channels.Discord.AllowUsers,
+		&r.Channels.Telegram.Admins,
+		&r.Channels.Discord.Admins,
 		&r.Channels.Discord.AllowGuilds,
 		&r.Channels.Discord.AllowChannels,
 		&r.Tools.Web.AllowHosts,

@@ -45,6 +45,8 @@ func (c *Config) Redacted() *Config {
 	r.LLM.FallbackModels = slices.Clone(c.LLM.FallbackModels)
 	r.Channels.Telegram.AllowUsers = slices.Clone(c.Channels.Telegram.AllowUsers)
 	r.Channels.Discord.AllowUsers = slices.Clone(c.Channels.Discord.AllowUsers)
+	r.Channels.Telegram.Admins = slices.Clone(c.Channels.Telegram.Admins)
+	r.Channels.Discord.Admins = slices.Clone(c.Channels.Discord.Admins)
 	r.Channels.Discord.AllowGuilds = slices.Clone(c.Channels.Discord.AllowGuilds)
 	r.Channels.Discord.AllowChannels = slices.Clone(c.Channels.Discord.AllowChannels)
 	r.Schedule.Jobs = slices.Clone(c.Schedule.Jobs)

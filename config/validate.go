@@ -140,6 +140,11 @@ func (c *Config) Validate() error {
 				v.add(fmt.Sprintf("channels.telegram.allow_users[%d]", i), fmt.Sprintf("%q is neither a numeric user id nor an @username; write %s", u, hint))
 			}
 		}
+		for i, u := range tg.Admins {
+			if !telegramID.MatchString(u) {
+				v.add(fmt.Sprintf("channels.telegram.admins[%d]", i), fmt.Sprintf("%q is not a numeric user id; admins takes ids only (a username can pass to someone else): the bot logs the id of a user it refuses, or ask @userinfobot", u))
+			}
+		}
 	}
 	if dc := c.Channels.Discord; dc.Enabled {
 		v.token("channels.discord", dc.Token, "DISCORD_BOT_TOKEN")
@@ -148,6 +153,7 @@ func (c *Config) Validate() error {
 			v.url("channels.discord.gateway_url", dc.GatewayURL, []string{"ws", "wss"}, "wss://gateway.discord.gg, or leave it empty to ask the API")
 		}
 		v.snowflakes("channels.discord.allow_users", dc.AllowUsers, "Copy User ID")
+		v.snowflakes("channels.discord.admins", dc.Admins, "Copy User ID")
 		v.snowflakes("channels.discord.allow_guilds", dc.AllowGuilds, "Copy Server ID")
 		v.snowflakes("channels.discord.allow_channels", dc.AllowChannels, "Copy Channel ID")
 	}
@@ -312,7 +318,7 @@ func (c *Config) Warnings() []string {
 		}
 		notes = append(notes, (&Error{File: file, Line: line, Key: key, Msg: key + " " + msg}).Error())
 	}
-	if tg := c.Channels.Telegram; tg.Enabled && len(tg.AllowUsers) == 0 {
+	if tg := c.Channels.Telegram; tg.Enabled && len(tg.AllowUsers) == 0 && len(tg.Admins) == 0 {
 		note("channels.telegram.allow_users", "channels.telegram.enabled", "is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames")
 	}
 	if tg := c.Channels.Telegram; tg.Enabled {
@@ -323,7 +329,7 @@ func (c *Config) Warnings() []string {
 			}
 		}
 	}
-	if dc := c.Channels.Discord; dc.Enabled && len(dc.AllowUsers) == 0 {
+	if dc := c.Channels.Discord; dc.Enabled && len(dc.AllowUsers) == 0 && len(dc.Admins) == 0 {
 		note("channels.discord.allow_users", "channels.discord.enabled", "is empty, so the bot admits nobody on Discord; add user ids")
 	}
 	for i, j := range c.Schedule.Jobs {
@@ -347,6 +353,7 @@ func (c *Config) Warnings() []string {
 var (
 	telegramUser = regexp.MustCompile(`^([0-9]+|@[A-Za-z0-9_]+)$`)
 	telegramName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	telegramID   = regexp.MustCompile(`^[0-9]+$`)
 	snowflake    = regexp.MustCompile(`^[0-9]+$`)
 	mcpName      = regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`)
 	hostName     = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`)

@@ -154,6 +154,13 @@ func TestValidate(t *testing.T) {
 			`channels.telegram.allow_users[1]: "12ab" is neither a numeric user id nor an @username; write the numeric id`,
 			`channels.telegram.allow_users[2]: "" is neither a numeric user id nor an @username; write the numeric id`,
 		}},
+		{"telegram admins are ids", func(c *Config) {
+			c.Channels.Telegram = Telegram{Enabled: true, Token: "1:x", APIEndpoint: "http://127.0.0.1:9", PollTimeout: time.Second,
+				Admins: []string{"123", "@bob", "*"}}
+		}, []string{
+			`channels.telegram.admins[1]: "@bob" is not a numeric user id; admins takes ids only (a username can pass to someone else): the bot logs the id of a user it refuses, or ask @userinfobot`,
+			`channels.telegram.admins[2]: "*" is not a numeric user id; admins takes ids only (a username can pass to someone else): the bot logs the id of a user it refuses, or ask @userinfobot`,
+		}},
 		{"telegram disabled is not checked", func(c *Config) {
 			c.Channels.Telegram = Telegram{APIEndpoint: "junk", AllowUsers: []string{"junk"}}
 		}, nil},
@@ -172,6 +179,11 @@ func TestValidate(t *testing.T) {
 			`channels.discord.allow_users[0]: "bob#1234" is not a Discord id; use the numeric id (Developer Mode, then Copy User ID)`,
 			`channels.discord.allow_guilds[0]: "my server" is not a Discord id; use the numeric id (Developer Mode, then Copy Server ID)`,
 			`channels.discord.allow_channels[0]: "#general" is not a Discord id; use the numeric id (Developer Mode, then Copy Channel ID)`,
+		}},
+		{"discord admins are ids", func(c *Config) {
+			c.Channels.Discord = Discord{Enabled: true, Token: "t", APIBase: "https://discord.com/api/v9", Admins: []string{"80351110224678912", "bob"}}
+		}, []string{
+			`channels.discord.admins[1]: "bob" is not a Discord id; use the numeric id (Developer Mode, then Copy User ID)`,
 		}},
 		{"discord disabled is not checked", func(c *Config) { c.Channels.Discord = Discord{APIBase: "junk"} }, nil},
 

@@ -53,6 +53,7 @@ func TestMCPServerStartedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.MCP.Servers = []config.MCPServer{{Name: "late", URL: "http://" + addr + "/mcp"}}
+	cfg.Channels.Telegram.Admins = userIDs(fu1) // /status shows the server to admins
 	cfgPath = cfgfile.Write(t, cfg)
 
 	started := time.Now()

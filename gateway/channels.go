@@ -92,10 +92,10 @@ func channelAccess(cfg *config.Config, name string) router.Access {
 	switch name {
 	case "telegram":
 		tg := cfg.Channels.Telegram
-		return router.Access{Users: tg.AllowUsers, Pairing: tg.Pairing}
+		return router.Access{Users: tg.AllowUsers, Pairing: tg.Pairing, Admins: tg.Admins}
 	case "discord":
 		dc := cfg.Channels.Discord
-		return router.Access{Users: dc.AllowUsers, Spaces: dc.AllowGuilds, Chats: dc.AllowChannels}
+		return router.Access{Users: dc.AllowUsers, Spaces: dc.AllowGuilds, Chats: dc.AllowChannels, Admins: dc.Admins}
 	}
 	return router.Access{}
 }

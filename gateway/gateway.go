@@ -20,6 +20,7 @@ import (
 	"switchboard/cluster"
 	"switchboard/config"
 	"switchboard/delegate"
+	"switchboard/httpapi"
 	"switchboard/internal/gcpace"
 	"switchboard/learning"
 	"switchboard/llm"
@@ -238,7 +239,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
 		},
 		Tasks:             tasks,
-		StatusNotes:       statusNotes(watcher, mcp),
+		StatusNotes:       statusNotes(watcher, mcp, g.channelStatuses),
 		ModelOutageMaxAge: cfg.Agent.ModelOutageMaxAge,
 		ModelAnswered:     mon.model.Answered,
 		Outbox: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
@@ -255,6 +256,14 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		return w.Waiting, map[string]uint64{metrics.Held: w.Held, metrics.Answered: w.Answered, metrics.GivenUp: w.GivenUp}
 	})
 	return g, nil
+}
+
+// channelStatuses reports the chat channels while serving (none before).
+func (g *Gateway) channelStatuses() []httpapi.ChannelStatus {
+	if g.sup == nil {
+		return nil
+	}
+	return g.sup.statuses()
 }
 
 // Close stops the background work and closes the store, last.

@@ -79,8 +79,11 @@ func (l *learner) onEvent(in channels.Inbound, ev agent.Event) {
 	if !l.on || ev.TurnID == 0 || in.UserID == "" {
 		return
 	}
-	if ev.StopReason == agent.StopModelUnavailable {
-		return // left open, to go on later: learn from it once it ends
+	if modelFailed(ev.StopReason) {
+		// Nothing new to learn, and the jobs would only fail on the same
+		// model (a held turn, StopModelUnavailable, is learnt from once it
+		// ends).
+		return
 	}
 	t := learning.Trigger{Channel: in.Channel, UserID: in.UserID, ChatID: ev.ChatID, Group: in.ChatType == channels.Group,
 		TurnID: ev.TurnID}
@@ -89,6 +92,17 @@ func (l *learner) onEvent(in channels.Inbound, ev agent.Event) {
 		t.Skills = map[int64][]string{ev.TurnID: ev.Skills}
 	}
 	l.runner.Notify(t)
+}
+
+// modelFailed reports whether a turn stopped because of the model: it
+// could not be reached, answered with an error or nonsense, or the
+// conversation no longer fits.
+func modelFailed(r agent.StopReason) bool {
+	switch r {
+	case agent.StopModelUnavailable, agent.StopLLMError, agent.StopInvalidResponse, agent.StopContextOverflow:
+		return true
+	}
+	return false
 }
 
 // commands answers /memory and /profile; nil when learning is off.

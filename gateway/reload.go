@@ -22,7 +22,7 @@ func LoadConfig(path string) (*config.Config, error) {
 }
 
 // Reload re-reads the configuration (Options.ConfigPath) on SIGHUP and applies what can change
-// safely while serving: the log level, the channels' allowlists and the
+// safely while serving: the log level, the channels' allowlists and admins, and the
 // skills. Everything else needs a restart, and the log says which keys.
 func (g *Gateway) Reload() {
 	cfg, err := LoadConfig(g.opts.ConfigPath)
@@ -53,6 +53,7 @@ func (g *Gateway) Reload() {
 	applied.Channels.Telegram.AllowUsers, applied.Channels.Telegram.Pairing = cfg.Channels.Telegram.AllowUsers, cfg.Channels.Telegram.Pairing
 	applied.Channels.Discord.AllowUsers = cfg.Channels.Discord.AllowUsers
 	applied.Channels.Discord.AllowGuilds, applied.Channels.Discord.AllowChannels = cfg.Channels.Discord.AllowGuilds, cfg.Channels.Discord.AllowChannels
+	applied.Channels.Telegram.Admins, applied.Channels.Discord.Admins = cfg.Channels.Telegram.Admins, cfg.Channels.Discord.Admins
 	g.cfg = &applied
 }
 
@@ -65,6 +66,7 @@ func restartKeys(old, now *config.Config) []string {
 	n.Channels.Telegram.AllowUsers, n.Channels.Telegram.Pairing = o.Channels.Telegram.AllowUsers, o.Channels.Telegram.Pairing
 	n.Channels.Discord.AllowUsers, n.Channels.Discord.AllowGuilds, n.Channels.Discord.AllowChannels =
 		o.Channels.Discord.AllowUsers, o.Channels.Discord.AllowGuilds, o.Channels.Discord.AllowChannels
+	n.Channels.Telegram.Admins, n.Channels.Discord.Admins = o.Channels.Telegram.Admins, o.Channels.Discord.Admins
 	var keys []string
 	ov, nv := reflect.ValueOf(o), reflect.ValueOf(n)
 	t := ov.Type()

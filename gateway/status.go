@@ -4,18 +4,28 @@ import (
 	"fmt"
 	"time"
 
+	"switchboard/httpapi"
 	"switchboard/mcpclient"
 	"switchboard/skills"
 )
 
-// statusNotes is the router's StatusNotes hook: the skill problems and the
-// MCP servers that are not connected (and whether they are being retried),
-// for /status.
-func statusNotes(watcher *skills.Watcher, mcp *mcpclient.Manager) func() []string {
+// statusNotes is the router's StatusNotes hook, the operator's lines of
+// /status (shown to admins only): the skill problems, the channels that
+// failed and are retried (chans; nil outside serve), and the MCP servers
+// that are not connected (and whether they are being retried).
+func statusNotes(watcher *skills.Watcher, mcp *mcpclient.Manager, chans func() []httpapi.ChannelStatus) func() []string {
 	return func() []string {
 		var notes []string
 		for _, p := range watcher.Current().Problems() {
 			notes = append(notes, "Skill problem: "+p.Error())
+		}
+		if chans != nil {
+			for _, c := range chans() {
+				if c.State == httpapi.StateRetrying {
+					notes = append(notes, fmt.Sprintf("Channel %s failed and is retried (%d restarts so far, next %s): %s",
+						c.Name, c.Restarts, nextRetry(c.NextRetry), c.LastError))
+				}
+			}
 		}
 		for _, m := range mcp.Status() {
 			switch {

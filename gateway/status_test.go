@@ -7,6 +7,7 @@ import (
 	"testing/fstest"
 
 	"switchboard/config"
+	"switchboard/httpapi"
 	"switchboard/mcpclient"
 	"switchboard/skills"
 )
@@ -26,9 +27,27 @@ func TestStatusNotesShowAnMCPServerBeingRetried(t *testing.T) {
 		t.Fatalf("errs = %v, want the failed start", errs)
 	}
 	watcher := skills.NewWatcher(fstest.MapFS{}, skills.Builtin(), skills.Env{}, nil)
-	notes := strings.Join(statusNotes(watcher, mcp)(), "\n")
+	notes := strings.Join(statusNotes(watcher, mcp, nil)(), "\n")
 	if !strings.Contains(notes, "MCP server later is down and retried in the background (0 retries so far, next in ") ||
 		!strings.Contains(notes, "connection refused") {
 		t.Errorf("status notes = %q, want the server down and retried, with its error", notes)
+	}
+}
+
+// /status (for admins) names a channel that failed and is being retried.
+func TestStatusNotesShowAFailedChannel(t *testing.T) {
+	mcp, _ := mcpclient.Connect(t.Context(), nil, nil)
+	t.Cleanup(func() { mcp.Close() })
+	watcher := skills.NewWatcher(fstest.MapFS{}, skills.Builtin(), skills.Env{}, nil)
+	chans := func() []httpapi.ChannelStatus {
+		return []httpapi.ChannelStatus{
+			{Name: "discord", State: httpapi.StateConnected},
+			{Name: "telegram", State: httpapi.StateRetrying, Restarts: 2, LastError: "telegram: getMe: 401 Unauthorized"},
+		}
+	}
+	notes := strings.Join(statusNotes(watcher, mcp, chans)(), "\n")
+	if !strings.Contains(notes, "Channel telegram failed and is retried (2 restarts so far, next now): telegram: getMe: 401 Unauthorized") ||
+		strings.Contains(notes, "discord") {
+		t.Errorf("status notes = %q, want telegram failing and nothing about discord", notes)
 	}
 }

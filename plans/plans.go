@@ -191,6 +191,10 @@ func command(text string) (name, args string, ok bool) {
 	return strings.ToLower(first), strings.TrimSpace(rest), true
 }
 
+// planFailed is what the user reads when no plan could be made; why is the
+// operator's to read in the log.
+const planFailed = "Sorry, I couldn't make a plan for that. Please try again in a moment, or put the task differently."
+
 // start makes a plan for a task and runs its first step.
 func (pl *Plans) start(ctx context.Context, in channels.Inbound, task string) {
 	if pl.cfg.Planner == nil {
@@ -206,7 +210,7 @@ func (pl *Plans) start(ctx context.Context, in channels.Inbound, task string) {
 	stop()
 	if err != nil {
 		pl.log.Warn("plan failed", "err", err)
-		_, _ = pl.chats.Send(ctx, in, "Sorry, I couldn't make a plan for that: "+clip(err.Error(), 200))
+		_, _ = pl.chats.Send(ctx, in, planFailed) // the error is in the log
 		return
 	}
 	origin, _ := json.Marshal(in)

@@ -26,6 +26,13 @@ type Access struct {
 	// Pairing lets an unknown user in a private chat ask for access with a
 	// one-time code the operator approves (switchboard pairing approve).
 	Pairing bool
+	// Admins holds the platform user ids of the operators (no usernames:
+	// a name can pass to someone else). They are admitted like Users and
+	// see operator matters in /status; everyone else sees their own
+	// chat's status only. AllAdmins makes every user an operator (the
+	// terminal of `switchboard chat`).
+	Admins    []string
+	AllAdmins bool
 }
 
 // pairingTTL is how long a pairing code stays valid: long enough for an
@@ -37,7 +44,15 @@ func (a Access) Allows(in channels.Inbound) bool {
 	if a.AllowAll {
 		return true
 	}
-	return a.allowsPlace(in) && a.allowsUser(in)
+	return a.allowsPlace(in) && (a.allowsUser(in) || a.IsAdmin(in))
+}
+
+// IsAdmin reports whether the author of in is an operator.
+func (a Access) IsAdmin(in channels.Inbound) bool {
+	if a.AllAdmins {
+		return true
+	}
+	return in.UserID != "" && slices.Contains(a.Admins, in.UserID)
 }
 
 // allowsPlace applies the server and chat restrictions to group chats.
@@ -119,6 +134,13 @@ func (g *gate) admit(ctx context.Context, in channels.Inbound, log *slog.Logger)
 	}
 	g.refuse(ctx, in, log)
 	return false, nil
+}
+
+// admin reports whether the author of in is an operator on its channel.
+func (g *gate) admin(in channels.Inbound) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rules[in.Channel].IsAdmin(in)
 }
 
 // refuse tells a refused user once (per process) who they are, and the log

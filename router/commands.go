@@ -144,7 +144,7 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 		t := turns[0]
 		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens\n", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
 	}
-	if r.cfg.StatusNotes != nil {
+	if r.cfg.StatusNotes != nil && r.gate.admin(in) { // operator matters, for operators only
 		for _, n := range r.cfg.StatusNotes() {
 			b.WriteString(n + "\n")
 		}

@@ -127,7 +127,9 @@ type Config struct {
 	// PrepareJob is Prepare for a scheduled task's turn (see RunJob); nil:
 	// Prepare. The gateway's is assembly.Assembler.Job.
 	PrepareJob func(ctx context.Context, in channels.Inbound) Prepared
-	// StatusNotes returns extra lines for /status (skill problems…); may be nil.
+	// StatusNotes returns the operator's lines for /status (skill
+	// problems, channels and MCP servers that are down…), shown only to
+	// the channel's admins (Access.Admins); may be nil.
 	StatusNotes func() []string
 	// Learning answers /memory and /profile (see learning.go); may be nil.
 	Learning Learning

@@ -615,6 +615,9 @@ func TestAccessRules(t *testing.T) {
 		{"chat not allowed", Access{Users: []string{"42"}, Chats: []string{"c8"}}, group, false},
 		{"space rules do not apply to DMs", Access{Users: []string{"42"}, Spaces: []string{"g2"}}, dm, true},
 		{"user still required in an allowed space", Access{Users: []string{"7"}, Spaces: []string{"g1"}}, group, false},
+		{"an admin is admitted", Access{Admins: []string{"42"}}, dm, true},
+		{"an admin too only where groups are allowed", Access{Admins: []string{"42"}, Spaces: []string{"g2"}}, group, false},
+		{"admins are ids, not usernames", Access{Admins: []string{"@ada"}}, dm, false},
 	}
 	for _, tt := range tests {
 		if got := tt.a.Allows(tt.in); got != tt.want {
@@ -725,5 +728,43 @@ func TestFreshMessagesSkipEarlierAttemptLookups(t *testing.T) {
 	}
 	if got := ch.texts(); len(got) != 1 {
 		t.Errorf("sent %q; want only the first answer (the second message was answered before the crash)", got)
+	}
+}
+
+// /status shows the operator's notes (skill errors…) to admins only.
+func TestStatusNotesForAdminsOnly(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ch := newFakeChannel()
+	r, err := New(Config{Store: st, Agent: newFakeRunner(), NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		StatusNotes: func() []string { return []string{"Skill problem: broken.yaml:3: unknown field"} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddChannel(ch, Access{Users: []string{"*"}, Admins: []string{"1"}})
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Shutdown(context.Background()) })
+	tests := []struct {
+		user      string
+		wantNotes bool
+	}{{"1", true}, {"2", false}}
+	for i, tt := range tests {
+		if err := r.Deliver(t.Context(), msg("c"+tt.user, tt.user, "/status")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch.notify:
+		case <-t.Context().Done():
+			t.Fatal("no /status reply")
+		}
+		got := ch.texts()[i]
+		if strings.Contains(got, "Skill problem") != tt.wantNotes || !strings.HasPrefix(got, "Idle.") {
+			t.Errorf("user %s: /status = %q, want the operator's notes: %v", tt.user, got, tt.wantNotes)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -28,6 +29,12 @@ type Options struct {
 	Out   io.Writer
 	User  string // the local user's id (and name)
 	Color bool   // ANSI colours (for a terminal)
+	// Verbose shows why a turn failed (the error chain); otherwise only
+	// that it failed, the details being in the log.
+	Verbose bool
+	// Logger gets the errors the terminal shows as a plain sentence; nil
+	// discards them.
+	Logger *slog.Logger
 }
 
 // Adapter is the terminal channel.
@@ -45,6 +52,9 @@ func New(o Options) *Adapter {
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.User == "" {
 		o.User = "local"
@@ -110,7 +120,8 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 				UserID:    a.o.User, DisplayName: a.o.User, Text: text, Mentioned: true, Time: time.Now(),
 			}
 			if err := sink.Deliver(ctx, in); err != nil {
-				a.errorf("could not take that message: %v", err)
+				a.o.Logger.Error("console: could not take a message", "err", err)
+				a.errorf("could not take that message; the details are in the log")
 			}
 		}
 	}
@@ -142,7 +153,11 @@ func (a *Adapter) TurnEvent(_ string, ev agent.Event) {
 		a.dim(fmt.Sprintf("  · compacted the conversation: ~%d → ~%d tokens", ev.TokensBefore, ev.TokensAfter))
 	case agent.EventDone:
 		if ev.Err != "" && ev.StopReason.Class() == agent.ClassFailed {
-			a.errorf("turn failed (%s): %s", ev.StopReason, oneLine(ev.Err, 200))
+			if a.o.Verbose {
+				a.errorf("turn failed (%s): %s", ev.StopReason, oneLine(ev.Err, 200))
+			} else {
+				a.errorf("turn failed (%s); the details are in the log", ev.StopReason)
+			}
 		}
 	}
 }

@@ -1,0 +1,39 @@
+package gateway
+
+import (
+	"testing"
+
+	"switchboard/agent"
+	"switchboard/channels"
+	"switchboard/learning"
+)
+
+// Learning jobs are not started after a turn that failed because of the
+// model: they would only fail on it again, with a WARN each.
+func TestLearnerSkipsTurnsTheModelFailed(t *testing.T) {
+	tests := []struct {
+		reason agent.StopReason
+		learns bool
+	}{
+		{agent.StopEndTurn, true},
+		{agent.StopMaxSteps, true},
+		{agent.StopStoreError, true}, // the turn's messages are still worth learning from once stored
+		{agent.StopLLMError, false},
+		{agent.StopInvalidResponse, false},
+		{agent.StopContextOverflow, false},
+		{agent.StopModelUnavailable, false},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.reason), func(t *testing.T) {
+			r := learning.NewRunner(learning.Config{EveryNTurns: 1})
+			r.Start(t.Context())
+			t.Cleanup(func() { _ = r.Shutdown(t.Context()) })
+			l := &learner{on: true, runner: r}
+			l.onEvent(channels.Inbound{Channel: "telegram", UserID: "7", ChatID: "7"},
+				agent.Event{Kind: agent.EventDone, TurnID: 1, ChatID: 1, StopReason: tt.reason})
+			if got := r.Stats().Triggers == 1; got != tt.learns {
+				t.Errorf("learning triggered = %v, want %v", got, tt.learns)
+			}
+		})
+	}
+}
