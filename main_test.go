@@ -68,7 +68,7 @@ func TestVersionFromCheckout(t *testing.T) {
 		t.Fatalf("git rev-parse HEAD: %v (the test needs a git checkout, as CI's clean clone is)", err)
 	}
 	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.Command("go", "build", "-buildvcs=auto", "-o", bin, ".")
+	build := exec.Command("go", goBuildArgs("build", "-buildvcs=auto", "-o", bin, ".")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -87,4 +87,14 @@ func TestVersionFromCheckout(t *testing.T) {
 			t.Errorf("switchboard %s = %q, %v; want the build's version naming %s, dirty %v", arg, got, err, want, dirty)
 		}
 	}
+}
+
+// goBuildArgs are the arguments of a go command that builds, with -race
+// when this test binary has it: the same flags as the test run, so the
+// build finds its dependencies compiled in Go's cache.
+func goBuildArgs(cmd string, args ...string) []string {
+	if raceBuild {
+		return append([]string{cmd, "-race"}, args...)
+	}
+	return append([]string{cmd}, args...)
 }
