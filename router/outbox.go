@@ -385,7 +385,7 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 			}
 		case ctx.Err() != nil:
 			return 0, false, false // stopping: it stays waiting
-		case errors.As(err, new(fileGoneError)):
+		case errors.As(err, new(unsendableError)):
 			o.drop(ctx, log, it, age, err.Error())
 		case errors.Is(err, channels.ErrUnavailable):
 			if rerr := o.store.RetryOutbox(ctx, it.ID, it.Attempts+1, next, clip(err.Error(), maxLastError)); rerr != nil {
@@ -405,7 +405,7 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 // message it answers (Discord's nonce is derived from it), with the record
 // of its parts: the parts a failed attempt got through are not sent again
 // (parts.go). A file in the workspace is looked up again: one gone (or
-// now outside the workspace) is a fileGoneError.
+// now outside the workspace) is an unsendableError.
 func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger) (string, error) {
 	o.r.mu.Lock()
 	ch := o.r.channels[it.Channel]
@@ -436,25 +436,26 @@ func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger
 func (o *outbox) sendFile(ctx context.Context, ch channels.Channel, it store.OutboxItem) (string, error) {
 	fs, ok := ch.(channels.FileSender)
 	if !ok {
-		return "", fileGoneError{fmt.Errorf("channel %q no longer takes files", it.Channel)}
+		return "", unsendableError{fmt.Errorf("channel %q no longer takes files", it.Channel)}
 	}
 	f := channels.OutboundFile{URL: it.FileURL, Caption: it.Text, Photo: it.Photo}
 	if it.FilePath != "" {
 		path, err := confined(o.r.cfg.FilesRoot, it.FilePath)
 		if err != nil {
-			return "", fileGoneError{fmt.Errorf("the file to send is gone: %w", err)}
+			return "", unsendableError{fmt.Errorf("the file to send is gone: %w", err)}
 		}
 		f.Path = path
 	}
 	return fs.SendFile(ctx, it.ChatKey, f)
 }
 
-// fileGoneError is a waiting file that can no longer be sent: it is
-// dropped at once.
-type fileGoneError struct{ err error }
+// unsendableError is a waiting reply that can no longer be sent as it was
+// kept (its file is gone, or its channel takes no files): it is dropped at
+// once, with the reason.
+type unsendableError struct{ err error }
 
-func (e fileGoneError) Error() string { return e.err.Error() }
-func (e fileGoneError) Unwrap() error { return e.err }
+func (e unsendableError) Error() string { return e.err.Error() }
+func (e unsendableError) Unwrap() error { return e.err }
 
 // drop gives a reply up, with an ERROR: never silently.
 func (o *outbox) drop(ctx context.Context, log *slog.Logger, it store.OutboxItem, age time.Duration, reason string) {
