@@ -21,6 +21,7 @@ import (
 // (TestModelOutage and router's TestOutboxTelegramOutage run the same
 // courses in fewer rounds or on a virtual clock.)
 func TestOutagesInRealTime(t *testing.T) {
+	t.Parallel() // with the other long real-time tests, after the rest
 	t.Run("telegram 502 for 45 s", func(t *testing.T) {
 		t.Parallel()
 		realTimeOutage(t, 45*time.Second, func(s *faultServe) (begin, end func()) {

@@ -129,13 +129,14 @@ func (r *Router) waitForModel(ctx context.Context, key string, q *chatQueue, it 
 		maxAge = DefaultModelOutageMaxAge
 	}
 	now := time.Now()
+	began := r.heldSince(ctx, it, mo, now)
 	w := &r.waits
 	w.mu.Lock()
 	w.init()
 	since, again := w.since[it.inboxID]
 	if !again {
-		since = now
-		w.since[it.inboxID] = now
+		since = began
+		w.since[it.inboxID] = began
 		w.held++
 	}
 	wait := max(w.retry[key], firstModelRetry)
@@ -180,6 +181,28 @@ func (r *Router) waitForModel(ctx context.Context, key string, q *chatQueue, it 
 	r.mu.Lock()
 	q.items = append([]item{it}, q.items...)
 	r.mu.Unlock()
+}
+
+// heldSince is when the message began to wait for the model, as far as a
+// process that has not held it yet can tell: the start of its open turn,
+// which a restart resumes (its first attempt met the outage), so that
+// ModelOutageMaxAge counts across restarts; now for a message this
+// process has not tried before, or when the store cannot say.
+func (r *Router) heldSince(ctx context.Context, it item, mo *modelOutage, now time.Time) time.Time {
+	if it.fresh || mo.turnID == 0 {
+		return now
+	}
+	r.waits.mu.Lock()
+	_, known := r.waits.since[it.inboxID]
+	r.waits.mu.Unlock()
+	if known {
+		return now // unused: the wait already has its start
+	}
+	t, ok, err := r.cfg.Store.TurnForInbox(ctx, it.inboxID)
+	if err != nil || !ok || t.ID != mo.turnID || t.StartedAt.IsZero() || t.StartedAt.After(now) {
+		return now
+	}
+	return t.StartedAt
 }
 
 type waitEnd int

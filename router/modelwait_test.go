@@ -253,3 +253,80 @@ func TestModelUnavailableHonoursRetryAfter(t *testing.T) {
 		}
 	})
 }
+
+// turnDownRunner is a downRunner that begins a turn in the store, as the
+// agent does, and resumes it when asked.
+type turnDownRunner struct {
+	downRunner
+	st *store.Store
+}
+
+func (f *turnDownRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
+	res := f.downRunner.Run(ctx, t)
+	id := t.ResumeTurnID
+	if id == 0 {
+		var err error
+		id, _, err = f.st.BeginTurn(ctx, store.TurnStart{ChatID: t.ChatID, SessionID: t.SessionID, InboxID: t.InboxID,
+			Channel: t.Channel, Kind: "user"}, []llm.Message{t.Input})
+		if err != nil {
+			return agent.Result{StopReason: agent.StopStoreError, Err: err}
+		}
+	}
+	res.TurnID = id
+	return res
+}
+
+// The maximum age counts from the message's first attempt, across a
+// restart: a message that waited 90 s of a 2-minute maximum before the
+// restart is given up 30 s after it, not 2 minutes.
+func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		runner := &turnDownRunner{downRunner: downRunner{down: true}, st: st}
+		start := func() (*Router, *fakeChannel) {
+			ch := newFakeChannel()
+			r, _ := New(Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute,
+				NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+			r.AddChannel(ch, everyone)
+			if err := r.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			return r, ch
+		}
+		r1, _ := start()
+		if err := r1.Deliver(t.Context(), msg("c1", "u", "patience")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(90 * time.Second) // virtual time: the outage goes on
+		if err := r1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if pending, err := st.PendingInbox(t.Context()); err != nil || len(pending) != 1 {
+			t.Fatalf("pending after the stop = %d, %v; want 1", len(pending), err)
+		}
+
+		r2, ch := start()
+		defer r2.Shutdown(context.Background())
+		restarted := time.Now()
+		if err := r2.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(restarted); d != 30*time.Second {
+			t.Errorf("given up %s after the restart, want 30s (2m from the first attempt)", d)
+		}
+		got := ch.chatTexts("c1")
+		if len(got) != 2 || !strings.Contains(got[1], "has been unavailable for 2 minutes") {
+			t.Fatalf("c1 holds %q after the restart, want the notice, then the message given up", got)
+		}
+		if w := r2.ModelWaits(); w.GivenUp != 1 {
+			t.Errorf("model waits = %+v, want 1 given up", w)
+		}
+		if pending, err := st.PendingInbox(t.Context()); err != nil || len(pending) != 0 {
+			t.Errorf("pending at the end = %d, %v; want 0", len(pending), err)
+		}
+	})
+}
