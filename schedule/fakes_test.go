@@ -180,9 +180,9 @@ type harness struct {
 	sched   *Scheduler
 	reports chan Report
 	stopped bool
-	// With setup.outbox: the router's outbox tries again when retry
-	// receives, on a clock later moves past the store's.
-	retry  chan time.Time
+	// With setup.outbox: the router's outbox waits on timers that fire
+	// once retry is closed, moving its clock an hour past the store's.
+	retry  chan struct{}
 	later  atomic.Int64 // nanoseconds
 	outbox chan router.OutboxEvent
 }
@@ -232,10 +232,9 @@ func start(t *testing.T, path string, clk *fakeClock, s setup) *harness {
 	}
 	rc := router.Config{Store: h.st, Agent: ag, Location: berlin(t)}
 	if s.outbox {
-		h.retry, h.outbox = make(chan time.Time), make(chan router.OutboxEvent, 10)
+		h.retry, h.outbox = make(chan struct{}), make(chan router.OutboxEvent, 10)
 		rc.Outbox, rc.Now = h.st, func() time.Time { return clk.Now().Add(time.Duration(h.later.Load())) }
-		rc.OutboxConfig = router.OutboxConfig{After: func(time.Duration) <-chan time.Time { return h.retry },
-			OnEvent: func(ev router.OutboxEvent) { h.outbox <- ev }}
+		rc.OutboxConfig = router.OutboxConfig{After: h.outboxAfter(t), OnEvent: func(ev router.OutboxEvent) { h.outbox <- ev }}
 	}
 	if h.rt, err = router.New(rc); err != nil {
 		t.Fatal(err)
@@ -297,6 +296,23 @@ func (h *harness) report(t *testing.T) Report {
 		t.Fatal("the scheduler recorded no outcome")
 	}
 	return Report{}
+}
+
+// outboxAfter is the outbox's timer: it fires once h.retry is closed,
+// with the outbox's clock an hour on (every waiting reply is due).
+func (h *harness) outboxAfter(t *testing.T) func(time.Duration) <-chan time.Time {
+	return func(time.Duration) <-chan time.Time {
+		ch := make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-h.retry:
+				h.later.Store(int64(time.Hour))
+				ch <- time.Now()
+			case <-t.Context().Done():
+			}
+		}()
+		return ch
+	}
 }
 
 // outboxEvent waits for the router's outbox to report kind.
