@@ -422,8 +422,10 @@ func (s *server) refresh(sess *mcp.ClientSession) {
 		}
 		s.mu.Unlock()
 		if current && s.changed != nil {
-			s.log.Info("mcp server tools changed", "tools", len(tools))
 			s.changed()
+			// Logged once the new set is offered: a reader of the log
+			// (an operator, the e2e test) may ask for the new tools at once.
+			s.log.Info("mcp server tools changed", "tools", len(tools))
 		}
 	}()
 }
