@@ -131,7 +131,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	opts.Version, opts.ConfigPath = version, *cfgPath
 	switch cmd {
 	case "check":
-		return check(cfg, stdout)
+		return check(cfg, *cfgPath, stdout)
 	case "chat":
 		return chat(ctx, cfg, opts, stdio)
 	case "serve":
