@@ -74,6 +74,9 @@ func (t *Tool) Compile() error {
 		t.schema = r.(*jsonschema.Resolved)
 		return nil
 	}
+	if err := CheckSchema(t.Parameters); err != nil {
+		return fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(t.Parameters, &s); err != nil {
 		return fmt.Errorf("tool %q: parameters: %w", t.Name, err)

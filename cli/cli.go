@@ -11,6 +11,7 @@
 //	switchboard skills    list, apply or revert proposed skill instructions
 //	switchboard doctor    check config, store, model and channel tokens; say what to fix
 //	switchboard version   print the version
+//	switchboard healthcheck  ask the running gateway's /healthz (container health checks)
 //
 // Every command takes --config PATH, before or after it (default
 // ./config.yaml; without that file, built-in defaults plus environment
@@ -53,6 +54,7 @@ commands:
   skills    proposals [apply ID | revert NAME]: learned skill instructions
   doctor    check the config, store, model server and channel tokens
   version   print the version
+  healthcheck  ask the running gateway's /healthz (exit 0 when it answers)
 
 --config PATH   configuration file (default ./config.yaml; if that file does
                 not exist, built-in defaults and environment variables apply:
@@ -120,6 +122,8 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	case "check", "serve", "chat":
 	case "doctor":
 		return doctor(ctx, *cfgPath, stdout) // it reports configuration problems itself
+	case "healthcheck":
+		return healthcheck(ctx, *cfgPath, stdout, stderr)
 	default:
 		if !isAdmin {
 			fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
@@ -135,7 +139,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	opts.Version, opts.ConfigPath = version, *cfgPath
 	switch cmd {
 	case "check":
-		return check(cfg, stdout)
+		return check(cfg, *cfgPath, stdout)
 	case "chat":
 		return chat(ctx, cfg, opts, stdio, *verbose)
 	case "serve":

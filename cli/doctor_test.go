@@ -128,8 +128,8 @@ func TestDoctorStoreDirectory(t *testing.T) {
 	for _, tt := range tests {
 		cfg := config.Default()
 		cfg.Store.Path = tt.path
-		f := doctorStore(t.Context(), cfg)
-		if f.level != tt.level || !strings.Contains(f.msg, tt.msg) || f.fix != tt.fix {
+		f := storeFinding(cfg)
+		if f.Severity.String() != tt.level || !strings.Contains(f.Message, tt.msg) || f.Fix != tt.fix {
 			t.Errorf("doctor on %s: %+v\nwant %s %q, fix %q", tt.path, f, tt.level, tt.msg, tt.fix)
 		}
 	}

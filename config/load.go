@@ -485,7 +485,7 @@ var allKeys = sync.OnceValue(func() []string {
 // what parent accepts.
 func unknownKey(parent, name string, siblings []string) string {
 	full := joinKey(parent, name)
-	if s := closest(name, siblings); s != "" {
+	if s := Closest(name, siblings); s != "" {
 		return fmt.Sprintf("unknown key %q (did you mean %q?)", full, joinKey(parent, s))
 	}
 	want := normalizeKey(name)
@@ -498,9 +498,9 @@ func unknownKey(parent, name string, siblings []string) string {
 	return fmt.Sprintf("unknown key %q; %s takes %s", full, keyOrTop(parent), strings.Join(siblings, ", "))
 }
 
-// closest returns the candidate nearest to name, if it is near enough to be a
+// Closest returns the candidate nearest to name, if it is near enough to be a
 // likely typo: at most one edit per three letters, case, "_" and "-" ignored.
-func closest(name string, candidates []string) string {
+func Closest(name string, candidates []string) string {
 	n := normalizeKey(name)
 	best, bestDist := "", max(1, len([]rune(n))/3)+1
 	for _, c := range candidates {

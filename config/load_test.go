@@ -562,8 +562,8 @@ func TestClosest(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := closest(tt.name, keys); got != tt.want {
-			t.Errorf("closest(%q) = %q, want %q", tt.name, got, tt.want)
+		if got := Closest(tt.name, keys); got != tt.want {
+			t.Errorf("Closest(%q) = %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(crashChildEnv); cfg != "" {
 		os.Exit(runCrashChild(cfg))
 	}
-	os.Exit(m.Run())
+	os.Exit(testkit.RunTests(m)) // then says which tests skipped and why
 }
 
 // runCrashChild is `switchboard serve --config cfg` as the real binary runs it.

@@ -24,7 +24,8 @@ func (g *Gateway) startHTTP(sup *supervisor) (*httpapi.Server, error) {
 	srv, err := httpapi.New(httpapi.Options{
 		Listen: cfg.HTTP.Listen, Token: cfg.HTTP.Token, PublicHosts: cfg.HTTP.PublicHosts,
 		AgentName: cfg.Agent.Name, ModelName: cfg.LLM.Model, Version: g.opts.Version,
-		Store: g.store, Metrics: g.mon.metrics.Handler(), API: g.mon.api, Activity: g.mon.activity,
+		Store: g.store, Metrics: g.mon.metrics.Handler(), Gatherer: g.mon.metrics.Registry(),
+		API: g.mon.api, Activity: g.mon.activity,
 		Channels: sup.statuses, Model: g.mon.model, Probe: g.model.Probe,
 		Skills: g.skillsView, MCP: g.mcp.Status, Jobs: g.jobsView, Users: g.usersView,
 		Queue:   func() (int, int) { return g.router.QueueDepth(), g.router.Busy() },

@@ -1,8 +1,9 @@
 package httpapi
 
-// The dashboard's only form, the login, carries a CSRF token: a random
-// value kept in an HTTP-only, same-site cookie for the browser session and
-// repeated in a hidden field; the POST must bring both, equal. A page on
+// The dashboard's forms (the login, and the approve and deny buttons of
+// pairing requests) carry a CSRF token: a random value kept in an
+// HTTP-only, same-site cookie for the browser session and repeated in a
+// hidden field; the POST must bring both, equal. A page on
 // another site can make the browser post the form but cannot read the
 // value to put in the field.
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"switchboard/agent"
+	"switchboard/channels"
 	"switchboard/llm"
 	"switchboard/mcpclient"
 	"switchboard/store"
@@ -26,6 +28,7 @@ var assets embed.FS
 const (
 	recentTurnsShown = 25
 	chatsShown       = 200
+	chatTurnsShown   = 25
 	// csp allows only the server's own scripts and styles: nothing is
 	// loaded from elsewhere, and injected markup cannot run.
 	csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -77,6 +80,10 @@ func (s *Server) dashboardRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /chats", page(s.chatsPage))
 	mux.Handle("GET /chats/{id}", page(s.chatPage))
 	mux.Handle("GET /sessions/{id}", page(s.sessionPage))
+	mux.Handle("GET /pairing", page(s.pairingPage))
+	mux.Handle("POST /pairing/{code}/approve", s.pairingAction(true))
+	mux.Handle("POST /pairing/{code}/deny", s.pairingAction(false))
+	mux.Handle("GET /dashboard/metrics", page(s.metricsPage))
 }
 
 func cacheStatic(next http.Handler) http.Handler {
@@ -142,6 +149,8 @@ type toolUse struct {
 type overview struct {
 	Title    string
 	Head     head
+	CSRF     string          // for the pairing forms
+	Pending  []store.Pairing // pairing requests
 	Ready    Readiness
 	Channels []ChannelStatus
 	Live     []TurnActivity
@@ -216,8 +225,13 @@ func (s *Server) overviewData(r *http.Request) (*overview, error) {
 	return ov, nil
 }
 
-func (s *Server) overviewPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
+func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) (string, any, error) {
 	ov, err := s.overviewData(r)
+	if err != nil {
+		return "", nil, err
+	}
+	ov.CSRF = csrfToken(w, r)
+	ov.Pending, err = s.opts.Store.PendingPairings(r.Context())
 	return "overview.html", ov, err
 }
 
@@ -232,6 +246,11 @@ func (s *Server) turnRows(ctx context.Context) ([]turnRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.withTools(ctx, turns)
+}
+
+// withTools adds to turns their tool calls, chat names and live activity.
+func (s *Server) withTools(ctx context.Context, turns []store.Turn) ([]turnRow, error) {
 	chats := map[int64]string{}
 	rows := make([]turnRow, 0, len(turns))
 	for _, t := range turns {
@@ -239,7 +258,7 @@ func (s *Server) turnRows(ctx context.Context) ([]turnRow, error) {
 		name, ok := chats[t.ChatID]
 		if !ok {
 			if c, err := s.opts.Store.ChatByID(ctx, t.ChatID); err == nil {
-				name = chatName(c)
+				name = c.Channel + ": " + s.chatLabel(ctx, c).Name
 			}
 			chats[t.ChatID] = name
 		}
@@ -259,11 +278,48 @@ func (s *Server) turnRows(ctx context.Context) ([]turnRow, error) {
 	return rows, nil
 }
 
-func chatName(c store.Chat) string {
+// label is how a chat is named for people.
+type label struct {
+	Name   string // a group's title; in a private chat, the person's name
+	Handle string // the person's @username, when known
+}
+
+// chatLabel names a chat: a group by its title; otherwise by who wrote in
+// it (the display name and @username of the message behind its newest
+// turn); failing both, by its key on the platform.
+func (s *Server) chatLabel(ctx context.Context, c store.Chat) label {
 	if c.Title != "" {
-		return c.Channel + ": " + c.Title
+		return label{Name: c.Title}
 	}
-	return c.Channel + ": " + c.Key
+	l := label{Name: c.Key}
+	payload, err := s.opts.Store.LastInbound(ctx, c.ID)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("dashboard: name of chat", "chat", c.ID, "err", err)
+		}
+		return l
+	}
+	var in channels.Inbound
+	if err := json.Unmarshal(payload, &in); err != nil {
+		return l
+	}
+	if in.UserName != "" {
+		l.Handle = "@" + in.UserName
+		l.Name = l.Handle
+	}
+	if in.DisplayName != "" && in.DisplayName != in.UserName {
+		l.Name = in.DisplayName
+	}
+	if l.Handle == l.Name {
+		l.Handle = ""
+	}
+	return l
+}
+
+// chatRow is a chat as the chats list shows it.
+type chatRow struct {
+	store.ChatSummary
+	label
 }
 
 // toolUses pairs the tool calls of a turn's assistant messages with their
@@ -322,7 +378,7 @@ func (s *Server) turnPage(_ http.ResponseWriter, r *http.Request) (string, any, 
 	data := map[string]any{"Title": fmt.Sprintf("Turn %d", id), "Head": s.head(), "Turn": t, "Messages": msgs,
 		"Tools": toolUses(msgs)}
 	if c, err := s.opts.Store.ChatByID(ctx, t.ChatID); err == nil {
-		data["Chat"] = c
+		data["Chat"], data["Label"] = c, s.chatLabel(ctx, c)
 	}
 	if s.opts.Activity != nil {
 		if live, ok := s.opts.Activity.Turn(id); ok {
@@ -334,7 +390,14 @@ func (s *Server) turnPage(_ http.ResponseWriter, r *http.Request) (string, any, 
 
 func (s *Server) chatsPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
 	chats, err := s.opts.Store.Chats(r.Context(), chatsShown)
-	return "chats.html", map[string]any{"Title": "Chats", "Head": s.head(), "Chats": chats}, err
+	if err != nil {
+		return "", nil, err
+	}
+	rows := make([]chatRow, len(chats))
+	for i, c := range chats {
+		rows[i] = chatRow{ChatSummary: c, label: s.chatLabel(r.Context(), c.Chat)}
+	}
+	return "chats.html", map[string]any{"Title": "Chats", "Head": s.head(), "Chats": rows}, nil
 }
 
 func (s *Server) chatPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
@@ -346,11 +409,22 @@ func (s *Server) chatPage(_ http.ResponseWriter, r *http.Request) (string, any, 
 	if err != nil {
 		return "", nil, err
 	}
-	sessions, err := s.opts.Store.Sessions(r.Context(), id)
+	ctx := r.Context()
+	sessions, err := s.opts.Store.Sessions(ctx, id)
 	if err != nil {
 		return "", nil, err
 	}
-	return "chat.html", map[string]any{"Title": chatName(c), "Head": s.head(), "Chat": c, "Sessions": sessions}, nil
+	turns, err := s.opts.Store.Turns(ctx, id, chatTurnsShown)
+	if err != nil {
+		return "", nil, err
+	}
+	rows, err := s.withTools(ctx, turns)
+	if err != nil {
+		return "", nil, err
+	}
+	l := s.chatLabel(ctx, c)
+	return "chat.html", map[string]any{"Title": l.Name, "Head": s.head(), "Chat": c, "Label": l,
+		"Sessions": sessions, "Turns": rows}, nil
 }
 
 func (s *Server) sessionPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {

@@ -22,8 +22,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"switchboard/channels"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
+	"switchboard/store"
 )
 
 // chromium finds Debian's chromium (or $CHROME_PATH).
@@ -243,5 +245,128 @@ func TestOpenAINodeClientThroughServer(t *testing.T) {
 	}
 	if len(got.Models) != 1 || got.Plain.Content != "It is tea time." || got.Stream.Content != "Streamed, at last." || got.WrongKey != float64(401) {
 		t.Errorf("the npm client got %+v", got)
+	}
+}
+
+// The dashboard at a phone's width (390x844, as a mobile browser) and a
+// laptop's (1366x768): no page scrolls sideways (wide tables scroll in
+// their own box), and a pairing request is approved (at 390) and another
+// denied (at 1366) by pressing the page's buttons, signed in with the
+// login form. Screenshots of every page at both widths go to the artifact
+// directory.
+func TestDashboardWidthsInBrowser(t *testing.T) {
+	chrome := chromium(t)
+	s := newStack(t, func(o *Options) { o.Token = testToken })
+	ctx0 := t.Context()
+
+	// Something on every page: a turn with a tool call and a long
+	// unbroken word, a named private chat, two pairing requests.
+	long := "https://example.com/" + strings.Repeat("a-very-long-path-segment/", 12)
+	s.scriptToolTurn("It is tea time. See " + long)
+	if got, _ := s.chat("ada", "What time is it? "+long); !strings.HasPrefix(got, "It is tea time.") {
+		t.Fatalf("reply = %q", got)
+	}
+	grace := inboundTurn(t, s.store, channels.Inbound{Channel: "telegram", ChatID: "777001", ChatType: channels.DM, MessageID: "1",
+		UserID: "777001", UserName: "grace", DisplayName: "Grace Hopper", Text: "hello"})
+	for _, p := range []struct{ user, name, code string }{{"42", "ada_lovelace_with_a_long_username", "ADA22222"}, {"43", "bob", "BOB33333"}} {
+		if _, _, err := s.store.PairingCode(ctx0, "telegram", p.user, p.name, p.code, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turns, err := s.store.RecentTurns(ctx0, 10)
+	if err != nil || len(turns) == 0 {
+		t.Fatalf("turns = %v, %v", turns, err)
+	}
+	var apiTurn store.Turn
+	for _, tr := range turns {
+		if tr.Channel == "http" {
+			apiTurn = tr
+		}
+	}
+	pages := []struct{ name, path string }{
+		{"overview", "/"},
+		{"pairing", "/pairing"},
+		{"chats", "/chats"},
+		{"chat", fmt.Sprintf("/chats/%d", apiTurn.ChatID)},
+		{"chat-named", fmt.Sprintf("/chats/%d", grace.ID)},
+		{"turn", fmt.Sprintf("/turns/%d", apiTurn.ID)},
+		{"session", fmt.Sprintf("/sessions/%d", apiTurn.SessionID)},
+		{"metrics", "/dashboard/metrics"},
+	}
+
+	ctx := openBrowser(t, chrome, "about:blank")
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	step("sign in", chromedp.Do(ctx,
+		chromedp.Navigate(s.url+"/"),
+		chromedp.SetValue(chromedp.CSS(`input[name="token"]`), testToken),
+		chromedp.Submit(chromedp.CSS(`form`)),
+		chromedp.WaitVisible(chromedp.CSS(`#readiness`))))
+
+	dir := artifactDir(t)
+	for _, size := range []struct {
+		w, h   int64
+		mobile bool
+	}{{390, 844, true}, {1366, 768, false}} {
+		opts := []chromedp.EmulateViewportOption{chromedp.EmulateLandscape}
+		if size.mobile {
+			opts = []chromedp.EmulateViewportOption{chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch}
+		}
+		step(fmt.Sprintf("set the viewport to %dx%d", size.w, size.h), chromedp.Do(ctx, chromedp.EmulateViewport(size.w, size.h, opts...)))
+		for _, p := range pages {
+			where := fmt.Sprintf("%s at %d px", p.path, size.w)
+			step("open "+where, chromedp.Do(ctx, chromedp.Navigate(s.url+p.path), chromedp.WaitVisible(chromedp.CSS(`main .card`))))
+			// In a mobile browser a page wider than the screen is zoomed
+			// out, widening innerWidth: it must stay the device's width.
+			m, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](
+				`[document.documentElement.scrollWidth, window.innerWidth, document.documentElement.clientWidth]`))
+			step("measure "+where, err)
+			if len(m) != 3 || m[0] > m[1] || m[1] != int(size.w) || m[0] > m[2] {
+				t.Errorf("%s overflows sideways: scrollWidth, innerWidth, clientWidth = %v, want scrollWidth <= %d", where, m, size.w)
+			}
+			shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			step("screenshot "+where, err)
+			path := filepath.Join(dir, fmt.Sprintf("dashboard-%d-%s.png", size.w, p.name))
+			if err := os.WriteFile(path, shot, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("screenshot: %s", path)
+		}
+
+		// A pairing request, approved or denied by its button.
+		code, button, flash := "ADA22222", "form.approve button", "Approved request ADA22222"
+		if !size.mobile {
+			code, button, flash = "BOB33333", "form.deny button", "Denied request BOB33333"
+		}
+		step(fmt.Sprintf("press %s for %s at %d px", button, code, size.w), chromedp.Do(ctx,
+			chromedp.Navigate(s.url+"/pairing"),
+			chromedp.Click(chromedp.CSS(fmt.Sprintf(`li.request[data-code=%q] %s`, code, button))),
+			chromedp.WaitVisible(chromedp.CSS(`p.flash.ok`))))
+		got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.flash.ok`)))
+		step("read the outcome", err)
+		if !strings.Contains(got, flash) {
+			t.Errorf("after pressing %s: %q, want %q", button, got, flash)
+		}
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		step("screenshot the outcome", err)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("dashboard-%d-pairing-done.png", size.w)), shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, tt := range []struct {
+		user string
+		want bool
+	}{{"42", true}, {"43", false}} {
+		if ok, err := s.store.IsApproved(ctx0, "telegram", tt.user); err != nil || ok != tt.want {
+			t.Errorf("telegram user %s approved = %v, %v; want %v", tt.user, ok, err, tt.want)
+		}
+	}
+	if list, err := s.store.PendingPairings(ctx0); err != nil || len(list) != 0 {
+		t.Errorf("pending after the buttons = %+v, %v; want none", list, err)
 	}
 }

@@ -11,7 +11,7 @@ package httpapi
 //     own origin or from no browser at all (http.CrossOriginProtection:
 //     Sec-Fetch-Site, else Origin against Host; 403 otherwise).
 //   - The chat API takes only application/json bodies (415 otherwise), and
-//     the dashboard's login form carries a CSRF token (csrf.go).
+//     the dashboard's forms (login, pairing) carry a CSRF token (csrf.go).
 
 import (
 	"fmt"

@@ -174,13 +174,16 @@ func TestCrossSiteChatRefused(t *testing.T) {
 
 var csrfInput = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 
-// loginForm opens the login form as a browser would and returns its CSRF
-// token and the cookie that goes with it.
-func loginForm(t *testing.T, base string) (string, *http.Cookie) {
+// pageForm opens a page as a browser would (with header) and returns its
+// status, the CSRF field of its form and the cookie that goes with it.
+func pageForm(t *testing.T, base, path string, header map[string]string) (int, string, *http.Cookie) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/chats", nil)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", base+path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -189,19 +192,30 @@ func loginForm(t *testing.T, base string) (string, *http.Cookie) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	m := csrfInput.FindSubmatch(b)
-	if resp.StatusCode != http.StatusUnauthorized || m == nil {
-		t.Fatalf("login form: %d, no csrf field:\n%s", resp.StatusCode, b)
+	if m == nil {
+		t.Fatalf("GET %s: %d, no csrf field:\n%s", path, resp.StatusCode, b)
 	}
 	for _, c := range resp.Cookies() {
 		if c.Name == csrfCookie {
 			if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Value != string(m[1]) {
 				t.Fatalf("csrf cookie %+v: want HttpOnly, SameSite=Strict, the form's value", c)
 			}
-			return string(m[1]), c
+			return resp.StatusCode, string(m[1]), c
 		}
 	}
-	t.Fatalf("login form without a %s cookie: %v", csrfCookie, resp.Cookies())
-	return "", nil
+	t.Fatalf("GET %s without a %s cookie: %v", path, csrfCookie, resp.Cookies())
+	return 0, "", nil
+}
+
+// loginForm opens the login form as a browser would and returns its CSRF
+// token and the cookie that goes with it.
+func loginForm(t *testing.T, base string) (string, *http.Cookie) {
+	t.Helper()
+	code, csrf, c := pageForm(t, base, "/chats", nil)
+	if code != http.StatusUnauthorized {
+		t.Fatalf("login form: %d, want 401", code)
+	}
+	return csrf, c
 }
 
 // postLogin posts the login form with the given cookie (nil: none).
@@ -223,8 +237,8 @@ func postLogin(t *testing.T, client *http.Client, base string, form url.Values, 
 	return resp
 }
 
-// The login form is the dashboard's only form: it is accepted only with the
-// CSRF token of the browser's own copy of the form.
+// The login form is accepted only with the CSRF token of the browser's own
+// copy of the form.
 func TestLoginCSRF(t *testing.T) {
 	s := newStack(t, func(o *Options) { o.Token = testToken })
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -1,5 +1,6 @@
 // Package httpapi is Switchboard's HTTP server: health and readiness
-// checks, Prometheus metrics and a read-only web dashboard whose assets are
+// checks, Prometheus metrics and a web dashboard (which reads, and
+// approves or denies pairing requests) whose assets are
 // embedded in the binary. It also mounts the OpenAI-compatible chat API,
 // which is a channel of its own (channels/openai) and reaches the server
 // only through the ChatAPI interface.
@@ -11,7 +12,9 @@
 //	GET  /metrics               Prometheus text format
 //	POST /v1/chat/completions   the chat API (ChatAPI), OpenAI-compatible, streaming or not
 //	GET  /v1/models             the chat API: lists the agent as a model
-//	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id})
+//	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id},
+//	                            /pairing, /dashboard/metrics)
+//	POST /pairing/{code}/approve, /pairing/{code}/deny   the dashboard's forms (CSRF token)
 //
 // When a token is configured every route but /healthz requires it, as
 // "Authorization: Bearer TOKEN" (the dashboard also accepts a cookie set by
@@ -22,7 +25,7 @@
 // (guard.go): the Host header must be a loopback name, an IP address or one
 // of the configured public names (421 otherwise; GET /healthz is exempt);
 // state-changing requests from another origin are refused (403); the chat
-// API takes only JSON bodies (415) and the login form a CSRF token.
+// API takes only JSON bodies (415) and the dashboard's forms a CSRF token.
 package httpapi
 
 import (
@@ -36,6 +39,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"switchboard/cluster"
 	"switchboard/mcpclient"
@@ -79,6 +84,14 @@ type Store interface {
 	Session(ctx context.Context, id int64) (store.Session, error)
 	Messages(ctx context.Context, sessionID int64) ([]store.Message, error)
 	UsageSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]store.UsagePoint, error)
+	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
+	LastInbound(ctx context.Context, chatID int64) ([]byte, error)
+
+	// Pairing requests, which the dashboard approves or denies as
+	// `switchboard pairing approve` does.
+	PendingPairings(ctx context.Context) ([]store.Pairing, error)
+	ApprovePairing(ctx context.Context, code string) (store.Pairing, error)
+	DenyPairing(ctx context.Context, code string) (store.Pairing, error)
 }
 
 // ModelWatch tells how the model server has been answering
@@ -163,10 +176,13 @@ type Options struct {
 	ModelName   string
 	Version     string
 
-	Store    Store
-	Metrics  http.Handler // /metrics
-	API      ChatAPI      // /v1/...
-	Activity *Activity    // live turns for the dashboard
+	Store   Store
+	Metrics http.Handler // /metrics
+	// Gatherer is the registry behind Metrics, for the dashboard's
+	// readable metrics page; nil: the page says there are none.
+	Gatherer prometheus.Gatherer
+	API      ChatAPI   // /v1/...
+	Activity *Activity // live turns for the dashboard
 
 	Channels func() []ChannelStatus
 	Model    ModelWatch

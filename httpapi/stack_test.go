@@ -100,7 +100,7 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 		t.Fatal(err)
 	}
 	opts := Options{Listen: ln.Addr().String(), AgentName: "Switchboard", ModelName: "fake-model", Version: "test",
-		Store: st, Metrics: s.metrics.Handler(), API: s.api, Activity: s.activity, Model: s.model, Probe: client.Probe,
+		Store: st, Metrics: s.metrics.Handler(), Gatherer: s.metrics.Registry(), API: s.api, Activity: s.activity, Model: s.model, Probe: client.Probe,
 		Queue: func() (int, int) { return rt.QueueDepth(), rt.Busy() }}
 	if edit != nil {
 		edit(&opts)

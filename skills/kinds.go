@@ -73,10 +73,14 @@ func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 	t.Parameters, b.params = b.parameters()
 	if t.Parameters != nil && len(b.errs) == before {
 		if err := t.Compile(); err != nil {
-			if inner := errors.Unwrap(err); inner != nil {
-				err = inner
+			if se, ok := errors.AsType[*agent.SchemaError](err); ok {
+				b.add(strings.TrimSuffix("parameters."+se.Path, "."), "not valid JSON Schema: %s", se.Msg)
+			} else {
+				if inner := errors.Unwrap(err); inner != nil {
+					err = inner
+				}
+				b.add("parameters", "not a valid JSON Schema: %v", err)
 			}
-			b.add("parameters", "not a valid JSON Schema: %v", err)
 		}
 	}
 

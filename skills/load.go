@@ -10,10 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"switchboard/config"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -110,7 +113,7 @@ func fingerprint(files []file) string {
 }
 
 var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
-var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+var unknownField = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
 
 // decodeYAML decodes one of our YAML skill files strictly.
 func decodeYAML(f file) (*Skill, *yaml.Node, []error) {
@@ -147,15 +150,38 @@ func yamlProblem(name string, err error) error {
 		p.Msg = m[2]
 	}
 	if m := unknownField.FindStringSubmatch(p.Msg); m != nil {
-		p.Msg = fmt.Sprintf("unknown field %q; a skill takes %s", m[1], strings.Join(skillFields(), ", "))
-	}
-	if strings.HasPrefix(p.Msg, "field ") && strings.Contains(p.Msg, "not found in type skills.ToolDef") {
-		p.Msg = strings.Replace(p.Msg, "not found in type skills.ToolDef", "is not a define_tools field", 1)
-	}
-	if strings.HasPrefix(p.Msg, "field ") && strings.Contains(p.Msg, "not found in type skills.Rules") {
-		p.Msg = strings.Replace(p.Msg, "not found in type skills.Rules", "is not a tool_rules field (terminal, required_before_exit, max_count, children)", 1)
+		field, typ := m[1], m[2]
+		var where string
+		var known []string
+		switch typ {
+		case "skills.Skill":
+			where, known = "a skill takes", skillFields()
+		case "skills.ToolDef":
+			where, known = "a define_tools entry takes", yamlFields(reflect.TypeFor[ToolDef]())
+		case "skills.Rules":
+			where, known = "tool_rules takes", yamlFields(reflect.TypeFor[Rules]())
+		default:
+			return p
+		}
+		if s := config.Closest(field, known); s != "" {
+			p.Msg = fmt.Sprintf("unknown field %q (did you mean %q?)", field, s)
+		} else {
+			p.Msg = fmt.Sprintf("unknown field %q; %s %s", field, where, strings.Join(known, ", "))
+		}
 	}
 	return p
+}
+
+// yamlFields lists the YAML field names of a struct type, in order.
+func yamlFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func skillFields() []string {

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"switchboard/agent"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // DefaultCatalogueChars bounds the skill catalogue in the static prompt:
@@ -69,6 +71,7 @@ func build(files []file, env Env) *Registry {
 	r := &Registry{byName: map[string]*Skill{}, tools: map[string][]*agent.Tool{},
 		triggers: map[string][]*regexp.Regexp{}, version: fingerprint(files)}
 	origin := map[string]string{}
+	nodes := map[string]*yaml.Node{} // by skill name: where its fields are
 	for _, f := range files {
 		decode := decodeYAML
 		if f.md {
@@ -94,6 +97,7 @@ func build(files []file, env Env) *Registry {
 		}
 		origin[s.Name] = f.name
 		r.byName[s.Name] = s
+		nodes[s.Name] = node
 	}
 	// Commands must be unique across the skills that remain.
 	commands := map[string]string{}
@@ -120,7 +124,7 @@ func build(files []file, env Env) *Registry {
 		for i, d := range s.DefineTools {
 			t, err := d.Build("skill:"+s.Name, env)
 			if err != nil {
-				r.problems = append(r.problems, &Problem{File: s.File, Field: fmt.Sprintf("define_tools[%d]", i),
+				r.problems = append(r.problems, &Problem{File: s.File, Line: lineOf(nodes[name], "define_tools", i), Field: fmt.Sprintf("define_tools[%d]", i),
 					Msg: fmt.Sprintf("tool %q: %v; the tool is left out", d.Name, err)})
 				continue
 			}

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -148,4 +150,25 @@ func (s *Store) LearnedUsers(ctx context.Context, limit int) ([]string, error) {
 		return nil, fmt.Errorf("store: learned users: %w", err)
 	}
 	return out, nil
+}
+
+// sqlLastInbound is the stored message behind the chat's newest turn that
+// came from one (turns_chat walks the chat's turns from the newest).
+const sqlLastInbound = `SELECT i.payload FROM turns t JOIN inbox i ON i.id = t.inbox_id
+	WHERE t.chat_id = ? ORDER BY t.id DESC LIMIT 1`
+
+// LastInbound returns the payload (JSON of the normalised message) of the
+// message that started the chat's newest turn, for the name of who wrote
+// it; an error matching ErrNotFound when no turn of the chat came from a
+// stored message.
+func (s *Store) LastInbound(ctx context.Context, chatID int64) ([]byte, error) {
+	var payload []byte
+	err := s.db.QueryRowContext(ctx, sqlLastInbound, chatID).Scan(&payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: last inbound of chat %d: %w", chatID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: last inbound of chat %d: %w", chatID, err)
+	}
+	return payload, nil
 }

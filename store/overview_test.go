@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -93,6 +95,36 @@ func TestLearnedUsers(t *testing.T) {
 		}
 		if len(got) != 2 || got[0] != "discord:2" || got[1] != "telegram:1" {
 			t.Fatalf("LearnedUsers = %q, want discord:2 (newest) then telegram:1; chat memories are not users", got)
+		}
+	})
+}
+
+// LastInbound finds the message behind the chat's newest turn that came
+// from one, skipping turns of its own (a scheduled job's).
+func TestLastInbound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		a := newFixture(t, s, "a")
+		if _, err := s.LastInbound(ctx, a.chat.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("LastInbound of a chat without turns: %v, want ErrNotFound", err)
+		}
+		for i, payload := range []string{`{"UserName":"old"}`, `{"UserName":"ada","DisplayName":"Ada L."}`} {
+			id, _, err := s.Intake(ctx, InboxItem{Channel: "telegram", ChatKey: "a", MessageID: strconv.Itoa(i), UserID: "u1", Payload: []byte(payload)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.BeginTurn(ctx, TurnStart{ChatID: a.chat.ID, InboxID: id, UserID: "u1", Channel: "telegram", Kind: "user"},
+				[]llm.Message{{Role: llm.RoleUser, Content: payload}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := s.BeginTurn(ctx, TurnStart{ChatID: a.chat.ID, Channel: "telegram", Kind: "job"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LastInbound(ctx, a.chat.ID)
+		if err != nil || string(got) != `{"UserName":"ada","DisplayName":"Ada L."}` {
+			t.Fatalf("LastInbound = %s, %v; want the newest user message's payload", got, err)
 		}
 	})
 }

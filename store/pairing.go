@@ -78,20 +78,8 @@ func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newC
 
 // ApprovePairing admits the user who holds code. It returns the pairing.
 func (s *Store) ApprovePairing(ctx context.Context, code string) (Pairing, error) {
-	var p Pairing
-	err := s.inTx(ctx, func(tx conn) error {
-		var created, expires int64
-		var approved sql.NullInt64
-		if err := tx.QueryRowContext(ctx, sqlGetPairing, code).Scan(&p.Code, &p.Channel, &p.UserID, &p.Username,
-			&created, &expires, &approved); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return ErrNotFound
-			}
-			return err
-		}
-		p.CreatedAt, p.ExpiresAt, p.ApprovedAt = fromMS(created), fromMS(expires), fromNullMS(approved)
-		now := s.nowMS()
-		if p.ApprovedAt == nil && expires <= now {
+	p, err := s.changePairing(ctx, code, func(tx conn, p *Pairing, now int64) error {
+		if p.ApprovedAt == nil && p.ExpiresAt.UnixMilli() <= now {
 			return ErrPairingExpired
 		}
 		if _, err := tx.ExecContext(ctx, sqlApprovePair, now, code); err != nil {
@@ -148,4 +136,47 @@ func (s *Store) PendingPairings(ctx context.Context) ([]Pairing, error) {
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+const sqlDenyPair = `UPDATE pairings SET expires_at = ? WHERE code = ? AND approved_at IS NULL`
+
+// DenyPairing turns down the pending request that holds code: the code
+// stops working at once and its user is not admitted (writing to the bot
+// again gives them a new code, a new request). It returns the pairing, or
+// an error matching ErrNotFound when no pending, unexpired request has
+// the code (unknown, approved, denied or expired).
+func (s *Store) DenyPairing(ctx context.Context, code string) (Pairing, error) {
+	p, err := s.changePairing(ctx, code, func(tx conn, p *Pairing, now int64) error {
+		if p.ApprovedAt != nil || p.ExpiresAt.UnixMilli() <= now {
+			return ErrNotFound
+		}
+		p.ExpiresAt = fromMS(now)
+		_, err := tx.ExecContext(ctx, sqlDenyPair, now, code)
+		return err
+	})
+	if err != nil {
+		return Pairing{}, fmt.Errorf("store: deny pairing %s: %w", code, err)
+	}
+	return p, nil
+}
+
+// changePairing reads the pairing with code (ErrNotFound when there is
+// none) and hands it to change, with the time, in one transaction.
+func (s *Store) changePairing(ctx context.Context, code string, change func(tx conn, p *Pairing, now int64) error) (Pairing, error) {
+	var p Pairing
+	err := s.inTx(ctx, func(tx conn) error {
+		var created, expires int64
+		var approved sql.NullInt64
+		err := tx.QueryRowContext(ctx, sqlGetPairing, code).Scan(&p.Code, &p.Channel, &p.UserID, &p.Username,
+			&created, &expires, &approved)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		p.CreatedAt, p.ExpiresAt, p.ApprovedAt = fromMS(created), fromMS(expires), fromNullMS(approved)
+		return change(tx, &p, s.nowMS())
+	})
+	return p, err
 }

@@ -64,3 +64,46 @@ func testPairing(t *testing.T, db backend) {
 		t.Fatal("still approved after revoke")
 	}
 }
+
+func TestDenyPairing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) { testDenyPairing(t, db) })
+}
+
+// A denied request leaves the pending list, admits no one and cannot be
+// approved afterwards; the user's next message gets a new code.
+func testDenyPairing(t *testing.T, db backend) {
+	st, _, _ := db.openTest(t)
+	ctx := t.Context()
+	st.PairingCode(ctx, "telegram", "42", "ada", "ABC123", time.Hour)
+	st.PairingCode(ctx, "telegram", "43", "bob", "DEF456", time.Hour)
+	p, err := st.DenyPairing(ctx, "ABC123")
+	if err != nil || p.UserID != "42" || p.Channel != "telegram" || p.Username != "ada" {
+		t.Fatalf("deny = %+v %v", p, err)
+	}
+	if list, _ := st.PendingPairings(ctx); len(list) != 1 || list[0].Code != "DEF456" {
+		t.Fatalf("pending after deny = %+v", list)
+	}
+	if ok, _ := st.IsApproved(ctx, "telegram", "42"); ok {
+		t.Fatal("a denied user is approved")
+	}
+	if _, err := st.ApprovePairing(ctx, "ABC123"); err == nil {
+		t.Fatal("a denied code was approved")
+	}
+	for _, code := range []string{"ABC123", "NOPE00"} {
+		if _, err := st.DenyPairing(ctx, code); !errors.Is(err, ErrNotFound) {
+			t.Errorf("deny %s again: %v, want ErrNotFound", code, err)
+		}
+	}
+	if _, err := st.ApprovePairing(ctx, "DEF456"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DenyPairing(ctx, "DEF456"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deny an approved code: %v, want ErrNotFound", err)
+	}
+	if ok, _ := st.IsApproved(ctx, "telegram", "43"); !ok {
+		t.Error("denying an approved code took the approval back")
+	}
+	if code, fresh, _ := st.PairingCode(ctx, "telegram", "42", "ada", "NEW777", time.Hour); !fresh || code != "NEW777" {
+		t.Fatalf("after deny = %q %v, want a new code", code, fresh)
+	}
+}

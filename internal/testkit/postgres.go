@@ -24,8 +24,8 @@ import (
 const PostgresEnv = "SWITCHBOARD_TEST_PG_DSN"
 
 // NeedPostgres returns the test server's DSN. Without one the test is
-// skipped, or fails when CI is "true" (the rule of the store's and the HTTP
-// API's tests).
+// skipped (counted by SkipFor), or fails when CI is "true" (the rule of the
+// store's and the HTTP API's tests).
 func NeedPostgres(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(PostgresEnv)
@@ -36,7 +36,7 @@ func NeedPostgres(t testing.TB) string {
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("%s (CI=true: .ci/run should have started it)", msg)
 	}
-	t.Skipf("skipped: %s", msg)
+	SkipFor(t, "PostgreSQL", msg)
 	return ""
 }
 

@@ -1,0 +1,11 @@
+package openai
+
+import (
+	"os"
+	"testing"
+
+	"switchboard/internal/testkit"
+)
+
+// TestMain runs the tests, then says which skipped and why (testkit.SkipFor).
+func TestMain(m *testing.M) { os.Exit(testkit.RunTests(m)) }

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"switchboard/config"
+	"switchboard/gateway"
+	"switchboard/internal/testkit"
+	"switchboard/internal/testkit/cfgfile"
+	"switchboard/store"
+)
+
+// check and doctor speak with one voice: on each setup below both exit with
+// the same code, and doctor's report starts with exactly the findings check
+// prints (doctor's network checks follow them).
+func TestCheckDoctorAgree(t *testing.T) {
+	model := testkit.NewFakeLLM(t)
+	const schemaTypo = "name: weather\ndescription: The weather.\ninstructions: Use forecast.\ndefine_tools:\n" +
+		"  - name: forecast\n    kind: prompt\n    prompt: The weather in {city}.\n    parameters:\n      properties:\n        city: {type: strin}\n"
+	tests := []struct {
+		name   string
+		setup  func(t *testing.T, dir string, cfg *config.Config)
+		code   int
+		want   []string // what both print ($DIR: the setup's directory)
+		reject []string // what neither prints
+		// what doctor adds
+		doctorWant string
+	}{
+		{"only the HTTP API is valid", nil, ExitOK,
+			[]string{"ok    http      OpenAI-compatible chat API, dashboard, health checks and metrics on 127.0.0.1:0; no token (loopback only)"},
+			[]string{"warn", "FAIL", "will not start"}, "All checks passed."},
+		{"no channel for serve is a warning", func(t *testing.T, dir string, cfg *config.Config) { cfg.HTTP.Listen = "" }, ExitOK,
+			[]string{"ok    http      disabled (http.listen is empty)", "warn  channels  nothing for `switchboard serve` to serve: it will not start; `switchboard chat` works"},
+			[]string{"FAIL"}, "All checks passed."},
+		{"a bad skill file", func(t *testing.T, dir string, cfg *config.Config) {
+			writeSkill(t, cfg, "broken.yaml", "name: [unclosed\n")
+		}, ExitConfig, []string{"FAIL  skills    1 problem(s); serve skips those skills and tools:", "broken.yaml:1: "}, nil, "1 problem(s) to fix."},
+		{"a store directory that cannot be created", func(t *testing.T, dir string, cfg *config.Config) {
+			file := filepath.Join(dir, "data")
+			writeFile(t, file, "x")
+			cfg.Store.Path = filepath.Join(file, "switchboard.db")
+		}, ExitFail, []string{"FAIL  store     $DIR/data/switchboard.db: cannot create the directory $DIR/data: $DIR/data is a file, not a directory", "fix: move store.path"},
+			nil, "1 problem(s) to fix."},
+		{"a store file that is not a database", func(t *testing.T, dir string, cfg *config.Config) {
+			cfg.Store.Path = filepath.Join(dir, "notes.txt")
+			writeFile(t, cfg.Store.Path, "shopping list: milk, eggs\n")
+		}, ExitFail, []string{"FAIL  store     $DIR/notes.txt is not a SQLite database", "fix: store.path names some other file"},
+			[]string{"permission", "disk"}, "1 problem(s) to fix."},
+		{"an existing database", func(t *testing.T, dir string, cfg *config.Config) {
+			cfg.Store.Path = filepath.Join(dir, "db.sqlite")
+			st, err := store.Open(t.Context(), cfg.Store.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+		}, ExitOK, []string{"ok    store     $DIR/db.sqlite (an SQLite database)"}, nil, "is writable (0 chats, 0 messages)"},
+		{"a typo in a tool schema", func(t *testing.T, dir string, cfg *config.Config) {
+			writeSkill(t, cfg, "weather.yaml", schemaTypo)
+		}, ExitConfig, []string{`weather.yaml:5: define_tools[0]: tool "forecast": parameters.properties.city.type: not valid JSON Schema: "strin" is not one of array, boolean, integer, null, number, object, string; the tool is left out`},
+			nil, "1 problem(s) to fix."},
+		{"a misspelt skill field", func(t *testing.T, dir string, cfg *config.Config) {
+			writeSkill(t, cfg, "greet.yaml", "name: greet\ndescripton: Greets.\ninstructions: Say hello.\n")
+		}, ExitConfig, []string{`greet.yaml:2: unknown field "descripton" (did you mean "description"?)`}, nil, "1 problem(s) to fix."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := config.Default()
+			cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model = model.URL, "sk-agree", "fake-model"
+			cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+			cfg.Skills.Dir = filepath.Join(dir, "skills")
+			cfg.HTTP.Listen = "127.0.0.1:0"
+			if tt.setup != nil {
+				tt.setup(t, dir, cfg)
+			}
+			path := filepath.Join(dir, "config.yaml")
+			if err := cfgfile.WriteFile(path, cfg); err != nil {
+				t.Fatal(err)
+			}
+			var checkOut, doctorOut bytes.Buffer
+			checkCode := RunWith(t.Context(), "dev", []string{"check", "--config", path}, Stdio{In: strings.NewReader(""), Out: &checkOut, Err: &checkOut}, gateway.Options{})
+			doctorCode := RunWith(t.Context(), "dev", []string{"doctor", "--config", path}, Stdio{In: strings.NewReader(""), Out: &doctorOut, Err: &doctorOut}, gateway.Options{})
+			if checkCode != tt.code || doctorCode != tt.code {
+				t.Errorf("exit codes: check %d, doctor %d; want %d for both", checkCode, doctorCode, tt.code)
+			}
+			shared, _, _ := strings.Cut(checkOut.String(), "\n\n")
+			if !strings.HasPrefix(doctorOut.String(), shared+"\n") {
+				t.Errorf("doctor does not start with check's findings")
+			}
+			for _, want := range tt.want {
+				if want = strings.ReplaceAll(want, "$DIR", dir); !strings.Contains(shared, want) {
+					t.Errorf("the shared findings lack %q", want)
+				}
+			}
+			for _, bad := range tt.reject {
+				if strings.Contains(checkOut.String(), bad) || strings.Contains(doctorOut.String(), bad) {
+					t.Errorf("a report says %q", bad)
+				}
+			}
+			if !strings.Contains(doctorOut.String(), tt.doctorWant) {
+				t.Errorf("doctor's report lacks %q", tt.doctorWant)
+			}
+			if t.Failed() {
+				t.Logf("check:\n%s\ndoctor:\n%s", checkOut.String(), doctorOut.String())
+			}
+		})
+	}
+}
+
+// writeSkill writes a skill file into cfg's skills folder.
+func writeSkill(t *testing.T, cfg *config.Config, name, body string) {
+	t.Helper()
+	writeFile(t, filepath.Join(cfg.Skills.Dir, name), body)
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
