@@ -13,17 +13,19 @@ import (
 	"syscall"
 
 	"switchboard/cli"
+	"switchboard/internal/buildinfo"
 	"switchboard/internal/profiling"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=…"; without
+// it the version comes from the build (see package buildinfo).
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	stopProfiles := profiling.Start(os.Stderr)
-	code := cli.Run(ctx, version, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	code := cli.Run(ctx, buildinfo.Version(version), os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	stopProfiles()
 	os.Exit(code)
 }

@@ -134,6 +134,9 @@ func fileTool(name, desc string, photo bool, c ChatFiles) *Tool {
 				return "", fmt.Errorf("bad arguments: %w", err)
 			}
 			id, err := c.SendFile(ctx, a.File, a.Caption, photo)
+			if errors.Is(err, ErrSendQueued) {
+				return "queued: the chat's platform is not reachable right now; the file is kept and will be delivered, in order, when it is back. Do not send it again.", nil
+			}
 			if err != nil {
 				return "", fmt.Errorf("sending failed: %w", err)
 			}

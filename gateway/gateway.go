@@ -241,7 +241,8 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		StatusNotes:       statusNotes(watcher, mcp),
 		ModelOutageMaxAge: cfg.Agent.ModelOutageMaxAge,
 		ModelAnswered:     mon.model.Answered,
-		Outbox: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
+		Outbox:            st,
+		OutboxConfig: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
 			OnEvent: func(ev router.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
 	})
 	if err != nil {

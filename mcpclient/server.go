@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"switchboard/agent"
 	"switchboard/config"
+	"switchboard/internal/buildinfo"
 )
 
 // Transports, as ServerStatus reports them.
@@ -760,9 +760,4 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // buildVersion is the module version we announce to servers.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func buildVersion() string { return buildinfo.Version("") }

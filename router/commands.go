@@ -2,9 +2,11 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"switchboard/agent"
 	"switchboard/channels"
 	"switchboard/store"
 )
@@ -63,7 +65,9 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 	default:
 		return false // /new and unknown commands go through the queue
 	}
-	if _, err := r.Send(ctx, in, reply); err != nil {
+	// Kept in the outbox when the platform does not take it.
+	rp := outgoing{in: in, text: reply, inboxID: inboxID, log: r.log.With("channel", in.Channel, "chat", in.ChatID, "inbox_id", inboxID)}
+	if _, err := r.deliverReply(ctx, rp); err != nil && !errors.Is(err, agent.ErrSendQueued) {
 		r.log.Warn("command reply failed", "command", name, "err", err)
 	}
 	if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), inboxID, store.InboxDone); err != nil {

@@ -33,6 +33,11 @@ type JobTurn struct {
 	// against the run, so a restart never sends a run's messages twice. May
 	// be nil.
 	Delivered func(ctx context.Context, turnID int64, platformMsgID string)
+	// RunID is the scheduler's run (store.ScheduleRun), if any: a message
+	// the platform did not take is kept in the outbox, and its late
+	// delivery is recorded for the run in the store, since Delivered is
+	// gone by then.
+	RunID int64
 }
 
 // ErrJobStopped is returned by RunJob when /stop dropped the job from the
@@ -179,7 +184,7 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 	defer cancelTurn()
 	stopTyping := r.Typing(ctx, in)
 	defer stopTyping()
-	binding := &chatBinding{r: r, in: in, log: log, delivered: j.Delivered}
+	binding := &chatBinding{r: r, in: in, log: log, delivered: j.Delivered, runID: j.RunID}
 	if binding.delivered == nil {
 		binding.delivered = func(context.Context, int64, string) {}
 	}
@@ -205,10 +210,12 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 }
 
 // remind sends a reminder's text verbatim and records it as a job turn, so
-// the model knows what the user was sent.
+// the model knows what the user was sent. A text the platform does not
+// take now is kept in the outbox and counts as sent.
 func (r *Router) remind(ctx context.Context, in channels.Inbound, chat store.Chat, sess store.Session, j JobTurn, log *slog.Logger) (agent.Result, error) {
-	id, err := r.Send(ctx, in, j.Text)
-	if err != nil {
+	id, err := r.deliverReply(ctx, outgoing{in: in, text: j.Text, runID: j.RunID, log: log})
+	queued := errors.Is(err, agent.ErrSendQueued)
+	if err != nil && !queued {
 		return agent.Result{StopReason: agent.StopEndTurn}, fmt.Errorf("router: reminder %q: send: %w", j.Name, err)
 	}
 	wctx := context.WithoutCancel(ctx)
@@ -224,7 +231,7 @@ func (r *Router) remind(ctx context.Context, in channels.Inbound, chat store.Cha
 	if err != nil {
 		log.Warn("reminder sent but not recorded in the conversation", "err", err)
 	}
-	if j.Delivered != nil {
+	if j.Delivered != nil && !queued { // a kept one is recorded when it goes out (RunID)
 		j.Delivered(context.WithoutCancel(ctx), turnID, id)
 	}
 	return agent.Result{TurnID: turnID, StopReason: agent.StopEndTurn, Delivered: true, Reply: j.Text}, nil

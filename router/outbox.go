@@ -35,8 +35,8 @@ const (
 	maxLastError = 300
 )
 
-// OutboxStore is the store's outbox. A Config.Store without it has no
-// outbox: a reply that fails is lost, as before.
+// OutboxStore is the store's outbox (Config.Outbox). Without it a reply
+// the platform did not take is lost, as before.
 type OutboxStore interface {
 	EnqueueOutbox(ctx context.Context, it store.OutboxItem) (int64, error)
 	PendingOutbox(ctx context.Context) ([]store.OutboxItem, error)
@@ -134,23 +134,52 @@ func (o *outbox) backoff(attempts int) time.Duration {
 	return min(d, o.cfg.MaxBackoff)
 }
 
-// deliver sends a reply of a turn, or keeps it in the outbox: when replies
-// to the chat already wait there (order within a chat holds), or when the
+// outgoing is something the router sends to a chat on behalf of a message or
+// a job: a text (a turn's reply, a reminder, a command's answer) or a file
+// (send_file, send_photo, with Text its caption).
+type outgoing struct {
+	in    channels.Inbound // the chat, and the message answered (quoted in groups)
+	text  string
+	file  *channels.OutboundFile
+	parts channels.Parts // the durable record of a text's parts, if any
+	// What its delivery is recorded against: the inbox message it answers,
+	// its turn, the scheduled run it belongs to (each 0 when none).
+	inboxID, turnID, runID int64
+	log                    *slog.Logger
+}
+
+// deliverReply sends a reply, or keeps it in the outbox: when replies to
+// the chat already wait there (order within a chat holds), or when the
 // platform is unavailable. A kept reply returns an error wrapping
-// agent.ErrSendQueued.
-func (r *Router) deliver(ctx context.Context, b *chatBinding, in channels.Inbound, text string, parts channels.Parts) (string, error) {
+// agent.ErrSendQueued. Replies to a requester waiting in this process (the
+// HTTP API, the terminal) are never kept.
+func (r *Router) deliverReply(ctx context.Context, rp outgoing) (string, error) {
 	o := r.outbox
-	if o == nil {
-		return r.send(ctx, in, text, parts)
+	if o == nil || r.inProcess(rp.in.Channel) {
+		return r.sendReply(ctx, rp)
 	}
-	if o.waitingIn(ctx, in.Channel, in.ChatID) {
-		return o.keep(ctx, b, in, text, nil)
+	if o.waitingIn(ctx, rp.in.Channel, rp.in.ChatID) {
+		return o.keep(ctx, rp, nil)
 	}
-	id, err := r.send(ctx, in, text, parts)
+	id, err := r.sendReply(ctx, rp)
 	if err != nil && errors.Is(err, channels.ErrUnavailable) && ctx.Err() == nil {
-		return o.keep(ctx, b, in, text, err)
+		return o.keep(ctx, rp, err)
 	}
 	return id, err
+}
+
+// sendReply sends a reply now.
+func (r *Router) sendReply(ctx context.Context, rp outgoing) (string, error) {
+	if rp.file == nil {
+		return r.send(ctx, rp.in, rp.text, rp.parts)
+	}
+	r.mu.Lock()
+	fs, ok := r.channels[rp.in.Channel].(channels.FileSender)
+	r.mu.Unlock()
+	if !ok {
+		return "", errors.New("this chat does not take files")
+	}
+	return fs.SendFile(ctx, rp.in.ChatID, *rp.file)
 }
 
 // load counts the replies a restart left waiting, before any turn runs.
@@ -194,23 +223,30 @@ func (o *outbox) settled(it store.OutboxItem) {
 // when the reply waits behind others. It returns an error wrapping
 // agent.ErrSendQueued; when the reply could not be stored, cause, or (with
 // no cause) the outcome of sending it now rather than losing it.
-func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, text string, cause error) (string, error) {
+func (o *outbox) keep(ctx context.Context, rp outgoing, cause error) (string, error) {
 	now := o.now()
-	it := store.OutboxItem{TurnID: b.turnID.Load(), Channel: in.Channel, ChatKey: in.ChatID,
-		MessageID: in.MessageID, ReplyTo: outbound(in, text).ReplyTo, Text: text, NextAttemptAt: now}
-	if b.delivered == nil { // a reply to a stored message (not a job's, nor a paused turn's)
-		it.InboxID = b.inboxID
+	in := rp.in
+	it := store.OutboxItem{InboxID: rp.inboxID, TurnID: rp.turnID, ScheduleRunID: rp.runID, Channel: in.Channel,
+		ChatKey: in.ChatID, MessageID: in.MessageID, ReplyTo: outbound(in, rp.text).ReplyTo, Text: rp.text, NextAttemptAt: now}
+	what := "reply"
+	if f := rp.file; f != nil {
+		it.ReplyTo, it.FilePath, it.FileURL, it.Photo, it.Text = "", f.Path, f.URL, f.Photo, f.Caption
+		what = "file"
 	}
 	why := "replies to this chat are waiting"
 	if cause != nil {
 		it.Attempts, it.LastError, it.NextAttemptAt = 1, clip(cause.Error(), maxLastError), now.Add(o.backoff(1))
 		why = "the platform did not take it"
 	}
+	log := rp.log
+	if log == nil {
+		log = o.log.With("channel", in.Channel, "chat", in.ChatID)
+	}
 	id, err := o.store.EnqueueOutbox(context.WithoutCancel(ctx), it)
 	if err != nil {
-		b.log.Error("could not keep a reply for later delivery", "err", err)
+		log.Error("could not keep a "+what+" for later delivery", "err", err)
 		if cause == nil { // the platform is up: send it now rather than lose it
-			return o.r.send(ctx, in, text, b.parts(ctx, text))
+			return o.r.sendReply(ctx, rp)
 		}
 		return "", cause
 	}
@@ -218,11 +254,11 @@ func (o *outbox) keep(ctx context.Context, b *chatBinding, in channels.Inbound, 
 	o.mu.Lock()
 	o.waiting[chatKey(in.Channel, in.ChatID)]++
 	o.mu.Unlock()
-	log := b.log.With("outbox_id", id, "reason", why)
+	log = log.With("outbox_id", id, "reason", why)
 	if cause != nil {
 		log = log.With("err", cause)
 	}
-	log.Warn("reply kept for later delivery")
+	log.Warn(what + " kept for later delivery")
 	if o.cfg.OnEvent != nil {
 		o.cfg.OnEvent(OutboxEvent{Kind: OutboxQueued, Channel: in.Channel})
 	}
@@ -349,6 +385,8 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 			}
 		case ctx.Err() != nil:
 			return 0, false, false // stopping: it stays waiting
+		case errors.As(err, new(unsendableError)):
+			o.drop(ctx, log, it, age, err.Error())
 		case errors.Is(err, channels.ErrUnavailable):
 			if rerr := o.store.RetryOutbox(ctx, it.ID, it.Attempts+1, next, clip(err.Error(), maxLastError)); rerr != nil {
 				log.Warn("could not record a failed attempt", "err", rerr)
@@ -366,7 +404,8 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 // send sends a waiting reply as its turn would have, marked with the
 // message it answers (Discord's nonce is derived from it), with the record
 // of its parts: the parts a failed attempt got through are not sent again
-// (parts.go).
+// (parts.go). A file in the workspace is looked up again: one gone (or
+// now outside the workspace) is an unsendableError.
 func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger) (string, error) {
 	o.r.mu.Lock()
 	ch := o.r.channels[it.Channel]
@@ -375,17 +414,48 @@ func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger
 		// Not (yet) registered in this process: try again later.
 		return "", channels.Unavailable(fmt.Errorf("router: no channel %q", it.Channel))
 	}
-	out := channels.Outbound{ChatID: it.ChatKey, Text: it.Text, ReplyTo: it.ReplyTo}
-	if it.InboxID != 0 {
-		out.Parts = o.r.partsFor(ctx, it.InboxID, false, 0, it.Text, log)
+	var id string
+	var err error
+	if it.FilePath != "" || it.FileURL != "" {
+		id, err = o.sendFile(ctx, ch, it)
+	} else {
+		out := channels.Outbound{ChatID: it.ChatKey, Text: it.Text, ReplyTo: it.ReplyTo}
+		if it.InboxID != 0 {
+			out.Parts = o.r.partsFor(ctx, it.InboxID, false, 0, it.Text, log)
+		}
+		in := channels.Inbound{Channel: it.Channel, ChatID: it.ChatKey, MessageID: it.MessageID}
+		id, err = ch.Send(channels.WithInbound(ctx, in), out)
 	}
-	in := channels.Inbound{Channel: it.Channel, ChatID: it.ChatKey, MessageID: it.MessageID}
-	id, err := ch.Send(channels.WithInbound(ctx, in), out)
 	if o.r.cfg.OnSend != nil {
 		o.r.cfg.OnSend(it.Channel, err)
 	}
 	return id, err
 }
+
+// sendFile sends a waiting file.
+func (o *outbox) sendFile(ctx context.Context, ch channels.Channel, it store.OutboxItem) (string, error) {
+	fs, ok := ch.(channels.FileSender)
+	if !ok {
+		return "", unsendableError{fmt.Errorf("channel %q no longer takes files", it.Channel)}
+	}
+	f := channels.OutboundFile{URL: it.FileURL, Caption: it.Text, Photo: it.Photo}
+	if it.FilePath != "" {
+		path, err := confined(o.r.cfg.FilesRoot, it.FilePath)
+		if err != nil {
+			return "", unsendableError{fmt.Errorf("the file to send is gone: %w", err)}
+		}
+		f.Path = path
+	}
+	return fs.SendFile(ctx, it.ChatKey, f)
+}
+
+// unsendableError is a waiting reply that can no longer be sent as it was
+// kept (its file is gone, or its channel takes no files): it is dropped at
+// once, with the reason.
+type unsendableError struct{ err error }
+
+func (e unsendableError) Error() string { return e.err.Error() }
+func (e unsendableError) Unwrap() error { return e.err }
 
 // drop gives a reply up, with an ERROR: never silently.
 func (o *outbox) drop(ctx context.Context, log *slog.Logger, it store.OutboxItem, age time.Duration, reason string) {

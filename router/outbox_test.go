@@ -136,29 +136,40 @@ type tgRouter struct {
 	model  *echoModel
 	events outboxEvents
 	log    *bytes.Buffer
+	logMu  *sync.Mutex
 	stop   func()
 }
 
 func startTgRouter(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *vclock, maxAge time.Duration) *tgRouter {
 	t.Helper()
+	return startTgRouterWith(t, st, fake, clock, maxAge, nil, "")
+}
+
+// startTgRouterWith is startTgRouter with another model (nil: echoModel)
+// and a files root for send_file.
+func startTgRouterWith(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *vclock, maxAge time.Duration, m agent.Model, filesRoot string) *tgRouter {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &bytes.Buffer{}
-	var logMu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&logMu, logs}, nil))
+	logMu := &sync.Mutex{}
+	log := slog.New(slog.NewTextHandler(lockedWriter{logMu, logs}, nil))
 	ad, err := telegram.New(ctx, telegram.Options{Token: fake.Token, APIEndpoint: fake.URL, PollTimeout: time.Second,
 		Logger: log, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	model := &echoModel{}
-	ag, err := agent.New(agent.Config{Model: model, Store: st, Sources: []agent.Source{agent.ChannelContext()}})
+	if m == nil {
+		m = model
+	}
+	ag, err := agent.New(agent.Config{Model: m, Store: st, Sources: []agent.Source{agent.ChannelContext()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := make(outboxEvents, 100)
-	r, err := New(Config{Store: st, Agent: ag, Logger: log, Now: clock.Now,
+	r, err := New(Config{Store: st, Agent: ag, Logger: log, Now: clock.Now, FilesRoot: filesRoot,
 		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		Outbox:    OutboxConfig{MaxAge: maxAge, After: clock.After, OnEvent: func(ev OutboxEvent) { events <- ev }}})
+		Outbox:    st, OutboxConfig: OutboxConfig{MaxAge: maxAge, After: clock.After, OnEvent: func(ev OutboxEvent) { events <- ev }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +188,7 @@ func startTgRouter(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *vclo
 		})
 	}
 	t.Cleanup(stop)
-	return &tgRouter{r: r, tg: ad, model: model, events: events, log: logs, stop: stop}
+	return &tgRouter{r: r, tg: ad, model: model, events: events, log: logs, logMu: logMu, stop: stop}
 }
 
 type lockedWriter struct {
@@ -428,7 +439,7 @@ func newFlakyEnv(t *testing.T, maxAge time.Duration) *flakyEnv {
 	e.r, err = New(Config{Store: st, Agent: newFakeRunner(), Now: e.clock.Now,
 		Logger:    slog.New(slog.NewTextHandler(lockedWriter{&mu, e.log}, nil)),
 		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		Outbox:    OutboxConfig{MaxAge: maxAge, After: e.clock.After, OnEvent: func(ev OutboxEvent) { e.events <- ev }}})
+		Outbox:    st, OutboxConfig: OutboxConfig{MaxAge: maxAge, After: e.clock.After, OnEvent: func(ev OutboxEvent) { e.events <- ev }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,9 +161,13 @@ type Config struct {
 	// succeeds, which wakes the messages waiting for the model; nil: they
 	// wait out their backoff.
 	ModelAnswered func() <-chan struct{}
-	// Outbox tunes the delivery of replies the platform did not take
-	// (outbox.go); on whenever Store is an OutboxStore.
-	Outbox OutboxConfig
+	// Outbox keeps the replies the platform did not take, to deliver them
+	// later (outbox.go); nil: no outbox, such a reply is lost. The
+	// gateway's is its *store.Store.
+	Outbox OutboxStore
+	// OutboxConfig tunes the outbox's delivery; zero values take the
+	// defaults.
+	OutboxConfig OutboxConfig
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -197,7 +201,7 @@ type Router struct {
 
 	leases leases     // with a Cluster (cluster.go)
 	waits  modelWaits // messages waiting for the model (modelwait.go)
-	outbox *outbox    // nil: a Store without an outbox
+	outbox *outbox    // nil: no Config.Outbox
 }
 
 // leases is what a Router keeps of the chats' leases with a Cluster: the
@@ -270,8 +274,8 @@ func New(cfg Config) (*Router, error) {
 	}
 	r.gate = newGate(cfg.Store, cfg.Access, r.Send)
 	r.idle = sync.NewCond(&r.mu)
-	if st, ok := cfg.Store.(OutboxStore); ok {
-		r.outbox = newOutbox(r, st, cfg.Outbox, cfg.Now)
+	if cfg.Outbox != nil {
+		r.outbox = newOutbox(r, cfg.Outbox, cfg.OutboxConfig, cfg.Now)
 	}
 	for _, ch := range cfg.Channels {
 		r.channels[ch.Name()] = ch

@@ -85,8 +85,12 @@ func (r *Router) process(ctx context.Context, it item) error {
 			log.Error("new session", "err", err)
 			reply = "Sorry, I couldn't start a new conversation."
 		}
-		if id, err := r.Send(ctx, in, reply); err == nil {
+		// Kept in the outbox when the platform does not take it: its late
+		// delivery is recorded then.
+		if id, err := r.deliverReply(ctx, outgoing{in: in, text: reply, inboxID: it.inboxID, log: log}); err == nil {
 			_ = r.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), it.inboxID, 0, id)
+		} else if !errors.Is(err, agent.ErrSendQueued) {
+			log.Warn("command reply failed", "command", name, "err", err)
 		}
 		finish(store.InboxDone)
 		return nil
@@ -235,6 +239,9 @@ type chatBinding struct {
 	// delivered, when set (jobs), records a confirmed send instead of the
 	// inbox delivery record.
 	delivered func(ctx context.Context, turnID int64, platformMsgID string)
+	// runID is the scheduled run of a job's turn (JobTurn.RunID), which a
+	// reply delivered late from the outbox is recorded against.
+	runID int64
 }
 
 // Send implements agent.Chat. In groups the first reply quotes the message
@@ -248,7 +255,7 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	var err error
 	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
-	} else if id, err = b.r.deliver(ctx, b, in, text, b.parts(ctx, text)); errors.Is(err, agent.ErrSendQueued) {
+	} else if id, err = b.r.deliverReply(ctx, b.reply(in, text, nil, b.parts(ctx, text))); errors.Is(err, agent.ErrSendQueued) {
 		b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
 		return "", err
 	} else if err != nil {
@@ -264,6 +271,16 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 		b.log.Error("record delivery", "err", err)
 	}
 	return id, nil
+}
+
+// reply is a message of the turn (a text, or a file) as the outbox keeps
+// it when the platform does not take it.
+func (b *chatBinding) reply(in channels.Inbound, text string, f *channels.OutboundFile, parts channels.Parts) outgoing {
+	rp := outgoing{in: in, text: text, file: f, parts: parts, turnID: b.turnID.Load(), runID: b.runID, log: b.log}
+	if b.delivered == nil { // a reply to a stored message (not a job's, nor a paused turn's)
+		rp.inboxID = b.inboxID
+	}
+	return rp
 }
 
 // parts is the durable record of the parts of the reply text (parts.go);
@@ -284,10 +301,12 @@ func (b *chatBinding) CanSendFiles() bool {
 }
 
 // SendFile sends an http(s) URL, or a file inside the files root (the
-// workspace); anything outside it is refused.
+// workspace); anything outside it is refused. A file the platform does not
+// take now is kept in the outbox like a text (by reference: a workspace
+// file is read when it goes out).
 func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo bool) (string, error) {
 	b.r.mu.Lock()
-	fs, ok := b.r.channels[b.in.Channel].(channels.FileSender)
+	_, ok := b.r.channels[b.in.Channel].(channels.FileSender)
 	b.r.mu.Unlock()
 	if !ok {
 		return "", errors.New("this chat does not take files")
@@ -302,7 +321,11 @@ func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo b
 		}
 		f.Path = path
 	}
-	id, err := fs.SendFile(ctx, b.in.ChatID, f)
+	id, err := b.r.deliverReply(ctx, b.reply(b.in, caption, &f, nil))
+	if errors.Is(err, agent.ErrSendQueued) {
+		b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
+		return "", err
+	}
 	if err != nil {
 		return "", err
 	}

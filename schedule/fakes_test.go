@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,12 +116,20 @@ func (c *fakeClock) waitArm(t *testing.T) time.Time {
 	}
 }
 
-// fakeChannel records sends; it fails the next fail sends.
+// fakeChannel records sends; it fails the next fail sends, and every send
+// while down, as a platform that is unavailable.
 type fakeChannel struct {
 	mu     sync.Mutex
 	sent   []channels.Outbound
 	fail   int
+	down   bool
 	notify chan string
+}
+
+func (c *fakeChannel) setDown(down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = down
 }
 
 func newFakeChannel() *fakeChannel { return &fakeChannel{notify: make(chan string, 100)} }
@@ -134,6 +143,9 @@ func (c *fakeChannel) Send(_ context.Context, m channels.Outbound) (string, erro
 	if c.fail > 0 {
 		c.fail--
 		return "", errors.New("fake: the platform is down")
+	}
+	if c.down {
+		return "", channels.Unavailable(errors.New("fake: HTTP 502 Bad Gateway"))
 	}
 	c.sent = append(c.sent, m)
 	c.notify <- m.Text
@@ -168,12 +180,18 @@ type harness struct {
 	sched   *Scheduler
 	reports chan Report
 	stopped bool
+	// With setup.outbox: the router's outbox waits on timers that fire
+	// once retry is closed, moving its clock an hour past the store's.
+	retry  chan struct{}
+	later  atomic.Int64 // nanoseconds
+	outbox chan router.OutboxEvent
 }
 
 type setup struct {
 	jobs    []config.ScheduleJob
 	zoneFor func(string) *time.Location
 	llm     *testkit.FakeLLM // nil: a new one
+	outbox  bool             // the router keeps replies the channel did not take
 }
 
 func berlin(t testing.TB) *time.Location {
@@ -212,7 +230,13 @@ func start(t *testing.T, path string, clk *fakeClock, s setup) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.rt, err = router.New(router.Config{Store: h.st, Agent: ag, Location: berlin(t)}); err != nil {
+	rc := router.Config{Store: h.st, Agent: ag, Location: berlin(t)}
+	if s.outbox {
+		h.retry, h.outbox = make(chan struct{}), make(chan router.OutboxEvent, 10)
+		rc.Outbox, rc.Now = h.st, func() time.Time { return clk.Now().Add(time.Duration(h.later.Load())) }
+		rc.OutboxConfig = router.OutboxConfig{After: h.outboxAfter(t), OnEvent: func(ev router.OutboxEvent) { h.outbox <- ev }}
+	}
+	if h.rt, err = router.New(rc); err != nil {
 		t.Fatal(err)
 	}
 	h.rt.AddChannel(h.ch, router.Access{AllowAll: true})
@@ -272,6 +296,38 @@ func (h *harness) report(t *testing.T) Report {
 		t.Fatal("the scheduler recorded no outcome")
 	}
 	return Report{}
+}
+
+// outboxAfter is the outbox's timer: it fires once h.retry is closed,
+// with the outbox's clock an hour on (every waiting reply is due).
+func (h *harness) outboxAfter(t *testing.T) func(time.Duration) <-chan time.Time {
+	return func(time.Duration) <-chan time.Time {
+		ch := make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-h.retry:
+				h.later.Store(int64(time.Hour))
+				ch <- time.Now()
+			case <-t.Context().Done():
+			}
+		}()
+		return ch
+	}
+}
+
+// outboxEvent waits for the router's outbox to report kind.
+func (h *harness) outboxEvent(t *testing.T, kind string) {
+	t.Helper()
+	for {
+		select {
+		case ev := <-h.outbox:
+			if ev.Kind == kind {
+				return
+			}
+		case <-time.After(guard):
+			t.Fatalf("the outbox reported no %s", kind)
+		}
+	}
 }
 
 // quiet asserts that nothing more was sent or recorded.

@@ -10,6 +10,7 @@ import (
 	"switchboard/config"
 	"switchboard/internal/testkit"
 	"switchboard/llm"
+	"switchboard/router"
 	"switchboard/schedule/spec"
 	"switchboard/store"
 )
@@ -60,6 +61,44 @@ func TestReminderDeliveredOnceAtItsTime(t *testing.T) {
 		t.Errorf("deliveries of the run = %d, want 1", n)
 	}
 	equalTime(t, "next run after it", h.job(t, "water").NextRunAt, time.Date(2026, 3, 30, 9, 0, 0, 0, loc))
+}
+
+// A reminder the platform does not take (it is down) waits in the
+// router's outbox: the run is ok, counts as delivered while it waits (a
+// restart does not run it again), and its delivery is recorded for the run
+// when it goes out, once.
+func TestReminderKeptDuringAnOutage(t *testing.T) {
+	loc := berlin(t)
+	clk := newFakeClock(time.Date(2026, 3, 28, 20, 0, 0, 0, loc))
+	h := start(t, dbPath(t), clk, setup{outbox: true,
+		jobs: []config.ScheduleJob{reminder("water", "0 9 * * *", "Drink some water.")}})
+	job := h.job(t, "water")
+	h.ch.setDown(true)
+	clk.Set(time.Date(2026, 3, 29, 9, 0, 0, 0, loc))
+	if r := h.report(t); r.Outcome != store.RunOK || r.Job.ID != job.ID {
+		t.Fatalf("report = %+v, want ok", r)
+	}
+	h.outboxEvent(t, router.OutboxQueued)
+	runs := h.runs(t, job.ID)
+	if len(runs) != 1 || runs[0].Outcome != store.RunOK {
+		t.Fatalf("runs = %+v", runs)
+	}
+	if n, err := h.st.ScheduleDeliveries(t.Context(), runs[0].ID); err != nil || n != 1 {
+		t.Errorf("deliveries of the waiting run = %d (%v), want 1", n, err)
+	}
+
+	h.ch.setDown(false)
+	close(h.retry) // an hour later: the reply's next attempt is due
+	h.outboxEvent(t, router.OutboxDelivered)
+	if got := h.sent(t); got != "Drink some water." {
+		t.Fatalf("sent %q", got)
+	}
+	if n, err := h.st.ScheduleDeliveries(t.Context(), runs[0].ID); err != nil || n != 1 {
+		t.Errorf("deliveries of the run after the late delivery = %d (%v), want 1", n, err)
+	}
+	if got := h.ch.texts(); !slices.Equal(got, []string{"c1: Drink some water."}) {
+		t.Errorf("sent %q, want the reminder once", got)
+	}
 }
 
 // A task is an agent turn (kind job, marked input, its own tools) whose

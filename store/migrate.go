@@ -30,6 +30,7 @@ var migrations = []migration{
 	{7, "replicas and leases", migrationCluster},
 	{8, "reply parts", migrationReplyParts},
 	{9, "outbox of undelivered replies", migrationOutbox},
+	{10, "files and scheduled runs in the outbox", migrationOutboxFiles},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

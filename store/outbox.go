@@ -48,27 +48,46 @@ CREATE INDEX outbox_inbox ON outbox (inbox_id) WHERE inbox_id IS NOT NULL;
 ALTER TABLE turns ADD COLUMN delivery TEXT NOT NULL DEFAULT '';
 `
 
+// migrationOutboxFiles: a file kept in the outbox (send_file, send_photo),
+// by reference: the workspace path (read when it is sent) or the URL; and
+// the scheduled run a reply belongs to, recorded in schedule_deliveries
+// when it is delivered late.
+const migrationOutboxFiles = `
+ALTER TABLE outbox ADD COLUMN file_path TEXT NOT NULL DEFAULT '';
+ALTER TABLE outbox ADD COLUMN file_url TEXT NOT NULL DEFAULT '';
+ALTER TABLE outbox ADD COLUMN photo INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN schedule_run_id INTEGER REFERENCES schedule_runs (id);
+CREATE INDEX outbox_schedule_run ON outbox (schedule_run_id) WHERE schedule_run_id IS NOT NULL;
+`
+
 // OutboxItem is a reply waiting for its platform. InboxID and TurnID are 0
 // when the reply answers no stored message (a job) or belongs to no turn.
+// A file (FilePath or FileURL set) has its caption in Text.
 type OutboxItem struct {
 	ID, InboxID, TurnID int64
 	Channel, ChatKey    string
 	MessageID           string // the inbound message answered (idempotency keys derived from it)
 	ReplyTo             string // the platform message to quote, if any
 	Text                string
-	Status              string // OutboxPending, OutboxDelivered or OutboxDropped
-	Attempts            int
-	LastError           string
-	CreatedAt           time.Time
-	NextAttemptAt       time.Time
+	FilePath            string // a file in the workspace, read when it is sent
+	FileURL             string // a file by URL
+	Photo               bool   // the file is sent as a photo
+	// ScheduleRunID is the scheduled run the reply belongs to, if any: its
+	// late delivery is recorded for the run too.
+	ScheduleRunID int64
+	Status        string // OutboxPending, OutboxDelivered or OutboxDropped
+	Attempts      int
+	LastError     string
+	CreatedAt     time.Time
+	NextAttemptAt time.Time
 }
 
 const (
 	sqlInsertOutbox = `INSERT INTO outbox (inbox_id, turn_id, channel, chat_key, message_id, reply_to, text, status,
-			attempts, last_error, created_at, next_attempt_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`
+			attempts, last_error, created_at, next_attempt_at, file_path, file_url, photo, schedule_run_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlTurnDelivery   = `UPDATE turns SET delivery = ? WHERE id = ?`
-	sqlOutboxColumns  = `id, COALESCE(inbox_id, 0), COALESCE(turn_id, 0), channel, chat_key, message_id, reply_to, text, status, attempts, last_error, created_at, next_attempt_at`
+	sqlOutboxColumns  = `id, COALESCE(inbox_id, 0), COALESCE(turn_id, 0), channel, chat_key, message_id, reply_to, text, status, attempts, last_error, created_at, next_attempt_at, file_path, file_url, photo, COALESCE(schedule_run_id, 0)`
 	sqlPendingOutbox  = `SELECT ` + sqlOutboxColumns + ` FROM outbox WHERE status = 'pending' ORDER BY id`
 	sqlOutboxWaiting  = `SELECT COUNT(*) FROM outbox WHERE status = 'pending' AND channel = ? AND chat_key = ?`
 	sqlOutboxForInbox = `SELECT COUNT(*) FROM outbox WHERE inbox_id = ? AND status <> 'dropped'`
@@ -92,7 +111,8 @@ func (s *Store) EnqueueOutbox(ctx context.Context, it OutboxItem) (int64, error)
 		}
 		var err error
 		id, err = tx.insertID(ctx, sqlInsertOutbox, nullID(it.InboxID), nullID(it.TurnID), it.Channel, it.ChatKey,
-			it.MessageID, it.ReplyTo, it.Text, it.Attempts, it.LastError, now, next)
+			it.MessageID, it.ReplyTo, it.Text, it.Attempts, it.LastError, now, next, it.FilePath, it.FileURL,
+			boolInt(it.Photo), nullID(it.ScheduleRunID))
 		if err != nil || it.TurnID == 0 {
 			return err
 		}
@@ -153,8 +173,8 @@ func (s *Store) RetryOutbox(ctx context.Context, id int64, attempts int, next ti
 }
 
 // DeliverOutbox marks a reply delivered, records the delivery of its inbox
-// message (when it has one) and marks its turn delivered late, in one
-// transaction.
+// message and of its scheduled run (when it has them) and marks its turn
+// delivered late, in one transaction.
 func (s *Store) DeliverOutbox(ctx context.Context, it OutboxItem, platformMsgID string) error {
 	err := s.inTxSimple(ctx, func(tx conn) error {
 		now := s.nowMS()
@@ -163,6 +183,11 @@ func (s *Store) DeliverOutbox(ctx context.Context, it OutboxItem, platformMsgID 
 		}
 		if it.InboxID != 0 {
 			if _, err := tx.ExecContext(ctx, sqlInsertDelivery, it.InboxID, nullID(it.TurnID), platformMsgID, now); err != nil {
+				return err
+			}
+		}
+		if it.ScheduleRunID != 0 {
+			if _, err := tx.ExecContext(ctx, sqlInsertSchDel, it.ScheduleRunID, nullID(it.TurnID), platformMsgID, now); err != nil {
 				return err
 			}
 		}
@@ -207,12 +232,12 @@ func (s *Store) setTurnDelivery(ctx context.Context, tx conn, turnID int64, stat
 
 func scanOutboxItem(r rowScanner) (OutboxItem, error) {
 	var it OutboxItem
-	var created, next int64
+	var created, next, photo int64
 	if err := r.Scan(&it.ID, &it.InboxID, &it.TurnID, &it.Channel, &it.ChatKey, &it.MessageID, &it.ReplyTo, &it.Text,
-		&it.Status, &it.Attempts, &it.LastError, &created, &next); err != nil {
+		&it.Status, &it.Attempts, &it.LastError, &created, &next, &it.FilePath, &it.FileURL, &photo, &it.ScheduleRunID); err != nil {
 		return OutboxItem{}, err
 	}
-	it.CreatedAt, it.NextAttemptAt = fromMS(created), fromMS(next)
+	it.CreatedAt, it.NextAttemptAt, it.Photo = fromMS(created), fromMS(next), photo != 0
 	return it, nil
 }
 

@@ -108,3 +108,60 @@ func TestOutbox(t *testing.T) {
 		}
 	})
 }
+
+// A file is kept by reference with its caption and photo flag; a reply of
+// a scheduled run counts as its delivery while it waits (a restart does
+// not run it again) and is recorded for the run when delivered late.
+func TestOutboxFilesAndScheduledRuns(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, clk, _ := db.openTest(t)
+		ctx := t.Context()
+		at := clk.Now().Truncate(time.Minute).Add(time.Minute)
+		sc, err := s.CreateSchedule(ctx, Schedule{Name: "tea", Origin: OriginChat, Spec: "in 1m", Timezone: "UTC",
+			Kind: "reminder", Body: "Time for tea", Channel: "telegram", ChatKey: "42", NextRunAt: &at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := s.AdvanceSchedule(ctx, sc.ID, at, time.Time{}, []NewScheduleRun{{ScheduledFor: at, Outcome: RunRunning}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := runs[0]
+		if _, err := s.EnqueueOutbox(ctx, OutboxItem{Channel: "telegram", ChatKey: "42", Text: "Time for tea", ScheduleRunID: run}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.EnqueueOutbox(ctx, OutboxItem{Channel: "telegram", ChatKey: "42", Text: "the chart",
+			FilePath: "/work/chart.png", Photo: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.EnqueueOutbox(ctx, OutboxItem{Channel: "telegram", ChatKey: "42", FileURL: "https://example.com/a.pdf"}); err != nil {
+			t.Fatal(err)
+		}
+		pending, err := s.PendingOutbox(ctx)
+		if err != nil || len(pending) != 3 {
+			t.Fatalf("PendingOutbox = %+v, %v", pending, err)
+		}
+		if p := pending[0]; p.ScheduleRunID != run || p.FilePath != "" || p.FileURL != "" || p.Photo {
+			t.Errorf("reminder = %+v", p)
+		}
+		if p := pending[1]; p.FilePath != "/work/chart.png" || !p.Photo || p.Text != "the chart" || p.ScheduleRunID != 0 {
+			t.Errorf("photo = %+v", p)
+		}
+		if p := pending[2]; p.FileURL != "https://example.com/a.pdf" || p.Photo || p.FilePath != "" {
+			t.Errorf("document = %+v", p)
+		}
+		if n, err := s.ScheduleDeliveries(ctx, run); err != nil || n != 1 {
+			t.Errorf("ScheduleDeliveries while waiting = %d, %v; want 1", n, err)
+		}
+		if err := s.DeliverOutbox(ctx, pending[0], "501"); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.ScheduleDeliveries(ctx, run); err != nil || n != 1 {
+			t.Errorf("ScheduleDeliveries after the late delivery = %d, %v; want 1", n, err)
+		}
+		var msgID string
+		if err := s.db.QueryRowContext(ctx, `SELECT platform_msg_id FROM schedule_deliveries WHERE run_id = ?`, run).Scan(&msgID); err != nil || msgID != "501" {
+			t.Errorf("the run's delivery record: %q, %v; want 501", msgID, err)
+		}
+	})
+}

@@ -183,7 +183,8 @@ const (
 	sqlRunsOf       = `SELECT ` + sqlRunCols + ` FROM schedule_runs WHERE schedule_id = ? ORDER BY id DESC LIMIT ?`
 	sqlInsertSchDel = `INSERT INTO schedule_deliveries (run_id, turn_id, platform_msg_id, delivered_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`
-	sqlCountSchDel = `SELECT COUNT(*) FROM schedule_deliveries WHERE run_id = ?`
+	sqlCountSchDel = `SELECT (SELECT COUNT(*) FROM schedule_deliveries WHERE run_id = ?)
+		+ (SELECT COUNT(*) FROM outbox WHERE schedule_run_id = ? AND status = 'pending')`
 )
 
 func scanSchedule(r rowScanner) (Schedule, error) {
@@ -596,10 +597,12 @@ func (s *Store) RecordScheduleDelivery(ctx context.Context, runID, turnID int64,
 	return nil
 }
 
-// ScheduleDeliveries counts the confirmed messages of a run.
+// ScheduleDeliveries counts the confirmed messages of a run, and those
+// kept in the outbox to be delivered later (a run whose reply waits there
+// delivered it: it is not run again).
 func (s *Store) ScheduleDeliveries(ctx context.Context, runID int64) (int, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, sqlCountSchDel, runID).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, sqlCountSchDel, runID, runID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: deliveries of schedule run %d: %w", runID, err)
 	}
 	return n, nil
