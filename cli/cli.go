@@ -4,6 +4,7 @@
 // and maps what they return to the exit code.
 //
 //	switchboard [serve]   run every enabled channel until SIGINT/SIGTERM
+//	switchboard init      write a first config.yaml, asking or from flags
 //	switchboard chat      talk to the agent in this terminal (--verbose: logs here)
 //	switchboard check     validate the config and print what would run
 //	switchboard pairing   list or approve access requests (pairing codes)
@@ -13,9 +14,11 @@
 //	switchboard version   print the version
 //	switchboard healthcheck  ask the running gateway's /healthz (container health checks)
 //
-// Every command takes --config PATH, before or after it (default
-// ./config.yaml; without that file, built-in defaults plus environment
-// variables are used); --version (-v) prints the version.
+// Every command takes --config PATH, before or after it. Without it, the
+// first of ./config.yaml, the user's configuration directory and
+// /etc/switchboard/config.yaml is read (see lookupConfig); without any,
+// built-in defaults plus environment variables are used. --version (-v)
+// prints the version.
 package cli
 
 import (
@@ -45,6 +48,7 @@ const usage = `usage: switchboard [--config PATH] [command] [arguments]
 
 commands:
   serve     run every enabled channel until interrupted (default)
+  init      write a first configuration (asks, or takes the init flags)
   chat      talk to the agent in this terminal; its log lines go to
             switchboard-chat.log next to the store (on PostgreSQL:
             ~/.local/state/switchboard/chat.log), --verbose prints them
@@ -56,12 +60,25 @@ commands:
   version   print the version
   healthcheck  ask the running gateway's /healthz (exit 0 when it answers)
 
---config PATH   configuration file (default ./config.yaml; if that file does
-                not exist, built-in defaults and environment variables apply:
-                OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, ...); before
-                or after the command
+--config PATH   configuration file; before or after the command. Default:
+                the first of ./config.yaml, ~/.config/switchboard/config.yaml
+                and /etc/switchboard/config.yaml; without any, built-in
+                defaults and environment variables apply (OPENAI_BASE_URL,
+                OPENAI_API_KEY, OPENAI_MODEL, ...). init writes to PATH, or
+                to ./config.yaml
 --version, -v   print the version
 --verbose       chat: print the log lines here instead of the log file
+
+init flags (each question they answer is not asked):
+  --model-url URL  --api-key KEY  --model NAME          the model server
+  --telegram-token TOKEN  --telegram-user ID            Telegram (no ID: pairing)
+  --discord-token TOKEN  --discord-user ID              Discord
+  --telegram-api-endpoint URL  --discord-api-base URL   other API servers
+  --http-listen ADDR   the HTTP API and dashboard (default 127.0.0.1:8080)
+  --non-interactive    ask nothing (flags, then OPENAI_*, TELEGRAM_BOT_TOKEN,
+                       DISCORD_BOT_TOKEN)
+  --force              replace an existing file
+  --no-check           do not check the model server and the tokens
 `
 
 // Run runs the command line args (without the program name) of the build
@@ -83,6 +100,8 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	fs.BoolVar(&showVersion, "version", false, "print the version")
 	fs.BoolVar(&showVersion, "v", false, "print the version")
 	verbose := fs.Bool("verbose", false, "chat: print the log lines in the terminal instead of the log file")
+	var initOpts initOptions
+	initOpts.register(fs)
 	// Flags may come before or after the command and its arguments; the
 	// first positional argument is the command.
 	var positional []string
@@ -107,6 +126,13 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	if len(positional) > 0 {
 		cmd, positional = positional[0], positional[1:]
 	}
+	if f := initOpts.collect(fs); f != "" && cmd != "init" {
+		fmt.Fprintf(stderr, "switchboard: --%s is a flag of init, not of %s\n", f, cmd)
+		return ExitConfig
+	}
+	if !configGiven(fs) && cmd != "init" {
+		*cfgPath = lookupConfig()
+	}
 	admin, isAdmin := storeCommandNamed(cmd)
 	if len(positional) > 0 && !isAdmin {
 		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", positional[0], usage)
@@ -119,6 +145,8 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK
+	case "init":
+		return initCommand(ctx, *cfgPath, &initOpts, stdio) // it writes *cfgPath, or ./config.yaml
 	case "check", "serve", "chat":
 	case "doctor":
 		return doctor(ctx, *cfgPath, stdout) // it reports configuration problems itself

@@ -328,7 +328,8 @@ const (
 	// Embedded, nothing to install or run beside the binary; PostgreSQL is
 	// for several replicas.
 	defaultStoreDriver = StoreSQLite
-	// Relative to the working directory, so a fresh checkout runs as is.
+	// Beside the configuration file (see storeNextTo), or in the working
+	// directory when there is none, so a fresh checkout runs as is.
 	defaultStorePath = "switchboard.db"
 	// A neutral name that says what the bot is.
 	defaultAgentName = "Switchboard"
@@ -491,6 +492,9 @@ type source struct {
 	file  string
 	lines map[string]int    // key path ("llm.model", "channels.telegram.allow_users[1]") → line
 	env   map[string]string // key path → environment variable it was taken from
+	// storeNote explains a store.path kept in the working directory for an
+	// earlier version's database (see storeNextTo); empty otherwise.
+	storeNote string
 }
 
 // where returns the file and line at which key was set, if it was set in a file.

@@ -37,6 +37,9 @@ import (
 // TELEGRAM_BOT_TOKEN and channels.discord.token from DISCORD_BOT_TOKEN. A value
 // in the file wins over the environment, which wins over the built-in default.
 //
+// A SQLite store.path the file does not set defaults to switchboard.db in the
+// file's directory (see storeNextTo).
+//
 // Problems are reported as *Error values naming the file, line and key; all
 // of them are reported at once, joined with errors.Join.
 func Load(path string) (*Config, error) {
@@ -50,7 +53,12 @@ func Load(path string) (*Config, error) {
 		}
 		return nil, readError(path, err)
 	}
-	return parse(path, data, os.LookupEnv)
+	cfg, err := parse(path, data, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.storeNextTo(path)
+	return cfg, nil
 }
 
 func readError(path string, err error) error {

@@ -318,7 +318,10 @@ func (c *Config) Warnings() []string {
 		}
 		notes = append(notes, (&Error{File: file, Line: line, Key: key, Msg: key + " " + msg}).Error())
 	}
-	if tg := c.Channels.Telegram; tg.Enabled && len(tg.AllowUsers) == 0 && len(tg.Admins) == 0 {
+	if c.src != nil && c.src.storeNote != "" {
+		notes = append(notes, (&Error{File: c.src.file, Key: "store.path", Msg: c.src.storeNote}).Error())
+	}
+	if tg := c.Channels.Telegram; tg.Enabled && len(tg.AllowUsers) == 0 && len(tg.Admins) == 0 && !tg.Pairing { // with pairing, the operator admits people one by one
 		note("channels.telegram.allow_users", "channels.telegram.enabled", "is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames")
 	}
 	if tg := c.Channels.Telegram; tg.Enabled {

@@ -1,0 +1,592 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/term"
+
+	"switchboard/config"
+)
+
+// initOptions are the flags of `switchboard init`. They are parsed with
+// the global flags (so they may come before or after the command) and are
+// refused for any other command.
+type initOptions struct {
+	modelURL, model, apiKey                  string
+	telegramToken, telegramUser, telegramAPI string
+	discordToken, discordUser, discordAPI    string
+	httpListen                               string
+	nonInteractive, force, noCheck           bool
+
+	given map[string]bool // the init flags on the command line
+}
+
+// register declares the init flags on the command line's flag set.
+func (o *initOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.modelURL, "model-url", "", "init: the OpenAI-compatible API (default OPENAI_BASE_URL, else https://api.openai.com/v1)")
+	fs.StringVar(&o.model, "model", "", "init: the model (default OPENAI_MODEL)")
+	fs.StringVar(&o.apiKey, "api-key", "", "init: the model server's API key (default OPENAI_API_KEY)")
+	fs.StringVar(&o.telegramToken, "telegram-token", "", "init: the Telegram bot token (default TELEGRAM_BOT_TOKEN)")
+	fs.StringVar(&o.telegramUser, "telegram-user", "", "init: your Telegram user id (without one, pairing codes are on)")
+	fs.StringVar(&o.telegramAPI, "telegram-api-endpoint", "", "init: a local Bot API server instead of Telegram's")
+	fs.StringVar(&o.discordToken, "discord-token", "", "init: the Discord bot token (default DISCORD_BOT_TOKEN)")
+	fs.StringVar(&o.discordUser, "discord-user", "", "init: your Discord user id")
+	fs.StringVar(&o.discordAPI, "discord-api-base", "", "init: another Discord API base URL")
+	fs.StringVar(&o.httpListen, "http-listen", "", "init: the HTTP API and dashboard address (default 127.0.0.1:8080)")
+	fs.BoolVar(&o.nonInteractive, "non-interactive", false, "init: ask nothing; take the flags and the environment")
+	fs.BoolVar(&o.force, "force", false, "init: replace an existing file")
+	fs.BoolVar(&o.noCheck, "no-check", false, "init: write without checking the model server and the tokens")
+}
+
+// collect records which init flags the command line gave and returns the
+// first of them ("" if none), for a command that takes none.
+func (o *initOptions) collect(fs *flag.FlagSet) string {
+	o.given = map[string]bool{}
+	first := ""
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "init: ") {
+			o.given[f.Name] = true
+			if first == "" {
+				first = f.Name
+			}
+		}
+	})
+	return first
+}
+
+// secret is a token or key: typed or given by flag (written into the file)
+// or taken from an environment variable (the file refers to the variable).
+type secret struct {
+	value string
+	env   string // the variable value came from, if it did
+}
+
+// channelSetup is what init writes for one chat channel.
+type channelSetup struct {
+	token secret // empty: the channel stays off
+	api   string // the API endpoint; empty: the default
+	users []string
+}
+
+// setup is the configuration init writes.
+type setup struct {
+	modelURL, model, httpListen string
+	apiKey                      secret
+	telegram, discord           channelSetup
+}
+
+// initCommand is `switchboard init`: it writes a first configuration to
+// path (./config.yaml by default), checked against the model server and
+// the platforms, never over an existing file unless --force.
+func initCommand(ctx context.Context, path string, o *initOptions, stdio Stdio) int {
+	if path == "" {
+		path = config.DefaultPath
+	}
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stdio.Err, "switchboard init: "+format+"\n", args...)
+		return code
+	}
+	if _, err := os.Lstat(path); err == nil && !o.force {
+		return fail(ExitConfig, "%s already exists; not overwriting it (run again with --force to replace it, or with --config PATH to write elsewhere)", path)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail(ExitFail, "%v", err)
+	}
+	s, err := o.setup()
+	if err != nil {
+		return fail(ExitConfig, "%v", err)
+	}
+	if o.nonInteractive {
+		if s.model == "" {
+			return fail(ExitConfig, "--model is required (or OPENAI_MODEL in the environment)")
+		}
+		if err := s.config().Validate(); err != nil {
+			return fail(ExitConfig, "these settings do not make a valid configuration:\n%v", err)
+		}
+		if !o.noCheck {
+			for _, c := range s.checks() {
+				if f := c.run(ctx, s); f != nil {
+					fmt.Fprintf(stdio.Err, "switchboard init: %s: %s\n  fix: %s\nnothing was written\n", c.what, f.Message, c.fix(f))
+					return ExitFail
+				}
+				fmt.Fprintf(stdio.Out, "ok  %s\n", c.what)
+			}
+		}
+	} else {
+		in := newPrompter(stdio)
+		if err := in.interview(ctx, path, s, o); err != nil {
+			return fail(ExitFail, "%v; nothing was written", err)
+		}
+	}
+	if err := writeConfigFile(path, s.yaml()); err != nil {
+		return fail(ExitFail, "%v", err)
+	}
+	fmt.Fprintf(stdio.Out, "wrote %s (mode 0600)\n\n%s", path, s.nextSteps(path))
+	return ExitOK
+}
+
+// setup gathers the flags, then the environment, then the defaults.
+func (o *initOptions) setup() (*setup, error) {
+	env := func(name string) string { return strings.TrimSpace(os.Getenv(name)) }
+	pick := func(flagValue, flag, envName string) secret {
+		if o.given[flag] {
+			return secret{value: strings.TrimSpace(flagValue)}
+		}
+		if v := env(envName); v != "" {
+			return secret{value: v, env: envName}
+		}
+		return secret{}
+	}
+	s := &setup{
+		modelURL:   firstNonEmpty(o.modelURL, env("OPENAI_BASE_URL"), "https://api.openai.com/v1"),
+		model:      firstNonEmpty(o.model, env("OPENAI_MODEL")),
+		httpListen: o.httpListen,
+		apiKey:     pick(o.apiKey, "api-key", "OPENAI_API_KEY"),
+	}
+	s.telegram.token = pick(o.telegramToken, "telegram-token", "TELEGRAM_BOT_TOKEN")
+	s.telegram.api = o.telegramAPI
+	s.discord.token = pick(o.discordToken, "discord-token", "DISCORD_BOT_TOKEN")
+	s.discord.api = o.discordAPI
+	var err error
+	if s.telegram.users, err = userIDs("--telegram-user", o.telegramUser); err != nil {
+		return nil, err
+	}
+	if s.discord.users, err = userIDs("--discord-user", o.discordUser); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+var numericID = regexp.MustCompile(`^[0-9]{1,20}$`)
+
+// userIDs splits a list of numeric user ids (separated by commas or
+// spaces).
+func userIDs(what, list string) ([]string, error) {
+	ids := strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' })
+	for _, id := range ids {
+		if !numericID.MatchString(id) {
+			return nil, fmt.Errorf("%s: %q is not a numeric user id", what, id)
+		}
+	}
+	return ids, nil
+}
+
+// config is the setup as a configuration, for the checks.
+func (s *setup) config() *config.Config {
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.Model, cfg.LLM.APIKey = s.modelURL, s.model, s.apiKey.value
+	if s.httpListen != "" {
+		cfg.HTTP.Listen = s.httpListen
+	}
+	tg := &cfg.Channels.Telegram
+	tg.Enabled, tg.Token, tg.AllowUsers, tg.Pairing = s.telegram.token.value != "", s.telegram.token.value, s.telegram.users, len(s.telegram.users) == 0
+	if s.telegram.api != "" {
+		tg.APIEndpoint = s.telegram.api
+	}
+	dc := &cfg.Channels.Discord
+	dc.Enabled, dc.Token, dc.AllowUsers = s.discord.token.value != "", s.discord.token.value, s.discord.users
+	if s.discord.api != "" {
+		dc.APIBase = s.discord.api
+	}
+	return cfg
+}
+
+// initCheck is one check init makes before writing: the model server or a
+// channel's token, as doctor makes it.
+type initCheck struct {
+	what string
+	run  func(ctx context.Context, s *setup) *Finding // nil: it passed
+	// flags name what to change in the doctor's fix.
+	flags string
+}
+
+func (c initCheck) fix(f *Finding) string {
+	return f.Fix + " (here: " + c.flags + ")"
+}
+
+func failed(fs ...Finding) *Finding {
+	for _, f := range fs {
+		if f.Severity == SevFail {
+			return &f
+		}
+	}
+	return nil
+}
+
+var (
+	modelCheck = initCheck{"model server", func(ctx context.Context, s *setup) *Finding {
+		return failed(doctorModel(ctx, s.config())...)
+	}, "--model-url, --api-key, --model"}
+	telegramCheck = initCheck{"Telegram token", func(ctx context.Context, s *setup) *Finding {
+		return failed(doctorTelegram(ctx, s.config().Channels.Telegram))
+	}, "--telegram-token"}
+	discordCheck = initCheck{"Discord token", func(ctx context.Context, s *setup) *Finding {
+		return failed(doctorDiscord(ctx, s.config().Channels.Discord))
+	}, "--discord-token"}
+)
+
+// checks lists what the setup needs checked.
+func (s *setup) checks() []initCheck {
+	list := []initCheck{modelCheck}
+	if s.telegram.token.value != "" {
+		list = append(list, telegramCheck)
+	}
+	if s.discord.token.value != "" {
+		list = append(list, discordCheck)
+	}
+	return list
+}
+
+// quote writes s as a double-quoted YAML string that config.Load reads back
+// as s ($ doubled, as Load expands ${VAR}).
+func quote(s string) string {
+	b, _ := json.Marshal(strings.ReplaceAll(s, "$", "$$")) // JSON strings are YAML double-quoted strings
+	return string(b)
+}
+
+func (v secret) yaml() string {
+	if v.env != "" {
+		return `"${` + v.env + `}"`
+	}
+	return quote(v.value)
+}
+
+func quoteList(ids []string) string {
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = quote(id)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// yaml is the file init writes: only what differs from the defaults, each
+// with a word on what it does.
+func (s *setup) yaml() []byte {
+	var b strings.Builder
+	b.WriteString(`# Switchboard configuration, written by "switchboard init".
+# It holds secrets: keep it private (mode 0600). Every other setting, with its
+# default: config.example.yaml and docs/configuration.md. "switchboard check"
+# validates this file. The database (store.path) defaults to switchboard.db
+# in this file's directory.
+
+llm:
+`)
+	fmt.Fprintf(&b, "  base_url: %s\n  model: %s\n", quote(s.modelURL), quote(s.model))
+	if s.apiKey.value != "" || s.apiKey.env != "" {
+		fmt.Fprintf(&b, "  api_key: %s\n", s.apiKey.yaml())
+	}
+	if tg, dc := s.telegram, s.discord; tg.token.value != "" || dc.token.value != "" {
+		b.WriteString("\nchannels:\n")
+		tg.write(&b, "telegram", "api_endpoint")
+		if tg.token.value != "" && len(tg.users) == 0 {
+			b.WriteString("    # A stranger writing to the bot in private gets a one-time code for\n    # `switchboard pairing approve CODE`.\n    pairing: true\n")
+		}
+		dc.write(&b, "discord", "api_base")
+	}
+	if s.httpListen != "" {
+		fmt.Fprintf(&b, "\nhttp:\n  listen: %s\n", quote(s.httpListen))
+	}
+	return []byte(b.String())
+}
+
+// write adds the channel called name, if it has a token; apiKey is the
+// name of its API address setting.
+func (c channelSetup) write(b *strings.Builder, name, apiKey string) {
+	if c.token.value == "" {
+		return
+	}
+	fmt.Fprintf(b, "  %s:\n    enabled: true\n    token: %s\n", name, c.token.yaml())
+	if c.api != "" {
+		fmt.Fprintf(b, "    %s: %s\n", apiKey, quote(c.api))
+	}
+	fmt.Fprintf(b, "    allow_users: %s # numeric user ids; empty admits nobody\n", quoteList(c.users))
+}
+
+// nextSteps says what to do once the file is written.
+func (s *setup) nextSteps(path string) string {
+	arg := ""
+	if filepath.Clean(path) != config.DefaultPath {
+		arg = " --config " + path
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Next:\n  switchboard check%s   validate it and see what would run\n", arg)
+	if s.telegram.token.value == "" && s.discord.token.value == "" {
+		fmt.Fprintf(&b, "  switchboard chat%s    talk to the bot in this terminal\n", arg)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "  switchboard serve%s   start the bot\n", arg)
+	if s.telegram.token.value != "" && len(s.telegram.users) == 0 {
+		fmt.Fprintf(&b, "Telegram: write to your bot in private; it answers with a pairing code. Admit\n  yourself with: switchboard pairing approve CODE%s\n", arg)
+	}
+	if s.discord.token.value != "" && len(s.discord.users) == 0 {
+		b.WriteString("Discord: the bot admits nobody yet. Write to it: it answers with your user\n  id. Add that to channels.discord.allow_users, then reload (SIGHUP) or restart.\n")
+	}
+	return b.String()
+}
+
+// writeConfigFile writes body to path with mode 0600 (through a temporary
+// file beside it, renamed when complete), after checking that it loads
+// and validates as it will when the gateway reads it.
+func writeConfigFile(path string, body []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create the directory for %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, ".config-*.yaml") // mode 0600
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the rename, there is nothing left to remove
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	cfg, err := config.Load(tmp)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("the configuration would not load (a bug in init): %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// errInputEnded: standard input ended before every question had an answer.
+var errInputEnded = errors.New("the input ended before every question was answered")
+
+// prompter asks questions on the terminal (or whatever standard input is),
+// reading secrets without echo when standard input is a terminal.
+type prompter struct {
+	in  *bufio.Reader
+	out io.Writer
+	tty int // standard input's descriptor if it is a terminal, else -1
+}
+
+func newPrompter(stdio Stdio) *prompter {
+	p := &prompter{in: bufio.NewReader(stdio.In), out: stdio.Out, tty: -1}
+	if f, ok := stdio.In.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = int(f.Fd())
+	}
+	return p
+}
+
+// read runs a blocking read of standard input until it returns or ctx ends
+// (Ctrl-C), which abandons it: the command ends then.
+func read(ctx context.Context, fn func() (string, error)) (string, error) {
+	type answer struct {
+		s   string
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		s, err := fn()
+		got <- answer{s, err}
+	}()
+	select {
+	case a := <-got:
+		return a.s, a.err
+	case <-ctx.Done():
+		return "", errors.New("interrupted")
+	}
+}
+
+// line reads one answer, trimmed. An answer from a pipe is not echoed, so
+// a newline ends its question instead.
+func (p *prompter) line(ctx context.Context) (string, error) {
+	s, err := read(ctx, func() (string, error) { return p.in.ReadString('\n') })
+	if p.tty < 0 {
+		fmt.Fprintln(p.out)
+	}
+	if errors.Is(err, io.EOF) && s == "" {
+		return "", errInputEnded
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return strings.TrimSpace(s), nil
+}
+
+// password reads one answer from the terminal without echo, restoring the
+// terminal if interrupted.
+func (p *prompter) password(ctx context.Context) (string, error) {
+	state, err := term.GetState(p.tty)
+	if err != nil {
+		return "", err
+	}
+	s, err := read(ctx, func() (string, error) {
+		b, err := term.ReadPassword(p.tty)
+		return string(b), err
+	})
+	fmt.Fprintln(p.out)
+	if err != nil {
+		_ = term.Restore(p.tty, state)
+		return "", err
+	}
+	return strings.TrimSpace(s), nil
+}
+
+// ask asks a question; Enter takes def.
+func (p *prompter) ask(ctx context.Context, question, def string) (string, error) {
+	if def != "" {
+		fmt.Fprintf(p.out, "%s [%s]: ", question, def)
+	} else {
+		fmt.Fprintf(p.out, "%s: ", question)
+	}
+	a, err := p.line(ctx)
+	if a == "" {
+		a = def
+	}
+	return a, err
+}
+
+// askSecret asks for a secret without echoing it (on a terminal) and never
+// shows it. Enter keeps the current one (typed before, or from the
+// environment); with skip, "-" answers none.
+func (p *prompter) askSecret(ctx context.Context, question string, cur secret, skip bool) (secret, error) {
+	var hint []string
+	switch {
+	case cur.env != "":
+		hint = append(hint, "Enter: "+cur.env+" from the environment")
+	case cur.value != "":
+		hint = append(hint, "Enter: the one given before")
+	case skip:
+		hint = append(hint, "Enter to skip")
+	default:
+		hint = append(hint, "Enter for none")
+	}
+	if skip && cur.value != "" {
+		hint = append(hint, "- to skip")
+	}
+	fmt.Fprintf(p.out, "%s (%s): ", question, strings.Join(hint, ", "))
+	readSecret := p.line
+	if p.tty >= 0 {
+		readSecret = p.password
+	}
+	a, err := readSecret(ctx)
+	switch {
+	case err != nil:
+		return secret{}, err
+	case a == "-" && skip:
+		return secret{}, nil
+	case a == "":
+		return cur, nil
+	}
+	return secret{value: a}, nil
+}
+
+// askIDs asks for numeric user ids until the answer is a list of them (or
+// empty).
+func (p *prompter) askIDs(ctx context.Context, question string) ([]string, error) {
+	for {
+		a, err := p.ask(ctx, question, "")
+		if err != nil {
+			return nil, err
+		}
+		ids, err := userIDs("user id", a)
+		if err == nil {
+			return ids, nil
+		}
+		fmt.Fprintf(p.out, "  %v: write the number (digits only)\n", err)
+	}
+}
+
+// interview asks for what the flags did not give and checks each part as
+// it is answered, asking again after a failed check.
+func (p *prompter) interview(ctx context.Context, path string, s *setup, o *initOptions) error {
+	fmt.Fprintf(p.out, "This writes %s. Enter takes the value in brackets.\n", path)
+	check := func(c initCheck) bool {
+		if o.noCheck {
+			return true
+		}
+		f := c.run(ctx, s)
+		if f == nil {
+			fmt.Fprintf(p.out, "  ok: %s\n", c.what)
+			return true
+		}
+		fmt.Fprintf(p.out, "  %s: %s\n  fix: %s\n", c.what, f.Message, f.Fix)
+		return false
+	}
+	for first := true; ; first = false {
+		var err error
+		if !first || !o.given["model-url"] {
+			if s.modelURL, err = p.ask(ctx, "Model server URL (OpenAI-compatible; for Ollama: http://localhost:11434/v1)", s.modelURL); err != nil {
+				return err
+			}
+		}
+		if !first || !o.given["api-key"] {
+			if s.apiKey, err = p.askSecret(ctx, "API key", s.apiKey, false); err != nil {
+				return err
+			}
+		}
+		for !first || !o.given["model"] || s.model == "" {
+			if s.model, err = p.ask(ctx, "Model", s.model); err != nil {
+				return err
+			}
+			if s.model != "" {
+				break
+			}
+		}
+		if check(modelCheck) {
+			break
+		}
+	}
+	channels := []struct {
+		flag, tokenHelp, idHelp string
+		c                       *channelSetup
+		chk                     initCheck
+	}{
+		{"telegram", "Telegram bot token from @BotFather", "Your Telegram user id, digits (@userinfobot tells you; Enter: pairing codes instead)",
+			&s.telegram, telegramCheck},
+		{"discord", "Discord bot token from the developer portal, your application → Bot", "Your Discord user id, digits (Developer Mode → right-click your name → Copy User ID; Enter: add it later)",
+			&s.discord, discordCheck},
+	}
+	for _, ch := range channels {
+		for first := true; ; first = false {
+			if !first || !o.given[ch.flag+"-token"] {
+				var err error
+				if ch.c.token, err = p.askSecret(ctx, ch.tokenHelp, ch.c.token, true); err != nil {
+					return err
+				}
+			}
+			if ch.c.token.value == "" || check(ch.chk) {
+				break
+			}
+		}
+		if ch.c.token.value != "" && !o.given[ch.flag+"-user"] {
+			var err error
+			if ch.c.users, err = p.askIDs(ctx, ch.idHelp); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.config().Validate(); err != nil {
+		return fmt.Errorf("these answers do not make a valid configuration:\n%w", err)
+	}
+	return nil
+}
