@@ -199,11 +199,12 @@ func (s *setup) config() *config.Config {
 	}
 	tg := &cfg.Channels.Telegram
 	tg.Enabled, tg.Token, tg.AllowUsers, tg.Pairing = s.telegram.token.value != "", s.telegram.token.value, s.telegram.users, len(s.telegram.users) == 0
+	tg.Admins = s.telegram.users
 	if s.telegram.api != "" {
 		tg.APIEndpoint = s.telegram.api
 	}
 	dc := &cfg.Channels.Discord
-	dc.Enabled, dc.Token, dc.AllowUsers = s.discord.token.value != "", s.discord.token.value, s.discord.users
+	dc.Enabled, dc.Token, dc.AllowUsers, dc.Admins = s.discord.token.value != "", s.discord.token.value, s.discord.users, s.discord.users
 	if s.discord.api != "" {
 		dc.APIBase = s.discord.api
 	}
@@ -319,6 +320,9 @@ func (c channelSetup) write(b *strings.Builder, name, apiKey string) {
 		fmt.Fprintf(b, "    %s: %s\n", apiKey, quote(c.api))
 	}
 	fmt.Fprintf(b, "    allow_users: %s # numeric user ids; empty admits nobody\n", quoteList(c.users))
+	if len(c.users) > 0 { // the ids init asks for are the operator's own
+		fmt.Fprintf(b, "    admins: %s # who sees operator matters (skill errors, channel errors) in /status\n", quoteList(c.users))
+	}
 }
 
 // nextSteps says what to do once the file is written.

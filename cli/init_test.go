@@ -82,6 +82,10 @@ func TestInitNonInteractiveServes(t *testing.T) {
 	if strings.Contains(string(body), "pairing") {
 		t.Errorf("with the user's id, pairing stays off:\n%s", body)
 	}
+	if cfg, err := config.Load(path); err != nil || !slices.Equal(cfg.Channels.Telegram.Admins, cfg.Channels.Telegram.AllowUsers) ||
+		len(cfg.Channels.Telegram.Admins) != 1 {
+		t.Errorf("the operator's own id is not the admin: %v\n%s", err, body)
+	}
 
 	out.Reset()
 	errb.Reset()
