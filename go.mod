@@ -1,4 +1,4 @@
-module switchboard
+module github.com/switchboard-gateway/switchboard
 
 go 1.26.8
 

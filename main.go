@@ -12,9 +12,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"switchboard/cli"
-	"switchboard/internal/buildinfo"
-	"switchboard/internal/profiling"
+	"github.com/switchboard-gateway/switchboard/cli"
+	"github.com/switchboard-gateway/switchboard/internal/buildinfo"
+	"github.com/switchboard-gateway/switchboard/internal/profiling"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; without

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/fallback"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/fallback"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Defaults of the loop, used where Config leaves a field zero.

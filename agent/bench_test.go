@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // instantModel answers at once: steps tool calls, then a text reply. It

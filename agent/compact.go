@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // errOverflow means the request cannot be made to fit the context window.

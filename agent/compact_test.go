@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // bigTool returns a distinct large result per call.

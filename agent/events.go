@@ -3,8 +3,8 @@ package agent
 import (
 	"time"
 
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // StopReason says why a turn ended. Every turn ends with exactly one.

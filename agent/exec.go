@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // repeatWarnAt and repeatStopAt are the repeat guard's thresholds: the third

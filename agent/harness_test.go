@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // fakeChat records what the loop sends to the chat.

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // A1: a tool call continues the turn; a reply without tool calls ends it.

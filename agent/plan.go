@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // PlanStep is one step the model proposed for a task.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/fallback"
+	"github.com/switchboard-gateway/switchboard/fallback"
 )
 
 // Prompt is the system prompt of a turn in two layers. Prefix is

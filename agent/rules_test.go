@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 func TestAllowedTools(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // An untrusted tool's successful result is stored and sent to the model

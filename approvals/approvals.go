@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/router"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // DefaultTimeout is how long a paused turn waits for the user's decision

@@ -23,12 +23,12 @@ import (
 	"log/slog"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/memory"
-	"switchboard/router"
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/memory"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // StaticSources are the tool sources every turn starts with; nil entries

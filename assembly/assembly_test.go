@@ -8,11 +8,11 @@ import (
 	"testing/fstest"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/memory"
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/memory"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // fakeLearned stands in for the store's chats, the memories and the

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"switchboard/config"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // storeCommand is an admin command that works on the database directly

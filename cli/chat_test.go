@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/config"
-	"switchboard/gateway"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // chatRun is one `switchboard chat` session that ended at end of input.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // check validates the configuration, the store's path and the skills

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/config"
-	"switchboard/gateway"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // check and doctor speak with one voice: on each setup below both exit with

@@ -28,7 +28,7 @@ import (
 	"fmt"
 	"io"
 
-	"switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/gateway"
 )
 
 // Exit codes.

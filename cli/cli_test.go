@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/config"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // run is the command line as main runs it, on these streams.

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/config"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // doctorTimeout bounds each network check.

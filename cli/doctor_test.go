@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/config"
-	"switchboard/internal/discordfake"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 func doctorConfig(t *testing.T, model *testkit.FakeLLM, tg *tgfake.Fake, tgToken string, dc *discordfake.Fake, dcToken string) string {

@@ -9,10 +9,10 @@ import (
 	"os"
 	"strings"
 
-	"switchboard/config"
-	"switchboard/gateway"
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // This file is what `check` and `doctor` both say: every validation that

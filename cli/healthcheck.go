@@ -10,7 +10,7 @@ import (
 	"net/netip"
 	"time"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // healthTimeout bounds one probe: a container engine's HEALTHCHECK gives a

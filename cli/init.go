@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/term"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // initOptions are the flags of `switchboard init`. They are parsed with

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // systemConfig is the last place lookupConfig looks (a variable so that

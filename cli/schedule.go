@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"switchboard/schedule"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/schedule"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // scheduleCommand lists scheduled jobs or cancels one. It works on the

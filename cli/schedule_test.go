@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 func TestScheduleCommand(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"switchboard/config"
-	"switchboard/gateway"
-	"switchboard/internal/logging"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/logging"
 )
 
 // serve runs the gateway until ctx ends (SIGINT, SIGTERM), reloading what

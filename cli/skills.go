@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // skillsCommand lists the skill improvements the bot proposed after turns

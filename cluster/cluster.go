@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Store is what a replica needs from the database (*store.Store).

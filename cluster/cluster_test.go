@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 func openStore(t *testing.T) *store.Store {

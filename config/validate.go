@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/schedule/spec"
-	"switchboard/tools/allowhost"
+	"github.com/switchboard-gateway/switchboard/schedule/spec"
+	"github.com/switchboard-gateway/switchboard/tools/allowhost"
 )
 
 // Validate reports every setting that is wrong on its own or together with

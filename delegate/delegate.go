@@ -16,11 +16,11 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/llm"
-	"switchboard/router"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Delegation limits.

@@ -19,7 +19,7 @@ import (
 	"github.com/yuin/goldmark/text"
 	"go.yaml.in/yaml/v3"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // root is the repository root, relative to this package's directory (go test
@@ -27,7 +27,7 @@ import (
 const root = ".."
 
 // module is the module path of go.mod.
-const module = "switchboard"
+const module = "github.com/switchboard-gateway/switchboard"
 
 // page is one parsed Markdown file.
 type page struct {

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/config"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 // /status shows operator matters (here a broken skill file) to the

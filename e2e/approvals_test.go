@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/config"
-	"switchboard/internal/discordfake"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/tgfake"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // approvalSkill defines cleanup: a prompt tool that needs the user's yes.

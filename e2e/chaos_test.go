@@ -104,12 +104,12 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
-	"switchboard/config"
-	"switchboard/internal/discordfake"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/tgfake"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 var (

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/config"
-	"switchboard/gateway"
-	"switchboard/httpapi"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // lineWriter collects output and hands every "bot>" line to a channel.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // The hardened example configuration loads and validates with its secrets

@@ -21,10 +21,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"switchboard/internal/discordfake"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Discord users in the tests. Only the first four are on the allowlist.

@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/cli"
-	"switchboard/config"
-	"switchboard/gateway"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/cli"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Exit codes of the command line.

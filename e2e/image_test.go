@@ -28,8 +28,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"switchboard/config"
-	"switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // runtimeImages are the runtime stages the test knows: what each provides

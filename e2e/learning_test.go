@@ -15,16 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/config"
-	"switchboard/gateway"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/learning"
-	"switchboard/llm"
-	"switchboard/memory"
-	"switchboard/router"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/memory"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Acceptance tests of learning through the real wiring (gateway.Build): router,

@@ -19,11 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/gateway"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/transport"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/transport"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // echoModel is an OpenAI-compatible streaming model that answers

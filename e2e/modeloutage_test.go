@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/testkit"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 // modelDownNotice is what a chat is told once when the model is unavailable.

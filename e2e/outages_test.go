@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/config"
-	"switchboard/internal/testkit"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 // TestOutagesInRealTime runs the two outages of issue 24's acceptance at

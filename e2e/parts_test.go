@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/discordfake"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 // holdNet forwards requests to a fake platform, except the nth request

@@ -22,6 +22,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/webhooklb"
 	"io"
 	"net"
 	"net/http"
@@ -32,17 +35,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"switchboard/config"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/webhooklb"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"switchboard/internal/testkit"
-	"switchboard/internal/tgfake"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 const (

@@ -31,12 +31,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"switchboard/config"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/tgfake"
-	"switchboard/internal/tghtml"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/tghtml"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 const (

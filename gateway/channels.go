@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 
-	"switchboard/channels"
-	"switchboard/channels/discord"
-	"switchboard/channels/telegram"
-	"switchboard/config"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // inboxReader is what a channel's catch-up reads from the store.

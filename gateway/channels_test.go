@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/config"
-	"switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
 
 // roleRecorder is a replica that grants the roles it is asked for: the

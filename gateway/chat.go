@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
-	"switchboard/channels/console"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/channels/console"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // ChatOptions are the terminal of a chat.

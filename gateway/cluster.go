@@ -5,9 +5,9 @@ import (
 	"log/slog"
 	"sync"
 
-	"switchboard/cluster"
-	"switchboard/config"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/cluster"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Roles held by one replica at a time.

@@ -9,8 +9,8 @@ import (
 	"net"
 	"strings"
 
-	"switchboard/httpapi"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // startHTTP listens on http.listen and serves health, metrics, the chat API

@@ -5,15 +5,15 @@ import (
 	"log/slog"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/config"
-	"switchboard/learning"
-	"switchboard/memory"
-	"switchboard/profile"
-	"switchboard/router"
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/memory"
+	"github.com/switchboard-gateway/switchboard/profile"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // learningGrace is how long running learning jobs may finish at shutdown

@@ -3,9 +3,9 @@ package gateway
 import (
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/learning"
 )
 
 // Learning jobs are not started after a turn that failed because of the

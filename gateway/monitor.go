@@ -8,14 +8,14 @@ import (
 	"errors"
 	"log/slog"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/channels/openai"
-	"switchboard/config"
-	"switchboard/httpapi"
-	"switchboard/llm"
-	"switchboard/metrics"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/openai"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/metrics"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // monitor observes the gateway: every turn event and send goes to the

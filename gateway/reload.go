@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"reflect"
 
-	"switchboard/config"
-	"switchboard/internal/logging"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/logging"
 )
 
 // LoadConfig loads and validates the configuration at path ("" for

@@ -6,11 +6,11 @@ import (
 	"os"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/channels/openai"
-	"switchboard/config"
-	"switchboard/httpapi"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/openai"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // httpShutdownGrace bounds the wait for open HTTP requests after the router

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"switchboard/httpapi"
-	"switchboard/mcpclient"
-	"switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/mcpclient"
+	"github.com/switchboard-gateway/switchboard/skills"
 )
 
 // statusNotes is the router's StatusNotes hook, the operator's lines of

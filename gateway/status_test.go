@@ -6,10 +6,10 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"switchboard/config"
-	"switchboard/httpapi"
-	"switchboard/mcpclient"
-	"switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/mcpclient"
+	"github.com/switchboard-gateway/switchboard/skills"
 )
 
 // /status says that an MCP server that is down is being retried.

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/httpapi"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // Restart backoff of a channel that failed to start or dropped.

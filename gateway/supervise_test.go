@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/httpapi"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // supHost records the channels the supervisor registers.

@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"context"
-	"switchboard/agent"
-	"switchboard/config"
-	"switchboard/llm"
-	"switchboard/skills"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 // webTools is the web_fetch / web_search source configured by tools.web.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"switchboard/agent"
-	"switchboard/config"
-	"switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/skills"
 )
 
 // With command tools on, and the file tools in the same folder (the

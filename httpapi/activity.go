@@ -4,9 +4,9 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Activity bounds.

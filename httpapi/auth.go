@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/internal/httpjson"
+	"github.com/switchboard-gateway/switchboard/internal/httpjson"
 )
 
 const (

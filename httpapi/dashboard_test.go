@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // pairingForm opens the pairing page with the bearer token, as a browser

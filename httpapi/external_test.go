@@ -22,10 +22,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"switchboard/channels"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // chromium finds Debian's chromium (or $CHROME_PATH).

@@ -21,7 +21,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"switchboard/internal/httpjson"
+	"github.com/switchboard-gateway/switchboard/internal/httpjson"
 )
 
 // hostSet is the names the server answers to besides loopback names and IP

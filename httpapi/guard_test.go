@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // send makes one request with exactly the given headers (and Host), no

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/cluster"
-	"switchboard/internal/httpjson"
+	"github.com/switchboard-gateway/switchboard/cluster"
+	"github.com/switchboard-gateway/switchboard/internal/httpjson"
 )
 
 // Check is one readiness check's result.

@@ -14,7 +14,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // pairingView is the pairing page's data.

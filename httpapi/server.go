@@ -42,10 +42,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"switchboard/cluster"
-	"switchboard/mcpclient"
-	"switchboard/metrics"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/cluster"
+	"github.com/switchboard-gateway/switchboard/mcpclient"
+	"github.com/switchboard-gateway/switchboard/metrics"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Defaults.

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"switchboard/cluster"
-	"switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/cluster"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // flakyStore fails Ping while broken is set.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // What the assistant wrote after reading a web page, a search result or a

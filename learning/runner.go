@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/internal/waitfor"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 // Defaults of the runner, used where Config leaves a field zero.

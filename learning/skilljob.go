@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"switchboard/llm"
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // SkillJobName names the skill review job and its cursor.

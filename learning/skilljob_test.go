@@ -8,9 +8,9 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"switchboard/llm"
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // reviewer answers review_skill calls with a fixed proposal and records

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"switchboard/llm"
-	"switchboard/store"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 // Line is one message of a transcript shown to an analysis call.

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 func TestUserTextKeepsOnlyWhatTheUserSaid(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"switchboard/internal/transport"
+	"github.com/switchboard-gateway/switchboard/internal/transport"
 )
 
 // Config configures a Client. Zero values take the documented defaults.

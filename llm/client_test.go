@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 const apiKey = "sk-secret-0123456789"

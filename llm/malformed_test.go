@@ -5,8 +5,8 @@ import (
 	"testing"
 	"unicode"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // portalPage is what a captive portal or a misrouted proxy answers with 200.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 func TestTranscribe(t *testing.T) {

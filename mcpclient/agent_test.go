@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // TestThroughTheAgentLoop runs a real turn: the real loop, store and llm

@@ -21,8 +21,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"switchboard/agent"
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // The test binary doubles as the stdio MCP server: run with this variable

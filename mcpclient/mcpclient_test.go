@@ -12,8 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"switchboard/agent"
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 var wantTestTools = []string{"test__args", "test__crash", "test__echo", "test__env", "test__fail", "test__media", "test__pid"}

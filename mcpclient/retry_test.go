@@ -15,8 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"switchboard/agent"
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // changes returns options whose notify signals ch after each change of the

@@ -18,9 +18,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"switchboard/agent"
-	"switchboard/config"
-	"switchboard/internal/buildinfo"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/buildinfo"
 )
 
 // Transports, as ServerStatus reports them.

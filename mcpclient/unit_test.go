@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 var openAIName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"switchboard/learning"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // JobName names the extraction job and its cursor.

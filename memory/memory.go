@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/learning"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Defaults.

@@ -10,10 +10,10 @@ import (
 	"sync"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/llm"
-	"switchboard/store"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 // fakeModel answers forced calls with fn's arguments and records requests.

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"switchboard/agent"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Names of the memory tools.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 func TestObserveCountsTurnsStepsAndTools(t *testing.T) {

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/router"
-	"switchboard/router/routertest"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/router/routertest"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // planRig: the real agent as runner and planner, scripted model, real

@@ -16,10 +16,10 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/learning"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Store is the part of the store profiles need.

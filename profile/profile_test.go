@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // fakeModel answers the forced call with args and records the prompts.

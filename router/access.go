@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // Access is a channel's admission rule. Users holds platform user ids and

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Cluster is the router's view of the other replicas sharing the store

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/cluster"
-	"switchboard/internal/waitfor"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/cluster"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Replicas in these tests are routers in one process on one SQLite file,

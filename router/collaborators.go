@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // The router routes; features that hold a chat's conversation between

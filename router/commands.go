@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // helpText answers /help and /start.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // deliveries collects what a job's Delivered callback saw.

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Learning is what the /memory and /profile commands need from what the bot

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // fakeLearning keeps memories and a profile per (chat type, user).

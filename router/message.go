@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"switchboard/channels"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // toMessage turns an inbound message into the model's user message.

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // When the model is unavailable (the model client gave up after its

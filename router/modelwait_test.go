@@ -10,9 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // downRunner is an agent whose turns find the model unavailable while down

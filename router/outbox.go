@@ -14,9 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Outbox defaults.

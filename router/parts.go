@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // replyKey names a reply within the turn answering an inbox message: its

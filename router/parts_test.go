@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // splitChannel splits a text at "|" into parts and uses the part record as

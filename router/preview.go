@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // Streaming preview: while the model writes a text answer, one message shows

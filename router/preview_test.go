@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // editChannel records sends and edits.

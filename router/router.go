@@ -20,12 +20,12 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/llm"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 
-	"switchboard/internal/waitfor"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 // Defaults.

@@ -13,9 +13,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // fakeChannel records what the router sends and how often it types.

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // When the store fails a message, the message stays pending. If the store

@@ -13,8 +13,8 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 
-	"switchboard/agent"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // fullRunner is an agent whose turn for a text fails as on a full disk the

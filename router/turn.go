@@ -12,10 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/internal/confine"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/confine"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // answered reports whether the message was answered before (a crash after

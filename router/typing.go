@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 const (

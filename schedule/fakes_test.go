@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/config"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/router"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // guard bounds every wait of a test, so a bug fails the test instead of

@@ -28,12 +28,12 @@ import (
 	"sync"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/config"
-	"switchboard/router"
-	"switchboard/schedule/spec"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/schedule/spec"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Defaults and bounds.

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/config"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/router"
-	"switchboard/schedule/spec"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/schedule/spec"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // A reminder is sent exactly once, at its time, without a model call; the

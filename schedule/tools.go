@@ -9,9 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"switchboard/agent"
-	"switchboard/schedule/spec"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/schedule/spec"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Limits on jobs made in conversation.

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"switchboard/internal/confine"
+	"github.com/switchboard-gateway/switchboard/internal/confine"
 )
 
 const (

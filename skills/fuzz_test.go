@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/internal/confine"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/confine"
 )
 
 // fuzzWorkspace is a command workspace with links that lead out of it, in

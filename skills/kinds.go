@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	"switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/agent"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/agent"
 )
 
 // buildTool builds d or fails the test.

@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 
 	"go.yaml.in/yaml/v3"
 )

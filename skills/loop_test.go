@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/skills"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/skills"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 type chat struct {

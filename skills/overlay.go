@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // The learned overlay: instructions the bot proposed for a skill after

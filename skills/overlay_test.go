@@ -8,8 +8,8 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"switchboard/agent"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // fakeProposals is an OverlayStore in memory.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // defaultPromptTimeout leaves a sub-call time to write a few paragraphs.

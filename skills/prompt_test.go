@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // fakeModel records the request and answers with a fixed reply.

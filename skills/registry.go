@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/agent"
 
 	"go.yaml.in/yaml/v3"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/agent"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")

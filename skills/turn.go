@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"switchboard/agent"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // UseSkillTool is the name of the tool that loads an auto skill.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // A chat's pending approval and open plan are found from the moment the

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 const migrationApprovals = `

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for raw connections
 )

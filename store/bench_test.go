@@ -3,7 +3,7 @@ package store
 import (
 	"testing"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // BenchmarkCommitStep stores one step: an assistant message with two tool

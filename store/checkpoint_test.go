@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/waitfor"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 // TestCheckpointer: commits leave the write-ahead log to the checkpointer

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // turnFor begins a turn of user in the fixture's chat with text and, if

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // fillToCap writes ballast until the database is at its page cap.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/waitfor"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 // groupRound holds the write lock with one transaction, queues n more

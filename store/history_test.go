@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // TestMessagesAfterReadsWhatOthersWrote: the history cache answers exactly

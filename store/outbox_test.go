@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // The outbox keeps replies in order, claims each for one attempt, and

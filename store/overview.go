@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Read-only queries across chats, for the dashboard and operators' tools.

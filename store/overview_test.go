@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 func TestOverviewQueries(t *testing.T) {

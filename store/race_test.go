@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Several processes sharing one database: each Store here stands for one,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 func TestOpenAppliesConnectionSettings(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Turn statuses.

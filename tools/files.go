@@ -16,8 +16,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"switchboard/agent"
-	"switchboard/internal/confine"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/confine"
 )
 
 // Names of the workspace file tools.

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 // workspace is a files source on a fresh folder, with a sibling folder

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"switchboard/tools/allowhost"
+	"github.com/switchboard-gateway/switchboard/tools/allowhost"
 )
 
 // Resolver looks up the addresses of a host name. *net.Resolver implements

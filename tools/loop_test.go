@@ -11,11 +11,11 @@ import (
 	"sync"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/store"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 type chat struct {

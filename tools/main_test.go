@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // TestMain runs the tests, then says which skipped and why (testkit.SkipFor).

@@ -12,7 +12,7 @@ import (
 	"net/url"
 	"strings"
 
-	"switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/agent"
 )
 
 // Search providers.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/agent"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 // search runs web_search configured with sc.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/internal/testkit"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 // A server bound to every address (0.0.0.0 and ::) is refused through

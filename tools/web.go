@@ -32,7 +32,7 @@ import (
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
 
-	"switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/agent"
 )
 
 // Tool names.

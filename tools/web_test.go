@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/tools"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")

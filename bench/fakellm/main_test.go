@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // learningTool has the shape of the learning jobs' functions

@@ -35,7 +35,7 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/bench/internal/report"
+	"github.com/switchboard-gateway/switchboard/bench/internal/report"
 )
 
 func main() {

@@ -17,7 +17,7 @@ import (
 // run, the shard_id bug found while fuzzing (the output's first lines left
 // out), and the same bug's input failing again as a corpus entry.
 func TestParse(t *testing.T) {
-	load := target{pkg: pkg{ImportPath: "switchboard/config"}, name: "FuzzLoad"}
+	load := target{pkg: pkg{ImportPath: "github.com/switchboard-gateway/switchboard/config"}, name: "FuzzLoad"}
 	const bug = "fuzz_test.go:41: walker missed a problem: fuzz.yaml:3: channels.discord.shard_id: package config cannot check a *int (a bug)"
 	tests := []struct {
 		name   string
@@ -53,7 +53,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestTableNamesTheFailingInput(t *testing.T) {
-	load := target{pkg: pkg{ImportPath: "switchboard/config"}, name: "FuzzLoad"}
+	load := target{pkg: pkg{ImportPath: "github.com/switchboard-gateway/switchboard/config"}, name: "FuzzLoad"}
 	r := parse(load, readFile(t, "found.txt"), errors.New("exit status 1"))
 	r.input = "config/" + r.input
 	var b bytes.Buffer
@@ -72,7 +72,7 @@ func TestTableNamesTheFailingInput(t *testing.T) {
 // findTargets asks go itself: the fuzz targets of config and
 // channels/telegram, and none of store, which has no fuzz target.
 func TestFindTargets(t *testing.T) {
-	got, err := findTargets(context.Background(), []string{"switchboard/config", "switchboard/channels/telegram", "switchboard/store"})
+	got, err := findTargets(context.Background(), []string{"github.com/switchboard-gateway/switchboard/config", "github.com/switchboard-gateway/switchboard/channels/telegram", "github.com/switchboard-gateway/switchboard/store"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +84,10 @@ func TestFindTargets(t *testing.T) {
 		}
 	}
 	want := []string{
-		"switchboard/config.FuzzLoad",
-		"switchboard/channels/telegram.FuzzNormalize",
-		"switchboard/channels/telegram.FuzzRender",
-		"switchboard/channels/telegram.FuzzSplit",
+		"github.com/switchboard-gateway/switchboard/config.FuzzLoad",
+		"github.com/switchboard-gateway/switchboard/channels/telegram.FuzzNormalize",
+		"github.com/switchboard-gateway/switchboard/channels/telegram.FuzzRender",
+		"github.com/switchboard-gateway/switchboard/channels/telegram.FuzzSplit",
 	}
 	slices.Sort(names)
 	slices.Sort(want)

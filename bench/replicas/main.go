@@ -28,19 +28,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/switchboard-gateway/switchboard/bench/internal/report"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"switchboard/bench/internal/report"
 	"sync"
 	"syscall"
 	"time"
 
-	"switchboard/bench/internal/gateway"
-	"switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 type options struct {

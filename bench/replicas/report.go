@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
+	"github.com/switchboard-gateway/switchboard/bench/internal/report"
 	"io"
 	"slices"
 	"strings"
-	"switchboard/bench/internal/report"
 	"time"
 )
 

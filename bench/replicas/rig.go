@@ -7,6 +7,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/webhooklb"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,9 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"switchboard/config"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/webhooklb"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,9 +24,9 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the schema and pg_stat_activity
 
-	"switchboard/bench/internal/gateway"
-	"switchboard/internal/testkit"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 const (

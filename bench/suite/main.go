@@ -17,16 +17,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	breport "github.com/switchboard-gateway/switchboard/bench/internal/report"
 	"io"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	breport "switchboard/bench/internal/report"
 	"time"
 
-	"switchboard/bench/internal/gateway"
+	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
 )
 
 // Targets of issue 10 and bench/serve.

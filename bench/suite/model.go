@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // The fake model's behaviour: a conversation turn "(turn N) …" gets a long

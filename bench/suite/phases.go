@@ -10,9 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // startupResult is rows 1 and 2.

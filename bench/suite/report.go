@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
+	breport "github.com/switchboard-gateway/switchboard/bench/internal/report"
 	"io"
 	"math"
 	"slices"
 	"strings"
-	breport "switchboard/bench/internal/report"
 	"time"
 )
 

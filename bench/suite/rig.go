@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"switchboard/bench/internal/gateway"
-	"switchboard/internal/discordfake"
-	"switchboard/internal/testkit"
-	"switchboard/internal/testkit/cfgfile"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // The suite itself runs with `go run ./bench/suite`; these tests cover the

@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // ChatID is the console's single chat.

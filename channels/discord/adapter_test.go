@@ -18,8 +18,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"switchboard/channels"
-	"switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
 
 // recorder is a Sink that keeps what it was given.

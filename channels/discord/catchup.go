@@ -11,7 +11,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // A new gateway session (the first READY of a process, or one after an

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
 
 // intake is a Sink that stores each message once by chat and id, as the

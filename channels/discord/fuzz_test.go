@@ -9,7 +9,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // FuzzSplitMessage cuts arbitrary replies at arbitrary limits. Every part

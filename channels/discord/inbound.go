@@ -14,7 +14,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // maxTextAttachment is the largest text file whose content is inlined.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // The nonce of a reply is the same when the same answer to the same message

@@ -20,7 +20,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 const (

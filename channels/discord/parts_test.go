@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"switchboard/channels"
-	"switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
 
 // memParts is a channels.Parts in memory.

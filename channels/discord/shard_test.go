@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"switchboard/channels"
-	"switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
 
 // guildOn returns a guild id (a snowflake) whose events Discord sends to

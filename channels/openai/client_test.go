@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // openaiClientDir is where the npm client is installed (node_modules is

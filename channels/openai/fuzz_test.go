@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 // errStopHere ends a fuzzed request at the router: the sink refuses it, so

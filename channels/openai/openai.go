@@ -24,10 +24,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/internal/httpjson"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/httpjson"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // ChannelName is the channel name of the OpenAI-compatible API, as it

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 func TestChatCompletions(t *testing.T) {

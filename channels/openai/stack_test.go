@@ -20,13 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/agent"
-	"switchboard/channels"
-	"switchboard/internal/httpjson"
-	"switchboard/internal/testkit"
-	"switchboard/llm"
-	"switchboard/router"
-	"switchboard/store"
+	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/httpjson"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 const testToken = "test-http-token-0123456789"

@@ -22,9 +22,9 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"switchboard/channels"
-	"switchboard/internal/tgfake"
-	"switchboard/internal/tghtml"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
 
 const testToken = "123:AAH-secret_token-XYZ"

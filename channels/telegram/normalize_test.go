@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 const testBotID = 123

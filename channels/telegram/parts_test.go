@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"switchboard/channels"
-	"switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 // checkedParts is a channels.Parts in memory that checks each part is

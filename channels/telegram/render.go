@@ -15,7 +15,7 @@ import (
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 
-	"switchboard/internal/tghtml"
+	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
 
 // mdParser parses the model's Markdown: CommonMark plus the GitHub

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode"
 
-	"switchboard/internal/tghtml"
+	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
 
 func TestRenderMarkdown(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"switchboard/channels"
-	"switchboard/internal/tghtml"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
 
 // Retry policy for outgoing calls. 429 waits what Telegram asks (up to

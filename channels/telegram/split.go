@@ -4,7 +4,7 @@ import (
 	"strings"
 	"unicode"
 
-	"switchboard/internal/tghtml"
+	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
 
 // partLimit is the size of one message part in UTF-16 units. Telegram

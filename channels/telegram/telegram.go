@@ -30,8 +30,8 @@ import (
 
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
-	"switchboard/channels"
-	"switchboard/internal/transport"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/transport"
 )
 
 const (

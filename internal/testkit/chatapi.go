@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // The helpers below drive the OpenAI-compatible chat API (channels/openai)

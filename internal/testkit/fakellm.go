@@ -21,7 +21,7 @@ import (
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Reply is one scripted answer of the fake. The zero Reply answers an empty

@@ -15,8 +15,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"switchboard/internal/testkit"
-	"switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 func newClient(f *testkit.FakeLLM) *openai.Client {

@@ -53,7 +53,7 @@ func TestSkipLinesInGoTest(t *testing.T) {
 		for _, want := range []string{
 			"internal/testkit/testdata/skipdemo: 2 PostgreSQL tests skipped (TestNeedsPostgres/a, TestNeedsPostgres/b): DEMO_DSN is not set: see .ci/run\n",
 			"internal/testkit/testdata/skipdemo: 1 test skipped (TestNeedsChromium): chromium is not installed (apt-get install chromium)\n",
-			"ok  \tswitchboard/internal/testkit/testdata/skipdemo",
+			"ok  \tgithub.com/switchboard-gateway/switchboard/internal/testkit/testdata/skipdemo",
 		} {
 			if strings.Count(string(out), want) != 1 {
 				t.Errorf("go %s printed %q once? no:\n%s", strings.Join(args, " "), want, out)

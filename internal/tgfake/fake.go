@@ -40,7 +40,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"switchboard/internal/tghtml"
+	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
 
 // Limits enforced by the fake, as documented for the Bot API.

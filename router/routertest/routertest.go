@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/channels"
-	"switchboard/router"
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // Channel is a fake channel named "fake" with buttons: it records what the

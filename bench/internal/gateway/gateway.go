@@ -22,8 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	"switchboard/config"
-	"switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
 
 // Build builds the switchboard binary (go build -trimpath, as it is

@@ -10,7 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"switchboard/config"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // noEnv clears the environment Load falls back on.

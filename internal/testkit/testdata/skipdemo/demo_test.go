@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(testkit.RunTests(m)) }
