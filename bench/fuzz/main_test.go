@@ -59,8 +59,8 @@ func TestTableNamesTheFailingInput(t *testing.T) {
 	var b bytes.Buffer
 	printTable(&b, []result{parse(load, readFile(t, "pass.txt"), nil), r}, "20s", 0, time.Now(), 2)
 	for _, want := range []string{
-		"| switchboard/config | FuzzLoad | 19956 | 3991 | 76 | 136 | ok |",
-		"| switchboard/config | FuzzLoad | 85504 | 3562 | 46 | 59 | FAIL: input config/testdata/fuzz/FuzzLoad/95e6f4f39da5cace: fuzz_test.go:41: walker missed",
+		"| github.com/switchboard-gateway/switchboard/config | FuzzLoad | 19956 | 3991 | 76 | 136 | ok |",
+		"| github.com/switchboard-gateway/switchboard/config | FuzzLoad | 85504 | 3562 | 46 | 59 | FAIL: input config/testdata/fuzz/FuzzLoad/95e6f4f39da5cace: fuzz_test.go:41: walker missed",
 		"2 of 2 targets run, 1 failed",
 	} {
 		if !strings.Contains(b.String(), want) {
