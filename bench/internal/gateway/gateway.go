@@ -34,7 +34,7 @@ func Build(dir string) (string, error) {
 	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
 		goTool = p // the toolchain that built us, not whatever PATH finds
 	}
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, "switchboard")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, "github.com/switchboard-gateway/switchboard")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
