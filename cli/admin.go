@@ -36,7 +36,7 @@ func storeCommandNamed(name string) (storeCommand, bool) {
 	switch name {
 	case "pairing":
 		return storeCommand{
-			usage: "usage: switchboard pairing list | approve CODE | revoke CHANNEL USER_ID\n",
+			usage: "usage: switchboard pairing list | approve CODE | deny CODE | revoke CHANNEL USER_ID\n",
 			ready: func(args []string) bool { return len(args) > 0 },
 			run:   pairing,
 		}, true
@@ -95,7 +95,8 @@ func (c storeCommand) do(ctx context.Context, cfg *config.Config, args []string,
 	}
 }
 
-// pairing lists, approves or revokes access requests made with pairing codes.
+// pairing lists, approves, denies or revokes access requests made with
+// pairing codes.
 func pairing(ctx context.Context, c *adminRun, args []string) error {
 	st, out := c.st, c.out
 	switch {
@@ -126,6 +127,16 @@ func pairing(ctx context.Context, c *adminRun, args []string) error {
 			return err
 		}
 		fmt.Fprintf(out, "approved %s user %s; they can talk to the bot now\n", p.Channel, p.UserID)
+		return nil
+	case args[0] == "deny" && len(args) == 2:
+		p, err := st.DenyPairing(ctx, args[1])
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("no pending pairing code %q (unknown, expired or already handled); see `switchboard pairing list`", args[1])
+		case err != nil:
+			return err
+		}
+		fmt.Fprintf(out, "denied %s user %s; the code no longer works\n", p.Channel, p.UserID)
 		return nil
 	case args[0] == "revoke" && len(args) == 3:
 		ok, err := st.RevokeUser(ctx, args[1], args[2])

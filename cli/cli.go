@@ -53,7 +53,7 @@ commands:
             switchboard-chat.log next to the store (on PostgreSQL:
             ~/.local/state/switchboard/chat.log), --verbose prints them
   check     validate the configuration and print what would run
-  pairing   list | approve CODE | revoke CHANNEL USER_ID: access requests
+  pairing   list | approve CODE | deny CODE | revoke CHANNEL USER_ID: access requests
   schedule  list | cancel ID: scheduled reminders and tasks
   skills    proposals [apply ID | revert NAME]: learned skill instructions
   doctor    check the config, store, model server and channel tokens

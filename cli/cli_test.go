@@ -100,6 +100,9 @@ func TestPairingCommand(t *testing.T) {
 	if _, _, err := st.PairingCode(t.Context(), "telegram", "42", "ada", "ABCD2345", time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := st.PairingCode(t.Context(), "telegram", "77", "eve", "EFGH6789", time.Hour); err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
 	steps := []struct {
 		args     []string
@@ -109,6 +112,9 @@ func TestPairingCommand(t *testing.T) {
 		{[]string{"pairing", "list"}, 0, "ABCD2345  telegram user 42 @ada", ""},
 		{[]string{"pairing", "approve", "WRONG"}, 1, "", `no pairing code "WRONG"`},
 		{[]string{"pairing", "approve", "ABCD2345"}, 0, "approved telegram user 42", ""},
+		{[]string{"pairing", "deny", "ABCD2345"}, 1, "", `no pending pairing code "ABCD2345"`},
+		{[]string{"pairing", "deny", "EFGH6789"}, 0, "denied telegram user 77", ""},
+		{[]string{"pairing", "approve", "EFGH6789"}, 1, "", "has expired"},
 		{[]string{"pairing", "list"}, 0, "no pending pairing requests", ""},
 		{[]string{"pairing", "revoke", "telegram", "42"}, 0, "revoked telegram user 42", ""},
 		{[]string{"pairing", "revoke", "telegram", "42"}, 1, "", "was not approved by pairing"},

@@ -93,7 +93,8 @@ func offlineFindings(cfg *config.Config, cfgPath string) []Finding {
 	r := cfg.Redacted()
 	where := cfgPath
 	if where == "" {
-		where = config.DefaultPath + " (or defaults and the environment)"
+		where = "no configuration file (looked for " + strings.Join(configCandidates(), ", ") +
+			"): the built-in defaults and the environment; `switchboard init` writes one"
 	}
 	found := []Finding{{Where: "config", Message: where}}
 	for _, w := range cfg.Warnings() {

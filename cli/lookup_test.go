@@ -115,3 +115,19 @@ func TestLookupCommands(t *testing.T) {
 		t.Errorf("a configuration in the working directory keeps its database there as before:\n%s", out.String())
 	}
 }
+
+// With no file anywhere, check and doctor say so and where they looked,
+// rather than naming a ./config.yaml that does not exist.
+func TestNoConfigFileSaysWhereItLooked(t *testing.T) {
+	_, userFile, sysFile, _ := lookupDirs(t, false)
+	t.Setenv("OPENAI_MODEL", "m")
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1") // doctor's probe stays on this machine
+	for _, cmd := range []string{"check", "doctor"} {
+		var out, errb bytes.Buffer
+		run(t.Context(), []string{cmd}, strings.NewReader(""), &out, &errb)
+		first, _, _ := strings.Cut(out.String(), "\n")
+		if !strings.Contains(first, "no configuration file (looked for config.yaml, "+userFile+", "+sysFile+")") {
+			t.Errorf("%s's first line = %q; want where it looked", cmd, first)
+		}
+	}
+}
