@@ -59,7 +59,6 @@ type modelWaits struct {
 	mu      sync.Mutex
 	since   map[int64]time.Time      // inbox id → when its turn first found the model unavailable
 	retry   map[string]time.Duration // chat → its next wait
-	told    map[string]bool          // chats told, until one of their messages is answered
 	stop    chan struct{}            // closed at shutdown: waiting messages stay pending for the restart
 	stopped bool
 
@@ -69,7 +68,7 @@ type modelWaits struct {
 // init makes the maps; w.mu is held.
 func (w *modelWaits) init() {
 	if w.since == nil {
-		w.since, w.retry, w.told = map[int64]time.Time{}, map[string]time.Duration{}, map[string]bool{}
+		w.since, w.retry = map[int64]time.Time{}, map[string]time.Duration{}
 		w.stop = make(chan struct{})
 	}
 }
@@ -111,7 +110,7 @@ func (r *Router) modelAnswered(key string, it item) {
 	defer w.mu.Unlock()
 	w.init()
 	delete(w.retry, key)
-	delete(w.told, key)
+	r.modelNotices.reset(key)
 	if since, ok := w.since[it.inboxID]; ok && it.plain() && r.base.Err() == nil { // not a checkpoint at shutdown
 		delete(w.since, it.inboxID)
 		w.answered++
@@ -177,10 +176,7 @@ func (r *Router) waitForModel(ctx context.Context, key string, q *chatQueue, it 
 		}
 		return
 	}
-	it.fresh = false // its turn was begun: resume it
-	r.mu.Lock()
-	q.items = append([]item{it}, q.items...)
-	r.mu.Unlock()
+	r.retryFirst(q, it) // its turn was begun: it resumes
 }
 
 // heldSince is when the message began to wait for the model, as far as a
@@ -257,7 +253,7 @@ func (r *Router) giveUpOnModel(ctx context.Context, key string, it item, mo *mod
 	w := &r.waits
 	w.mu.Lock()
 	delete(w.since, it.inboxID)
-	delete(w.told, key) // the chat's next message gets its own notice
+	r.modelNotices.reset(key) // the chat's next message gets its own notice
 	w.givenUp++
 	w.mu.Unlock()
 	log.Error("the model stayed unavailable; giving up on the message", "waited", waited.Round(time.Second), "err", mo.err)
@@ -295,20 +291,5 @@ func roughly(d time.Duration) string {
 // answered, that the model is unavailable and the message will be answered
 // later.
 func (r *Router) tellModelDown(ctx context.Context, in channels.Inbound) {
-	key := chatKey(in.Channel, in.ChatID)
-	w := &r.waits
-	w.mu.Lock()
-	told := w.told[key]
-	w.told[key] = true
-	w.mu.Unlock()
-	if told {
-		return
-	}
-	text := "Sorry, the language model is unavailable right now. I'll answer your message when it's back."
-	if _, err := r.Send(ctx, in, text); err != nil {
-		r.log.Warn("could not tell the user that the model is unavailable", "channel", in.Channel, "chat", in.ChatID, "err", err)
-		w.mu.Lock()
-		delete(w.told, key)
-		w.mu.Unlock()
-	}
+	r.modelNotices.tell(ctx, r, in, "Sorry, the language model is unavailable right now. I'll answer your message when it's back.")
 }

@@ -191,15 +191,17 @@ type Router struct {
 	typing   map[string]chan struct{} // per channel, typingInFlight slots; under mu
 	gate     *gate
 
-	mu      sync.Mutex
-	queues  map[string]*chatQueue
-	told    map[string]bool // chats told that the store takes no writes, until one of their messages succeeds
-	closing bool
-	idle    *sync.Cond
-	running int
-	base    context.Context
-	cancel  context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
-	workers sync.WaitGroup
+	mu     sync.Mutex
+	queues map[string]*chatQueue
+	// storeNotices and modelNotices: chats told that the store takes no
+	// writes, or that the model is unavailable (notice.go).
+	storeNotices, modelNotices notices
+	closing                    bool
+	idle                       *sync.Cond
+	running                    int
+	base                       context.Context
+	cancel                     context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
+	workers                    sync.WaitGroup
 
 	leases leases     // with a Cluster (cluster.go)
 	waits  modelWaits // messages waiting for the model (modelwait.go)
@@ -264,12 +266,13 @@ func New(cfg Config) (*Router, error) {
 		cfg.NewTicker = func(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
 	}
 	r := &Router{
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "router"),
-		channels: map[string]channels.Channel{},
-		sem:      make(chan struct{}, cfg.MaxConcurrentTurns),
-		queues:   map[string]*chatQueue{},
-		told:     map[string]bool{},
+		cfg:          cfg,
+		log:          cfg.Logger.With("component", "router"),
+		channels:     map[string]channels.Channel{},
+		sem:          make(chan struct{}, cfg.MaxConcurrentTurns),
+		queues:       map[string]*chatQueue{},
+		storeNotices: notices{what: "the store takes no writes"},
+		modelNotices: notices{what: "the model is unavailable"},
 		leases: leases{inflight: map[int64]bool{}, held: map[string]bool{}, pinned: map[string]int{},
 			owned: map[string]bool{}},
 		typing: map[string]chan struct{}{},

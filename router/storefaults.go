@@ -27,8 +27,8 @@ func (r *Router) afterProcess(ctx context.Context, key string, q *chatQueue, it 
 	if err == nil {
 		r.mu.Lock()
 		q.retry = 0
-		delete(r.told, key)
 		r.mu.Unlock()
+		r.storeNotices.reset(key)
 		r.modelAnswered(key, it)
 		return
 	}
@@ -61,7 +61,14 @@ func (r *Router) afterProcess(ctx context.Context, key string, q *chatQueue, it 
 		}
 		return
 	}
-	it.fresh = false // a turn may have begun: look for it next time
+	r.retryFirst(q, it) // a turn may have begun: it is looked for next time
+}
+
+// retryFirst puts a held message back at the head of its chat's queue, so
+// that the chat's order holds; it is no longer fresh, as its turn may have
+// begun.
+func (r *Router) retryFirst(q *chatQueue, it item) {
+	it.fresh = false
 	r.mu.Lock()
 	q.items = append([]item{it}, q.items...)
 	r.mu.Unlock()
@@ -70,19 +77,5 @@ func (r *Router) afterProcess(ctx context.Context, key string, q *chatQueue, it 
 // tellUnavailable tells the chat, once until one of its messages succeeds,
 // that the store takes no writes and why.
 func (r *Router) tellUnavailable(ctx context.Context, in channels.Inbound, why string) {
-	key := chatKey(in.Channel, in.ChatID)
-	r.mu.Lock()
-	told := r.told[key]
-	r.told[key] = true
-	r.mu.Unlock()
-	if told {
-		return
-	}
-	text := "Sorry, I can't answer right now: my " + why + ". I'll reply once that's fixed; if no reply comes, please send your message again later."
-	if _, err := r.Send(ctx, in, text); err != nil {
-		r.log.Warn("could not tell the user that the store takes no writes", "channel", in.Channel, "chat", in.ChatID, "err", err)
-		r.mu.Lock()
-		delete(r.told, key)
-		r.mu.Unlock()
-	}
+	r.storeNotices.tell(ctx, r, in, "Sorry, I can't answer right now: my "+why+". I'll reply once that's fixed; if no reply comes, please send your message again later.")
 }
