@@ -97,20 +97,10 @@ func (a *answered) fire() {
 // once, as soon as a model call succeeds elsewhere.
 func TestModelUnavailableWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
+		st := openWaitStore(t)
 		runner := &downRunner{down: true}
-		ch := newFakeChannel()
 		back := &answered{}
-		r, _ := New(Config{Store: st, Agent: runner, ModelAnswered: back.wait,
-			NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
-		r.AddChannel(ch, everyone)
-		if err := r.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelAnswered: back.wait})
 		defer r.Shutdown(context.Background())
 		start := time.Now()
 		for _, m := range []struct{ chat, text string }{{"c1", "first"}, {"c1", "second"}, {"c2", "elsewhere"}} {
@@ -174,19 +164,9 @@ func TestModelUnavailableWaits(t *testing.T) {
 // message gets its own notice.
 func TestModelUnavailableGivenUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
+		st := openWaitStore(t)
 		runner := &downRunner{down: true}
-		ch := newFakeChannel()
-		r, _ := New(Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute,
-			NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
-		r.AddChannel(ch, everyone)
-		if err := r.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute})
 		defer r.Shutdown(context.Background())
 		start := time.Now()
 		if err := r.Deliver(t.Context(), msg("c1", "u", "lost cause")); err != nil {
@@ -223,18 +203,9 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 // budget) gets it: the message is not tried again before.
 func TestModelUnavailableHonoursRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
+		st := openWaitStore(t)
 		runner := &downRunner{down: true, retryAfter: 5 * time.Minute}
-		ch := newFakeChannel()
-		r, _ := New(Config{Store: st, Agent: runner, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
-		r.AddChannel(ch, everyone)
-		if err := r.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner})
 		defer r.Shutdown(context.Background())
 		if err := r.Deliver(t.Context(), msg("c1", "u", "later")); err != nil {
 			t.Fatal(err)
@@ -281,21 +252,10 @@ func (f *turnDownRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
 // restart is given up 30 s after it, not 2 minutes.
 func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
+		st := openWaitStore(t)
 		runner := &turnDownRunner{downRunner: downRunner{down: true}, st: st}
 		start := func() (*Router, *fakeChannel) {
-			ch := newFakeChannel()
-			r, _ := New(Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute,
-				NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
-			r.AddChannel(ch, everyone)
-			if err := r.Start(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			return r, ch
+			return startWaitRouter(t, Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute})
 		}
 		r1, _ := start()
 		if err := r1.Deliver(t.Context(), msg("c1", "u", "patience")); err != nil {
@@ -335,3 +295,32 @@ func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 // once every other goroutine of the bubble is durably blocked, so what the
 // router does until then has happened, and no real time goes by.
 func elapse(d time.Duration) { <-time.After(d) }
+
+// openWaitStore opens a database in the test's directory, closed when the
+// test ends.
+func openWaitStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// startWaitRouter starts a router with cfg (no ticker) and one fake
+// channel everyone may use.
+func startWaitRouter(t *testing.T, cfg Config) (*Router, *fakeChannel) {
+	t.Helper()
+	cfg.NewTicker = func(time.Duration) Ticker { return stoppedTicker{} }
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := newFakeChannel()
+	r.AddChannel(ch, everyone)
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return r, ch
+}
