@@ -5,6 +5,7 @@ package channels
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -176,3 +177,49 @@ type Button struct {
 type Asker interface {
 	Ask(ctx context.Context, m Outbound, buttons []Button) (string, error)
 }
+
+// Drafter is a channel that can show a message while it is being written
+// as an animated draft (Telegram's sendMessageDraft, private chats only).
+// A draft is not a message: the final reply is sent with Send, and the
+// draft disappears. Draft returns ErrNoDrafts for a chat without drafts
+// (a group); the router then previews with Editor.
+type Drafter interface {
+	// Draft shows text as the draft draftID (non-zero; one id per message
+	// being written) in chatID.
+	Draft(ctx context.Context, chatID string, draftID int64, text string) error
+}
+
+// ErrNoDrafts is returned by Drafter.Draft for a chat that has no drafts.
+var ErrNoDrafts = errors.New("channels: this chat has no drafts")
+
+// Priority says what an adapter's outbound pacing may do with a call when
+// the platform's rate limits are reached.
+type Priority int
+
+const (
+	// PriorityReply waits for its turn and is never dropped: replies,
+	// files, the edit that turns a preview into the final reply.
+	PriorityReply Priority = iota
+	// PriorityPreview is dropped rather than made to wait long: drafts,
+	// preview edits, tool progress, typing indicators, reactions. A dropped
+	// call returns ErrPaced.
+	PriorityPreview
+)
+
+type priorityKey struct{}
+
+// WithPriority marks the outbound calls made with ctx as of priority p.
+func WithPriority(ctx context.Context, p Priority) context.Context {
+	return context.WithValue(ctx, priorityKey{}, p)
+}
+
+// PriorityOf returns the priority WithPriority put in ctx, PriorityReply
+// if none.
+func PriorityOf(ctx context.Context) Priority {
+	p, _ := ctx.Value(priorityKey{}).(Priority)
+	return p
+}
+
+// ErrPaced is returned for a PriorityPreview call that outbound pacing
+// dropped instead of waiting for the platform's rate limit.
+var ErrPaced = errors.New("channels: dropped by outbound pacing (rate limit)")
