@@ -49,14 +49,14 @@ func (r StopReason) Class() StopClass {
 type EventKind string
 
 const (
-	EventTurnStart       EventKind = "turn_start"
-	EventTextDelta       EventKind = "text_delta"   // a fragment of streamed model text
-	EventInterimText     EventKind = "interim_text" // text that came with tool calls; never sent to the chat
+	EventTurnStart   EventKind = "turn_start"
+	EventTextDelta   EventKind = "text_delta"   // a fragment of streamed model text
+	EventInterimText EventKind = "interim_text" // text that came with tool calls; never sent to the chat
 	// EventReplyDelta is a fragment of the text argument of a send_message
 	// call while the model streams it (CallID names the call; Text is the
 	// fragment, decoded from JSON). The call may still fail or be refused:
 	// what was sent is only known at EventToolEnd.
-	EventReplyDelta EventKind = "reply_delta"
+	EventReplyDelta      EventKind = "reply_delta"
 	EventToolStart       EventKind = "tool_start"
 	EventToolEnd         EventKind = "tool_end"
 	EventCompactionStart EventKind = "compaction_start"
