@@ -58,8 +58,11 @@ type Reply struct {
 	// does. A non-streaming request has its connection dropped at once.
 	CutStream bool
 
-	Delay time.Duration   // wait before answering (the request's cancellation ends the wait)
-	Block <-chan struct{} // wait until closed (or the request is cancelled) before answering
+	Delay time.Duration // wait before answering (the request's cancellation ends the wait)
+	// ChunkDelay is the wait between two text fragments of a streamed
+	// answer, so that the answer streams as a model writes it.
+	ChunkDelay time.Duration
+	Block      <-chan struct{} // wait until closed (or the request is cancelled) before answering
 	// Model, when set, makes this reply answer only a request for that model.
 	// A request for another model gets 404 model_not_found and a queued
 	// reply stays at the head of the queue, so a test can script fallbacks.
@@ -743,7 +746,10 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 	if !chunk(wireDelta{Role: "assistant"}, nil) {
 		return
 	}
-	for _, frag := range fragments {
+	for i, frag := range fragments {
+		if i > 0 && reply.ChunkDelay > 0 && !f.wait(r.Context(), Reply{Delay: reply.ChunkDelay}) {
+			return
+		}
 		if !chunk(wireDelta{Content: frag}, nil) {
 			return
 		}

@@ -237,22 +237,32 @@ type Settings struct {
 // subject). poll_timeout is 1 s so that "idle" (three empty long polls) is
 // short. Write it with cfgfile.WriteFile.
 func Config(s Settings, dir, modelURL, tgToken, tgURL string, dc *discordfake.Fake) *config.Config {
-	users := make([]string, s.Users)
-	for i := range users {
-		users[i] = strconv.Itoa(i + 1)
-	}
-	cfg := config.Default()
-	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model, cfg.LLM.ContextWindow = modelURL, "sk-bench", "fake-model", s.ContextWindow
+	cfg := Shipped(s.Users, dir, modelURL, tgToken, tgURL)
+	cfg.LLM.ContextWindow = s.ContextWindow
 	cfg.Agent.MaxConcurrentTurns = s.MaxConcurrentTurns
-	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
-	cfg.Skills.Dir = filepath.Join(dir, "skills")
 	cfg.Learning.Enabled = false
-	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.Log.Format = "json"
-	tg := &cfg.Channels.Telegram
-	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout, tg.AllowUsers = true, tgToken, tgURL, time.Second, users
 	d := &cfg.Channels.Discord
 	d.Enabled, d.Token, d.APIBase, d.GatewayURL = true, dc.Token, dc.APIBase(), dc.GatewayURL()
 	d.AllowUsers = []string{"310000000000000001"}
+	return cfg
+}
+
+// Shipped is the shipped defaults (config.Default) with only what a run
+// must wire: the fake model, Telegram at tgURL admitting user ids
+// 1..users, the run's directory for the database and skills, an HTTP
+// address the process picks, JSON logs, and a 1 s long poll.
+func Shipped(users int, dir, modelURL, tgToken, tgURL string) *config.Config {
+	ids := make([]string, users)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i + 1)
+	}
+	cfg := config.Default()
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model = modelURL, "sk-bench", "fake-model"
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Log.Format = "json"
+	tg := &cfg.Channels.Telegram
+	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout, tg.AllowUsers = true, tgToken, tgURL, time.Second, ids
 	return cfg
 }
