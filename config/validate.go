@@ -40,6 +40,7 @@ func (c *Config) Validate() error {
 	}
 	v.notNegative("llm.max_retries", c.LLM.MaxRetries, "0 disables retries")
 	v.positiveDuration("llm.request_timeout", c.LLM.RequestTimeout, "180s")
+	v.notNegative("llm.max_concurrent_requests", c.LLM.MaxConcurrentRequests, "0 means no cap")
 	v.notNegative("llm.max_output_tokens", c.LLM.MaxOutputTokens, "0 leaves the limit to the server")
 	if c.LLM.MaxOutputTokens > 0 && c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
 		v.add("llm.max_output_tokens", fmt.Sprintf("must be less than llm.context_window (%d), or no room is left for the prompt; lower it, or set 0 to leave it to the server", c.LLM.ContextWindow))
@@ -54,7 +55,7 @@ func (c *Config) Validate() error {
 		v.add("agent.timezone", fmt.Sprintf(`unknown time zone %q; use an IANA name such as "Europe/Berlin" or "America/New_York", or "UTC"`, tz))
 	}
 	v.positive("agent.max_steps", c.Agent.MaxSteps, "the model calls allowed in one turn, such as 50")
-	v.positive("agent.max_concurrent_turns", c.Agent.MaxConcurrentTurns, "such as 4")
+	v.positive("agent.max_concurrent_turns", c.Agent.MaxConcurrentTurns, "such as 64")
 	v.positiveDuration("agent.turn_timeout", c.Agent.TurnTimeout, "10m")
 	v.positiveDuration("channels.reply_max_age", c.Channels.ReplyMaxAge, "24h")
 	v.positive("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, "such as 50000")

@@ -66,7 +66,7 @@ func TestValidate(t *testing.T) {
 		{"max_steps zero", func(c *Config) { c.Agent.MaxSteps = 0 },
 			[]string{"agent.max_steps: must be a positive number, got 0; set it to the model calls allowed in one turn, such as 50"}},
 		{"max_concurrent_turns negative", func(c *Config) { c.Agent.MaxConcurrentTurns = -1 },
-			[]string{"agent.max_concurrent_turns: must be a positive number, got -1; set it to such as 4"}},
+			[]string{"agent.max_concurrent_turns: must be a positive number, got -1; set it to such as 64"}},
 		{"turn_timeout negative", func(c *Config) { c.Agent.TurnTimeout = -time.Second },
 			[]string{`agent.turn_timeout: must be a positive duration, got -1s; set it to something like "10m"`}},
 		{"tool_result_max_chars zero", func(c *Config) { c.Agent.ToolResultMaxChars = 0 },

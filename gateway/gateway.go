@@ -116,7 +116,8 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model,
 		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: retries,
-		RequestTimeout: cfg.LLM.RequestTimeout, Logger: log.With("component", "llm"),
+		RequestTimeout: cfg.LLM.RequestTimeout, MaxConcurrentRequests: cfg.LLM.MaxConcurrentRequests,
+		Logger: log.With("component", "llm"),
 	})
 	if err != nil {
 		return nil, err
@@ -190,7 +191,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		return nil, err
 	}
 	g.agent = ag
-	lrn := newLearner(ctx, cfg, st, mon.model, watcher, opts.LearningRunner, log)
+	lrn := newLearner(ctx, cfg, st, backgroundModel{mon.model}, watcher, opts.LearningRunner, log)
 	g.learn = lrn
 	g.closers.push(lrn.close)
 	var shared router.Cluster // nil unless replicas share the store

@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/memory"
 	"github.com/switchboard-gateway/switchboard/profile"
 	"github.com/switchboard-gateway/switchboard/router"
@@ -32,6 +33,15 @@ type learner struct {
 	profile *profile.Service
 	overlay *skills.Overlay
 	runner  *learning.Runner
+}
+
+// backgroundModel is the learning jobs' model: their requests are
+// background work, which waits behind users' turns under
+// llm.max_concurrent_requests.
+type backgroundModel struct{ learning.Model }
+
+func (m backgroundModel) Complete(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
+	return m.Model.Complete(llm.WithBackground(ctx), req, onDelta)
 }
 
 // newLearner builds the learning side and starts its runner.

@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/learning"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // Learning jobs are not started after a turn that failed because of the
@@ -35,5 +38,44 @@ func TestLearnerSkipsTurnsTheModelFailed(t *testing.T) {
 				t.Errorf("learning triggered = %v, want %v", got, tt.learns)
 			}
 		})
+	}
+}
+
+// The learning jobs' model requests are background work: under
+// llm.max_concurrent_requests a user's turn that asks later goes first.
+func TestLearningRequestsWaitBehindTurns(t *testing.T) {
+	fake := testkit.NewFakeLLM(t)
+	block := make(chan struct{})
+	fake.Push(testkit.Reply{Text: "busy", Block: block}, testkit.Reply{Text: "second"}, testkit.Reply{Text: "third"})
+	model, err := llm.New(llm.Config{BaseURL: fake.URL, Model: "m", MaxConcurrentRequests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(ctx context.Context, m learning.Model) <-chan string {
+		out := make(chan string, 1)
+		go func() {
+			resp, err := m.Complete(ctx, llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			out <- resp.Message.Content
+		}()
+		return out
+	}
+	queued := make(chan int, 2)
+	inLine := llm.WithWaitNotice(t.Context(), 0, func(ahead int) { queued <- ahead })
+	first := ask(t.Context(), model)
+	if err := fake.WaitCalls(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	learned := ask(inLine, backgroundModel{model})
+	<-queued
+	turn := ask(inLine, model)
+	if ahead := <-queued; ahead != 0 {
+		t.Fatalf("the turn's request has %d ahead, want 0 (before the learning job's)", ahead)
+	}
+	close(block)
+	if got := []string{<-first, <-turn, <-learned}; got[1] != "second" || got[2] != "third" {
+		t.Errorf("answers %q, want the turn's second and the learning job's third", got)
 	}
 }

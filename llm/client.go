@@ -26,6 +26,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/switchboard-gateway/switchboard/internal/slots"
 	"github.com/switchboard-gateway/switchboard/internal/transport"
 )
 
@@ -49,8 +50,11 @@ type Config struct {
 	// RequestTimeout bounds one attempt, stream included. Default 180s: long
 	// answers from slow models stream for minutes.
 	RequestTimeout time.Duration
-	HTTPClient     *http.Client // default: a client without an overall timeout that keeps connections to the model for reuse
-	Logger         *slog.Logger // default: discard
+	// MaxConcurrentRequests caps the requests in flight to each model
+	// (limit.go), for providers that rate-limit; 0: no cap.
+	MaxConcurrentRequests int
+	HTTPClient            *http.Client // default: a client without an overall timeout that keeps connections to the model for reuse
+	Logger                *slog.Logger // default: discard
 	// Sleep waits between retries; tests inject one. Default: a timer that
 	// returns ctx.Err() when ctx ends first.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -77,6 +81,9 @@ type Client struct {
 	redact  redactor
 	retries int
 	now     func() time.Time
+
+	// limits are the request slots per model; nil without a cap (limit.go).
+	limits map[string]*slots.Slots
 
 	// noStreamOptions is set once the server rejected stream_options; later
 	// calls leave it out (and get no usage).
@@ -106,12 +113,16 @@ func New(cfg Config) (*Client, error) {
 	if cfg.RequestTimeout < 0 {
 		problems = append(problems, errors.New("llm: config: RequestTimeout is negative"))
 	}
+	if cfg.MaxConcurrentRequests < 0 {
+		problems = append(problems, errors.New("llm: config: MaxConcurrentRequests is negative"))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
 	}
 
 	c := &Client{cfg: cfg, redact: red, now: time.Now}
 	c.cfg.FallbackModels = slices.Clone(cfg.FallbackModels)
+	c.limits = newLimits(cfg.MaxConcurrentRequests, append([]string{cfg.Model}, cfg.FallbackModels...))
 	switch {
 	case cfg.MaxRetries == 0:
 		c.retries = DefaultMaxRetries
@@ -242,6 +253,11 @@ func (c *Client) backoff(attempt int) time.Duration {
 // attempt makes one request (two if the server rejects stream_options) and
 // reads its stream.
 func (c *Client) attempt(ctx context.Context, call *callState, model string, base openai.ChatCompletionRequest) (Response, error) {
+	release, err := c.slot(ctx, model)
+	if err != nil {
+		return Response{}, err
+	}
+	defer release()
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
 	hdr := &captured{}

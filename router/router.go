@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
@@ -25,14 +26,17 @@ import (
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/store"
 
+	"github.com/switchboard-gateway/switchboard/internal/slots"
 	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 // Defaults.
 const (
-	// DefaultMaxConcurrentTurns keeps a small server responsive: a 2-core box
-	// spends most of a turn waiting on the model, so a few turns can overlap.
-	DefaultMaxConcurrentTurns = 4
+	// DefaultMaxConcurrentTurns is sized for turns that wait on the
+	// network (the model, tools, the platform), not on the CPU: a burst of
+	// 50 users is answered in one model latency, where 4 ran it in rounds
+	// (config.defaultMaxConcurrentTurns says what it costs).
+	DefaultMaxConcurrentTurns = 64
 	// DefaultTurnTimeout bounds a turn end to end, tools included.
 	DefaultTurnTimeout = 10 * time.Minute
 )
@@ -187,7 +191,7 @@ type Router struct {
 	cfg      Config
 	log      *slog.Logger
 	channels map[string]channels.Channel
-	sem      chan struct{}
+	turns    *slots.Slots             // MaxConcurrentTurns, first come first served (busy.go)
 	typing   map[string]chan struct{} // per channel, typingInFlight slots; under mu
 	gate     *gate
 
@@ -239,6 +243,9 @@ type item struct {
 	// fresh: stored by Deliver just now, in this process, and not tried
 	// yet, so it has no turn and no reply to look for.
 	fresh bool
+	// busy: whether the user was told they wait in line (busy.go); set
+	// by work, kept when the item is tried again.
+	busy *atomic.Bool
 }
 
 // plain reports whether the item is an inbound message (not a job, or an
@@ -269,7 +276,7 @@ func New(cfg Config) (*Router, error) {
 		cfg:          cfg,
 		log:          cfg.Logger.With("component", "router"),
 		channels:     map[string]channels.Channel{},
-		sem:          make(chan struct{}, cfg.MaxConcurrentTurns),
+		turns:        slots.New(cfg.MaxConcurrentTurns),
 		queues:       map[string]*chatQueue{},
 		storeNotices: notices{what: "the store takes no writes"},
 		modelNotices: notices{what: "the model is unavailable"},
@@ -537,21 +544,20 @@ func (r *Router) work(key string, q *chatQueue) {
 		case r.cfg.Cluster != nil && plain && !r.stillPending(ctx, it.inboxID):
 			skip = true // answered meanwhile by the replica that had the chat
 		}
-		if !skip {
-			select {
-			case r.sem <- struct{}{}:
-				var storeErr error
-				if it.job != nil {
-					r.runJob(ctx, it.job)
-				} else if it.run != nil {
-					it.run(ctx)
-				} else {
-					storeErr = r.process(ctx, it)
-				}
-				<-r.sem
-				r.afterProcess(ctx, key, q, it, storeErr)
-			case <-ctx.Done():
+		if it.busy == nil {
+			it.busy = new(atomic.Bool)
+		}
+		if !skip && r.turns.Acquire(ctx, r.inLine(ctx, it)) == nil {
+			var storeErr error
+			if it.job != nil {
+				r.runJob(ctx, it.job)
+			} else if it.run != nil {
+				it.run(ctx)
+			} else {
+				storeErr = r.process(ctx, it)
 			}
+			r.turns.Release()
+			r.afterProcess(ctx, key, q, it, storeErr)
 		}
 		if r.cfg.Cluster != nil && plain && !r.requeued(q, it) {
 			r.unclaim(it.inboxID)

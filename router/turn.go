@@ -119,7 +119,7 @@ func (r *Router) process(ctx context.Context, it item) error {
 		t.ResumeTurnID = resume
 		t.HoldOnOutage = !r.inProcess(in.Channel) // a waiting requester is told at once
 	})
-	res := r.cfg.Agent.Run(ctx, turn)
+	res := r.cfg.Agent.Run(r.modelLine(ctx, it), turn)
 	if res.StopReason == agent.StopRequiresApproval {
 		for _, ic := range r.cfg.Interceptors {
 			ic.Paused(ctx, in, it.inboxID, res)

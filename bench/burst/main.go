@@ -106,7 +106,7 @@ func run(o options, out, progress io.Writer) error {
 				return fmt.Errorf("%s: %w", ph.name, err)
 			}
 			if o.verbose {
-				fmt.Fprintf(progress, "  wall %s; answered %s; first text %s; 429s %d; calls %v\n", breport.Secs(b.wall),
+				fmt.Fprintf(progress, "  wall %s; CPU %s; answered %s; first text %s; 429s %d; calls %v\n", breport.Secs(b.wall), breport.MS(b.cpu),
 					breport.Timeline(b.answered), breport.Timeline(b.firstText), b.tooMany, b.calls)
 			}
 			runs = append(runs, b)
@@ -145,6 +145,8 @@ func write(out io.Writer, o options, burst, stream burstResult, load string) {
 	fmt.Fprintf(out, "| a user's time to their answer, median / max | %s / %s | |\n",
 		breport.Secs(median(burst.answered)), breport.Secs(burst.answered[len(burst.answered)-1]))
 	fmt.Fprintf(out, "| answers refused by Telegram (429) | %d | 0%s |\n", burst.tooMany, mark(burst.tooMany == 0))
+	fmt.Fprintf(out, "| gateway CPU time during the burst | %s (%.0f %% of one core over the wall) | |\n", breport.MS(burst.cpu),
+		100*burst.cpu.Seconds()/burst.wall.Seconds())
 	mem := float64(burst.peakKB-burst.idleKB) / 1024
 	fmt.Fprintf(out, "| memory: idle RSS → peak RSS (VmHWM); per user's turn | %.1f MB → %.1f MB; %.2f MB | |\n",
 		float64(burst.idleKB)/1024, float64(burst.peakKB)/1024, mem/float64(o.users))

@@ -54,6 +54,7 @@ type burstResult struct {
 	tooMany   int             // calls the Telegram fake answered 429
 	calls     map[string]int  // Bot API calls by method during the burst
 	idleKB    int             // VmRSS before the burst
+	cpu       time.Duration   // CPU time the gateway used from the first push to the last answer
 	peakKB    int             // VmHWM after it
 }
 
@@ -79,6 +80,10 @@ func measureBurst(ctx context.Context, bin, root string, users int, m *model) (b
 		msgs[i] = r.tg.NewMessage(id, id, fmt.Sprintf("user%d", id), question(id))
 	}
 	if res.idleKB, err = r.proc.StatusKB("VmRSS"); err != nil {
+		return fail(err)
+	}
+	cpu0, err := r.proc.CPUTime()
+	if err != nil {
 		return fail(err)
 	}
 	base := r.rec.count()
@@ -112,6 +117,11 @@ func measureBurst(ctx context.Context, bin, root string, users int, m *model) (b
 		case <-more:
 		}
 	}
+	cpu1, err := r.proc.CPUTime()
+	if err != nil {
+		return fail(err)
+	}
+	res.cpu = cpu1 - cpu0
 	if res.peakKB, err = r.proc.StatusKB("VmHWM"); err != nil {
 		return fail(err)
 	}

@@ -773,3 +773,34 @@ func TestOutage(t *testing.T) {
 		t.Errorf("after the outage: %q, %v", got.text, err)
 	}
 }
+
+// ChunkDelay spaces the text fragments of a streamed answer: the client
+// receives each one as it is written, ChunkDelay after the previous.
+func TestChunkDelay(t *testing.T) {
+	f := testkit.NewFakeLLM(t)
+	const gap = 40 * time.Millisecond
+	f.Push(testkit.Reply{TextChunks: []string{"a", "b", "c"}, ChunkDelay: gap})
+	stream, err := newClient(f).CreateChatCompletionStream(t.Context(), streamReq("fake-model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var at []time.Time
+	for {
+		chunk, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			at = append(at, time.Now())
+		}
+	}
+	if len(at) != 3 {
+		t.Fatalf("%d text fragments, want 3", len(at))
+	}
+	for i := 1; i < len(at); i++ {
+		if d := at[i].Sub(at[i-1]); d < gap*3/4 { // timer and scheduling slack
+			t.Errorf("fragment %d came %s after the previous, want about %s", i+1, d, gap)
+		}
+	}
+}
