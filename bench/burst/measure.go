@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -144,7 +143,7 @@ func measureBurst(ctx context.Context, bin, root string, users int, m *model) (b
 		if c.status == 429 {
 			res.tooMany++
 		}
-		if c.method == "sendmessage" && c.status == 200 && strings.HasPrefix(c.text, "You said: ") {
+		if c.method == "sendmessage" && c.status == 200 && c.text == answer(c.chat, m.tail) {
 			finals[c.chat]++
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -109,10 +110,8 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/bot"), "/")
 	method = strings.ToLower(method)
 	var p url.Values
-	if method != "getupdates" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		p, _ = url.ParseQuery(string(body))
+	if method != "getupdates" {
+		p = peek(r)
 	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	rc.next.ServeHTTP(sw, r)
@@ -144,6 +143,28 @@ func (rc *recorder) count() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return len(rc.calls)
+}
+
+// peek reads the chat and the text of a form-encoded or JSON request and
+// leaves its body for the fake; nil for anything else (uploads).
+func peek(r *http.Request) url.Values {
+	ct := r.Header.Get("Content-Type")
+	form, js := strings.HasPrefix(ct, "application/x-www-form-urlencoded"), strings.HasPrefix(ct, "application/json")
+	if !form && !js {
+		return nil
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if form {
+		p, _ := url.ParseQuery(string(body))
+		return p
+	}
+	var m struct {
+		ChatID json.Number `json:"chat_id"`
+		Text   string      `json:"text"`
+	}
+	_ = json.Unmarshal(body, &m)
+	return url.Values{"chat_id": {m.ChatID.String()}, "text": {m.Text}}
 }
 
 type statusWriter struct {
