@@ -163,6 +163,13 @@ func (a *Agent) budget(ctx context.Context, st *turnState, specs []llm.ToolSpec,
 		ev.Err = err.Error()
 	}
 	st.emit(a, ev)
+	if err != nil && ctx.Err() == nil {
+		// The budget saves cost; the request still fits the window without
+		// the fold (fit checks), so the turn goes on, and a later turn
+		// folds again.
+		a.log.Warn("history budget: fold failed; the request carries the longer history", "session_id", st.t.SessionID, "err", err)
+		return nil
+	}
 	return err
 }
 
@@ -212,7 +219,9 @@ func (a *Agent) fold(ctx context.Context, st *turnState, cut int) error {
 	for i, e := range old {
 		lines[i] = transcriptLine(e)
 	}
-	room := a.summariserInput() - summaryMaxChars - 64 // the summary so far, and its framing
+	// The summary so far comes with each chunk; with a window so small
+	// that it would leave less than half the input, the chunk keeps half.
+	room := max(a.summariserInput()-summaryMaxChars-64, a.summariserInput()/2)
 	start := 0
 	for _, end := range foldChunks(old, lines, room) {
 		text, err := a.summarise(ctx, st, lines[start:end])
