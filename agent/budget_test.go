@@ -317,6 +317,9 @@ func TestRestartKeepsSummaryAndBoundary(t *testing.T) {
 	i := 0
 	say := func() {
 		t.Helper()
+		if i == 200 {
+			t.Fatal("200 turns and no fold")
+		}
 		if res := h.run(fmt.Sprintf("m%03d %s", i, strings.Repeat("m", 200))); res.StopReason != agent.StopEndTurn {
 			t.Fatalf("turn %d: %s (%v)", i, res.StopReason, res.Err)
 		}
