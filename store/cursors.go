@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -30,17 +29,19 @@ const (
 	sqlCursorGet = `SELECT message_id FROM learning_cursors WHERE job = ? AND user_key = ? AND chat_id = ?`
 	sqlCursorSet = `INSERT INTO learning_cursors (job, user_key, chat_id, message_id, updated_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (job, user_key, chat_id) DO UPDATE SET message_id = excluded.message_id, updated_at = excluded.updated_at`
-	// The user's messages in one session of the chat after a message id:
-	// their own turns (not scheduled jobs), finished ones only, and never
-	// past a turn that is still running. The session index (session_id, id)
-	// gives them in id order from the cursor on, so the cost is that of the
-	// messages since the cursor, whatever the chat's length (see
-	// TestLearningQueryPlan).
+	// The user's messages in the chat after a message id: their own turns
+	// (not scheduled jobs), finished ones only, and never past a turn that
+	// is still running. Only the sessions that can hold newer messages are
+	// read (sqlLearnSessions: the open one, usually), each through the
+	// session index (session_id, id) from the cursor on, in order; sessions
+	// follow each other, so (session_id, id) is the order of the ids. The
+	// cost is that of the messages since the cursor, whatever the chat's
+	// length (see TestLearningQueryPlan).
 	sqlLearnMsgs = `SELECT ` + sqlMsgColumnsM + ` FROM messages m INDEXED BY messages_session CROSS JOIN turns t
-		WHERE t.id = m.turn_id AND m.session_id = ? AND m.id > ? AND +m.turn_id < ?
+		WHERE t.id = m.turn_id AND m.session_id IN (` + sqlLearnSessions + `) AND m.id > ? AND +m.turn_id < (` + sqlLearnBarrier + `)
 			AND t.channel = ? AND t.user_id = ? AND t.kind = 'user'
 			AND m.hidden = 0 AND m.role IN ('user', 'assistant')
-		ORDER BY m.id LIMIT ?`
+		ORDER BY m.session_id, m.id LIMIT ?`
 	// The same, newest first, for the backlog of a new cursor.
 	sqlLearnBacklog = `SELECT m.id FROM messages m INDEXED BY messages_session CROSS JOIN turns t
 		WHERE t.id = m.turn_id AND m.session_id = ? AND +m.turn_id < ?
@@ -126,25 +127,10 @@ func (s *Store) LearningMessages(ctx context.Context, c Cursor, after int64, lim
 	if err := c.check(); err != nil {
 		return nil, fmt.Errorf("store: learning messages: %w", err)
 	}
-	var barrier int64
-	if err := s.db.QueryRowContext(ctx, sqlLearnBarrier, c.ChatID, c.Channel, c.UserID).Scan(&barrier); err != nil {
-		return nil, fmt.Errorf("store: learning messages: %w", err)
-	}
-	sessions, err := queryAll(ctx, s.db, scanID, sqlLearnSessions, c.ChatID, after)
+	out, err := queryAll(ctx, s.db, scanMessage, sqlLearnMsgs, c.ChatID, after, after, c.ChatID, c.Channel, c.UserID,
+		c.Channel, c.UserID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: learning messages: %w", err)
-	}
-	slices.Sort(sessions) // sessions follow each other: so do their messages
-	var out []Message
-	for _, sess := range sessions {
-		if len(out) >= limit {
-			break
-		}
-		ms, err := queryAll(ctx, s.db, scanMessage, sqlLearnMsgs, sess, after, barrier, c.Channel, c.UserID, limit-len(out))
-		if err != nil {
-			return nil, fmt.Errorf("store: learning messages: %w", err)
-		}
-		out = append(out, ms...)
 	}
 	return out, nil
 }
