@@ -31,7 +31,8 @@ var migrations = []migration{
 	{8, "reply parts", migrationReplyParts},
 	{9, "outbox of undelivered replies", migrationOutbox},
 	{10, "files and scheduled runs in the outbox", migrationOutboxFiles},
-	{11, "one learning pass for memory and profile", migrationLearningPass},
+	{11, "request size of turns", migrationRequestSize},
+	{12, "one learning pass for memory and profile", migrationLearningPass},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys
