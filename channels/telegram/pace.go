@@ -34,7 +34,7 @@ import (
 // A 429 that still comes back is honoured as before pacing (a reply is
 // retried after retry_after), and previews to its chat are dropped until
 // then. A request Telegram did not take (429, 5xx, transport error) leaves
-// its tokens to its retry.
+// its tokens to the next request to its chat (its retry, say).
 //
 // A rate of 0 means no bucket of that kind.
 type Pacing struct {
@@ -109,6 +109,10 @@ type chatPace struct {
 	busy        bool            // a call holds the chat's turn
 	queue       []chan struct{} // calls waiting for the turn, in order
 	until       time.Time       // a 429 asked to wait until then
+	// credit: the chat's last message request did not count (Telegram
+	// did not take it), so the next one (its retry, or the next call)
+	// goes on its tokens. Only the holder of the turn uses it.
+	credit bool
 }
 
 func newPacer(cfg Pacing) *pacer {
@@ -141,9 +145,6 @@ type paced struct {
 	c        *chatPace
 	preview  bool
 	cosmetic bool // typing or a reaction: the bot's bucket only
-	// credit: the last request did not count (Telegram did not take it),
-	// so the next one, a retry, goes on its tokens.
-	credit bool
 }
 
 // enter takes chat's turn for a call of priority prio: a reply waits for
@@ -355,13 +356,16 @@ func (t *paced) upload(ctx context.Context, a *Adapter, method string, p tgbotap
 }
 
 func (t *paced) do(ctx context.Context, method string, fn func() ([]byte, error)) ([]byte, error) {
-	if t.credit {
-		t.credit = false // the tokens of the last request, which did not count
+	c := t.c
+	if c.credit && !t.preview { // (typing and reactions are previews)
+		c.credit = false // the tokens of the last request, which did not count
 	} else if err := t.admit(ctx); err != nil {
 		return nil, fmt.Errorf("telegram: %s: %w", method, err)
 	}
 	raw, err := fn()
-	t.credit = untaken(err)
+	if !t.cosmetic {
+		c.credit = untaken(err)
+	}
 	if e, ok := asAPIError(err); ok && e.Code == http.StatusTooManyRequests {
 		t.throttled(err)
 		if t.preview {
