@@ -94,6 +94,7 @@ type pacer struct {
 	bot     *rate.Limiter // nil: no limit
 	waited  atomic.Int64
 	dropped atomic.Int64
+	onPaced func(outcome string)
 
 	mu      sync.Mutex
 	chats   map[int64]*chatPace
@@ -115,9 +116,17 @@ type chatPace struct {
 	credit bool
 }
 
-func newPacer(cfg Pacing) *pacer {
-	return &pacer{cfg: cfg, bot: bucket(cfg.PerBot, cfg.BotBurst), chats: map[int64]*chatPace{}, sweepAt: minSweep}
+func newPacer(cfg Pacing, onPaced func(outcome string)) *pacer {
+	if onPaced == nil {
+		onPaced = func(string) {}
+	}
+	return &pacer{cfg: cfg, bot: bucket(cfg.PerBot, cfg.BotBurst), onPaced: onPaced,
+		chats: map[int64]*chatPace{}, sweepAt: minSweep}
 }
+
+// wait and drop count a call that waited or was dropped.
+func (p *pacer) wait() { p.waited.Add(1); p.onPaced("waited") }
+func (p *pacer) drop() { p.dropped.Add(1); p.onPaced("dropped") }
 
 // bucket is a full token bucket, or nil for none.
 func bucket(r rate.Limit, burst int) *rate.Limiter {
@@ -161,13 +170,13 @@ func (p *pacer) enter(ctx context.Context, chat int64, prio channels.Priority) (
 	}
 	if preview {
 		p.mu.Unlock()
-		p.dropped.Add(1)
+		p.drop()
 		return nil, channels.ErrPaced
 	}
 	turn := make(chan struct{})
 	c.queue = append(c.queue, turn)
 	p.mu.Unlock()
-	p.waited.Add(1)
+	p.wait()
 	select {
 	case <-turn:
 		return &paced{p: p, c: c}, nil
@@ -244,7 +253,7 @@ func (t *paced) admit(ctx context.Context) error {
 			short = short || lacking(c.chat, now, cfg.ChatReserve) > 0 || lacking(c.group, now, cfg.GroupReserve) > 0
 		}
 		if held || short {
-			p.dropped.Add(1)
+			p.drop()
 			return channels.ErrPaced
 		}
 		if t.cosmetic {
@@ -280,7 +289,7 @@ func (t *paced) admit(ctx context.Context) error {
 		}
 	}
 	if waited {
-		p.waited.Add(1)
+		p.wait()
 	}
 	take(time.Now(), c.chat, c.group)
 	return nil
@@ -369,7 +378,7 @@ func (t *paced) do(ctx context.Context, method string, fn func() ([]byte, error)
 	if e, ok := asAPIError(err); ok && e.Code == http.StatusTooManyRequests {
 		t.throttled(err)
 		if t.preview {
-			t.p.dropped.Add(1)
+			t.p.drop()
 			return nil, fmt.Errorf("%w: %w", channels.ErrPaced, err)
 		}
 	}

@@ -115,6 +115,7 @@ func TestPacingLongReplyWithPreviews(t *testing.T) {
 			var pushed, dropped int
 			go func() {
 				defer close(done)
+				written := written
 				upTo := 40
 				tick := time.NewTicker(15 * time.Millisecond)
 				defer tick.Stop()
@@ -219,7 +220,11 @@ func TestDraftShowsTheLastPart(t *testing.T) {
 }
 
 func TestPacingDropsPreviewsNotReplies(t *testing.T) {
-	e := newEnv(t, nil)
+	var mu sync.Mutex
+	hooked := map[string]int64{}
+	e := newEnv(t, func(_ *tgfake.Fake, o *Options) {
+		o.OnPaced = func(outcome string) { mu.Lock(); hooked[outcome]++; mu.Unlock() }
+	})
 	ctx := t.Context()
 	if _, err := e.a.Send(ctx, channels.Outbound{ChatID: "42", Text: "one"}); err != nil {
 		t.Fatal(err)
@@ -242,9 +247,15 @@ func TestPacingDropsPreviewsNotReplies(t *testing.T) {
 	if took := time.Since(start); took < 800*time.Millisecond {
 		t.Errorf("two more replies took %v, want them paced at 1/s", took)
 	}
-	if st := e.a.PacingStats(); st.Dropped != 1 || st.Waited < 1 {
+	st := e.a.PacingStats()
+	if st.Dropped != 1 || st.Waited < 1 {
 		t.Errorf("stats = %+v, want 1 dropped, some waited", st)
 	}
+	mu.Lock()
+	if hooked["dropped"] != st.Dropped || hooked["waited"] != st.Waited {
+		t.Errorf("OnPaced saw %v, want the stats %+v", hooked, st)
+	}
+	mu.Unlock()
 	// A reply waiting for a token gives up when its ctx ends.
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -259,7 +270,7 @@ func TestPacingDropsPreviewsNotReplies(t *testing.T) {
 // Calls to one chat take their turns in the order they came; a preview
 // does not wait for a busy chat.
 func TestPacingTurnsInOrder(t *testing.T) {
-	p := newPacer(DefaultPacing)
+	p := newPacer(DefaultPacing, nil)
 	ctx := t.Context()
 	first, err := p.enter(ctx, 42, channels.PriorityReply)
 	if err != nil {

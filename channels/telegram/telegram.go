@@ -82,6 +82,9 @@ type Options struct {
 	// Pacing is the outbound rate limiting, default DefaultPacing
 	// (Telegram's documented limits); NoPacing turns it off.
 	Pacing *Pacing
+	// OnPaced, if set, is told of every call pacing held back: outcome
+	// "waited" (a reply) or "dropped" (a preview); for the metrics.
+	OnPaced func(outcome string)
 }
 
 // Adapter is a Telegram bot. It implements channels.Channel, Typer,
@@ -143,7 +146,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 		log:     o.Logger.With("channel", name),
 		sleep:   o.Sleep,
 		fileURL: o.APIEndpoint + "/file/bot",
-		pace:    newPacer(*o.Pacing),
+		pace:    newPacer(*o.Pacing, o.OnPaced),
 	}
 	// tgbotapi builds URLs with Sprintf(endpoint, token, method).
 	endpoint := strings.ReplaceAll(o.APIEndpoint, "%", "%%") + "/bot%s/%s"
