@@ -154,6 +154,15 @@ type paced struct {
 	c        *chatPace
 	preview  bool
 	cosmetic bool // typing or a reaction: the bot's bucket only
+	counted  bool // counted as a call that waited
+}
+
+// waited counts the call as one that waited, once.
+func (t *paced) waited() {
+	if !t.counted {
+		t.counted = true
+		t.p.wait()
+	}
 }
 
 // enter takes chat's turn for a call of priority prio: a reply waits for
@@ -176,10 +185,11 @@ func (p *pacer) enter(ctx context.Context, chat int64, prio channels.Priority) (
 	turn := make(chan struct{})
 	c.queue = append(c.queue, turn)
 	p.mu.Unlock()
-	p.wait()
 	select {
 	case <-turn:
-		return &paced{p: p, c: c}, nil
+		t := &paced{p: p, c: c}
+		t.waited()
+		return t, nil
 	case <-ctx.Done():
 		p.mu.Lock()
 		for i, q := range c.queue {
@@ -289,7 +299,7 @@ func (t *paced) admit(ctx context.Context) error {
 		}
 	}
 	if waited {
-		p.wait()
+		t.waited()
 	}
 	take(time.Now(), c.chat, c.group)
 	return nil
