@@ -66,7 +66,8 @@ type Reply struct {
 	ChunkDelay time.Duration
 	// OnChunk, when set, is called after each chunk that carries text or a
 	// tool call's fragment was flushed, with what it carried (the text, or
-	// the arguments fragment: "" for a call's header without arguments).
+	// the arguments fragment: "" for a call's header without arguments)
+	// and the time it began to be written.
 	OnChunk func(fragment string, at time.Time)
 
 	Delay time.Duration   // wait before answering (the request's cancellation ends the wait)
@@ -751,11 +752,12 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 		if reply.ChunkDelay > 0 && !f.wait(r.Context(), Reply{Delay: reply.ChunkDelay}) {
 			return false
 		}
+		at := time.Now()
 		if !chunk(d, nil) {
 			return false
 		}
 		if reply.OnChunk != nil {
-			reply.OnChunk(fragment, time.Now())
+			reply.OnChunk(fragment, at)
 		}
 		return true
 	}
