@@ -3,8 +3,10 @@ package openai
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,40 +133,59 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 }
 
 // The official openai npm client gets a streamed reply in several content
-// chunks, the first within 50 ms of the model's first token.
+// chunks, the first within 50 ms of the model's first token. It streams
+// three replies after one that warms Node.js up, and the median of the
+// three must be within the budget: on a loaded machine (the tests share two
+// cores with others) one run can lose the CPU for tens of milliseconds,
+// while a stream that waited for the send would miss by the whole reply
+// (360 ms here) every time.
 func TestOpenAINodeClientStreamsLive(t *testing.T) {
+	const runs = 3
 	s := newStack(t, testToken)
-	clock := &tokenClock{}
-	pushPacedTurn(s.fake, clock)
+	s.fake.Push(testkit.Reply{Text: "Warm."})
+	clocks := make([]*tokenClock, runs)
+	for i := range clocks {
+		clocks[i] = &tokenClock{}
+		pushPacedTurn(s.fake, clocks[i])
+	}
+	t.Setenv("SB_STREAMS", fmt.Sprint(runs))
 	out := testkit.NodeScript(t, openaiClientDir, "stream.mjs", s.url+"/v1", testToken)
 	var got struct {
-		Chunks []struct {
-			At      float64
-			Content string
+		Runs []struct {
+			Chunks []struct {
+				At      float64
+				Content string
+			}
+			Finish string
+			Total  int
 		}
-		Finish string
-		Total  int
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("client output %q: %v", out, err)
 	}
-	var content strings.Builder
-	for _, c := range got.Chunks {
-		content.WriteString(c.Content)
+	if len(got.Runs) != runs {
+		t.Fatalf("%d streams, want %d", len(got.Runs), runs)
 	}
-	if content.String() != streamedReply || got.Finish != "stop" || got.Total != 133 {
-		t.Errorf("npm client got %q, finish %q, total %d", content.String(), got.Finish, got.Total)
+	lags := make([]time.Duration, runs)
+	for i, r := range got.Runs {
+		var content strings.Builder
+		for _, c := range r.Chunks {
+			content.WriteString(c.Content)
+		}
+		if content.String() != streamedReply || r.Finish != "stop" || r.Total != 133 {
+			t.Errorf("stream %d: npm client got %q, finish %q, total %d", i, content.String(), r.Finish, r.Total)
+		}
+		if len(r.Chunks) < 2 {
+			t.Fatalf("stream %d: %d content chunks, want more than one", i, len(r.Chunks))
+		}
+		firstMs := float64(clocks[i].firstToken().UnixNano()) / 1e6
+		lags[i] = time.Duration(math.Round((r.Chunks[0].At - firstMs) * 1e6))
+		t.Logf("stream %d: first token → first content chunk (openai npm client): %v; %d content chunks", i, lags[i], len(r.Chunks))
 	}
-	if len(got.Chunks) < 2 {
-		t.Fatalf("%d content chunks, want more than one", len(got.Chunks))
-	}
-	first := clock.firstToken()
-	firstMs := float64(first.UnixNano()) / 1e6
-	lag := time.Duration(math.Round((got.Chunks[0].At - firstMs) * 1e6))
-	t.Logf("first token → first content chunk (openai npm client): %v; %d content chunks", lag, len(got.Chunks))
+	slices.Sort(lags)
 	// Two processes' wall clocks: allow for a millisecond of rounding.
-	if lag < -time.Millisecond || lag > firstTokenBudget {
-		t.Errorf("first content chunk %v after the model's first token, want within %v", lag, firstTokenBudget)
+	if median := lags[runs/2]; median < -time.Millisecond || median > firstTokenBudget {
+		t.Errorf("first content chunk a median %v after the model's first token (%v), want within %v", median, lags, firstTokenBudget)
 	}
 }
 

@@ -1,6 +1,8 @@
-// One streamed chat completion with the official client: prints each
-// content chunk with the wall-clock time it arrived (ms since the epoch,
-// fractional), then the usage, as one JSON line.
+// Streamed chat completions with the official client: a first one that
+// warms the client up (its stream parser compiled, its connection open),
+// then SB_STREAMS (default 1) measured ones. Prints, as one JSON line, each
+// measured stream's content chunks with the wall-clock time each arrived
+// (ms since the epoch, fractional), its finish reason and usage.
 import OpenAI from "openai";
 
 const client = new OpenAI({
@@ -10,21 +12,30 @@ const client = new OpenAI({
   timeout: 30_000,
 });
 const now = () => performance.timeOrigin + performance.now();
-const stream = await client.chat.completions.create({
-  model: "switchboard",
-  user: "node-stream",
-  stream: true,
-  stream_options: { include_usage: true },
-  messages: [{ role: "user", content: "Tell me something, streamed." }],
-});
-const chunks = [];
-let finish = null;
-let usage = null;
-for await (const chunk of stream) {
-  for (const c of chunk.choices) {
-    if (c.delta?.content) chunks.push({ at: now(), content: c.delta.content });
-    if (c.finish_reason) finish = c.finish_reason;
+const ask = (user, content) =>
+  client.chat.completions.create({
+    model: "switchboard",
+    user,
+    stream: true,
+    stream_options: { include_usage: true },
+    messages: [{ role: "user", content }],
+  });
+
+for await (const _ of await ask("node-warm", "Warm up."));
+
+const runs = [];
+for (let i = 0; i < Number(process.env.SB_STREAMS || 1); i++) {
+  const stream = await ask("node-stream", "Tell me something, streamed.");
+  const chunks = [];
+  let finish = null;
+  let usage = null;
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      if (c.delta?.content) chunks.push({ at: now(), content: c.delta.content });
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+    if (chunk.usage) usage = chunk.usage;
   }
-  if (chunk.usage) usage = chunk.usage;
+  runs.push({ chunks, finish, total: usage?.total_tokens });
 }
-console.log(JSON.stringify({ chunks, finish, total: usage?.total_tokens }));
+console.log(JSON.stringify({ runs }));
