@@ -197,6 +197,42 @@ func TestStreamTextFragments(t *testing.T) {
 	}
 }
 
+// A paced stream: ArgPieces fragments per call, ChunkDelay between chunks,
+// and OnChunk told of each chunk of the answer with what it carried.
+func TestStreamPaced(t *testing.T) {
+	f := testkit.NewFakeLLM(t)
+	var mu sync.Mutex
+	var frags []string
+	var times []time.Time
+	const delay = 20 * time.Millisecond
+	f.Push(testkit.Reply{TextChunks: []string{"a", "b"}, ArgPieces: 4, ChunkDelay: delay,
+		ToolCalls: []llm.ToolCall{testkit.Call("c", "send_message", `{"text":"12345678"}`)},
+		OnChunk: func(frag string, at time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			frags, times = append(frags, frag), append(times, at)
+		}})
+	stream, err := newClient(f).CreateChatCompletionStream(t.Context(), streamReq("fake-model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := collect(t, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"a", "b", "", `{"te`, `xt":"`, `12345`, `678"}`}
+	if !slices.Equal(frags, want) || got.text != "ab" || len(got.calls) != 1 || got.calls[0].Function.Arguments != `{"text":"12345678"}` {
+		t.Fatalf("fragments %q (want %q), text %q, calls %+v", frags, want, got.text, got.calls)
+	}
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < delay {
+			t.Errorf("chunk %d came %v after the one before, want at least %v", i, gap, delay)
+		}
+	}
+}
+
 func TestStreamUsage(t *testing.T) {
 	f := testkit.NewFakeLLM(t)
 	f.SetDefault(&testkit.Reply{Text: "a reply of some length"})
@@ -771,36 +807,5 @@ func TestOutage(t *testing.T) {
 	}
 	if got, err := collect(t, stream); err != nil || got.text != "after the outage" {
 		t.Errorf("after the outage: %q, %v", got.text, err)
-	}
-}
-
-// ChunkDelay spaces the text fragments of a streamed answer: the client
-// receives each one as it is written, ChunkDelay after the previous.
-func TestChunkDelay(t *testing.T) {
-	f := testkit.NewFakeLLM(t)
-	const gap = 40 * time.Millisecond
-	f.Push(testkit.Reply{TextChunks: []string{"a", "b", "c"}, ChunkDelay: gap})
-	stream, err := newClient(f).CreateChatCompletionStream(t.Context(), streamReq("fake-model"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Close()
-	var at []time.Time
-	for {
-		chunk, err := stream.Recv()
-		if err != nil {
-			break
-		}
-		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
-			at = append(at, time.Now())
-		}
-	}
-	if len(at) != 3 {
-		t.Fatalf("%d text fragments, want 3", len(at))
-	}
-	for i := 1; i < len(at); i++ {
-		if d := at[i].Sub(at[i-1]); d < gap*3/4 { // timer and scheduling slack
-			t.Errorf("fragment %d came %s after the previous, want about %s", i+1, d, gap)
-		}
 	}
 }
