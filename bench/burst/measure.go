@@ -12,8 +12,9 @@ import (
 )
 
 // model is how the fake model answers a burst: a user's message "hello
-// from chat N" gets "You said: hello from chat N" plus tail, its first
-// token after first and the rest fragment by fragment, every gap apart;
+// from chat N" gets "You said: hello from chat N" plus tail after first,
+// fragment by fragment, each gap after the previous (testkit's
+// ChunkDelay: the first text too);
 // anything else (the learning jobs' requests) gets a short text after
 // first. It records when each chat's answer began to stream.
 type model struct {
@@ -32,12 +33,14 @@ func (m *model) reply() *testkit.Reply {
 			last.Content != question(chat) {
 			return testkit.Reply{Text: "Nothing to note.", Delay: m.first}
 		}
-		m.mu.Lock()
-		if _, ok := m.token[chat]; !ok { // the first request: a retry answers later
-			m.token[chat] = time.Now().Add(m.first)
+		first := func(fragment string, at time.Time) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if _, ok := m.token[chat]; !ok && fragment != "" { // a retry's tokens come later
+				m.token[chat] = at
+			}
 		}
-		m.mu.Unlock()
-		return testkit.Reply{Text: answer(chat, m.tail), Delay: m.first, ChunkDelay: m.gap}
+		return testkit.Reply{Text: answer(chat, m.tail), Delay: m.first, ChunkDelay: m.gap, OnChunk: first}
 	}}
 }
 
