@@ -151,6 +151,12 @@ type Editor interface {
 	Edit(ctx context.Context, chatID, messageID, text string) error
 }
 
+// Deleter is a channel that can delete a message it sent (a preview or a
+// progress line that no reply took over).
+type Deleter interface {
+	Delete(ctx context.Context, chatID, messageID string) error
+}
+
 // FileSender is a channel that can send a file (a local path or an URL).
 type FileSender interface {
 	SendFile(ctx context.Context, chatID string, f OutboundFile) (string, error)

@@ -1,0 +1,35 @@
+package telegram
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
+
+	"github.com/switchboard-gateway/switchboard/channels"
+)
+
+// Delete deletes a message the bot sent (a preview or a progress line that
+// no reply took over).
+func (a *Adapter) Delete(ctx context.Context, chatID, messageID string) error {
+	chat, err := parseChatID(chatID)
+	if err != nil {
+		return err
+	}
+	id, err := parseMessageID(messageID)
+	if err != nil {
+		return err
+	}
+	p := tgbotapi.Params{"chat_id": strconv.FormatInt(chat.id, 10), "message_id": strconv.Itoa(id)}
+	err = a.withRetry(ctx, "deleteMessage", func() error {
+		_, err := a.call(ctx, "deleteMessage", p)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("telegram: delete message %d in chat %s: %w", id, chat, err)
+	}
+	return nil
+}
+
+var _ channels.Deleter = (*Adapter)(nil)
