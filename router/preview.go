@@ -82,7 +82,6 @@ type previewer struct {
 	progress bool // show what running tools do
 
 	mu      sync.Mutex
-	ctx     context.Context
 	slots   []*slot // unclaimed, oldest first
 	running bool    // the worker runs
 	stop    chan struct{}
@@ -227,9 +226,9 @@ func (p *previewer) kick(ctx context.Context) {
 		return
 	}
 	if !p.running {
-		p.running, p.ctx = true, ctx
+		p.running = true
 		p.stop, p.exited, p.wake = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
-		go p.work(p.stop, p.exited, p.wake)
+		go p.work(ctx, p.stop, p.exited, p.wake)
 		return
 	}
 	select {
@@ -238,17 +237,17 @@ func (p *previewer) kick(ctx context.Context) {
 	}
 }
 
-// work makes the preview calls until stop closes.
-func (p *previewer) work(stop, exited chan struct{}, wake <-chan struct{}) {
+// work makes the preview calls until stop closes or the turn ends.
+func (p *previewer) work(ctx context.Context, stop, exited chan struct{}, wake <-chan struct{}) {
 	defer close(exited)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		p.mu.Lock()
 		s, text, at := p.due(time.Now())
-		var ctx context.Context
+		var cctx context.Context
 		if s != nil {
-			ctx, s.cancel = context.WithCancel(channels.WithPriority(p.ctx, channels.PriorityPreview))
+			cctx, s.cancel = context.WithCancel(channels.WithPriority(ctx, channels.PriorityPreview))
 			s.busy = make(chan struct{})
 			if s.msgID == "" && s.draftID == 0 && p.dr != nil {
 				s.draftID = draftIDs.Add(1)
@@ -256,7 +255,7 @@ func (p *previewer) work(stop, exited chan struct{}, wake <-chan struct{}) {
 		}
 		p.mu.Unlock()
 		if s != nil {
-			p.show(ctx, s, text)
+			p.show(cctx, s, text)
 			continue
 		}
 		wait := time.Hour
@@ -266,6 +265,8 @@ func (p *previewer) work(stop, exited chan struct{}, wake <-chan struct{}) {
 		timer.Reset(wait)
 		select {
 		case <-stop:
+			return
+		case <-ctx.Done():
 			return
 		case <-wake:
 		case <-timer.C:
@@ -297,13 +298,12 @@ func (p *previewer) due(now time.Time) (*slot, string, time.Time) {
 	next := p.last.Add(previewEvery)
 	for _, s := range p.slots {
 		text := s.text()
-		onScreen := s.msgID != "" || s.draftID != 0
 		switch {
 		case s.busy != nil || text == s.shown || text == "":
 			continue
 		case s.complete: // the reply goes out in a moment, claiming it
 			continue
-		case !onScreen && s.key != "" && now.Before(s.started.Add(previewFirstAfter)):
+		case s.key != "" && now.Before(s.started.Add(previewFirstAfter)): // a few words first
 			later(s.started.Add(previewFirstAfter))
 			continue
 		case now.Before(next):

@@ -441,6 +441,9 @@ func TestToolProgressLine(t *testing.T) {
 			t.Errorf("progress line shown at %s and changed at %s, want 2 s into the slow step and as its next tool starts",
 				ops[0].at, ops[1].at)
 		}
+		if !strings.HasPrefix(got[2], "edit out-1 [p] The answer") || ops[2].at != 7500*time.Millisecond+previewFirstAfter {
+			t.Errorf("calls %q; want the reply's first words in the line's message 200 ms after its first token (at %s)", got, ops[2].at)
+		}
 		if ch.count("send") != 1 || got[len(got)-1] != "edit out-1 [r] "+answer {
 			t.Fatalf("calls %q; want the line's message edited into the reply, and no other message", got)
 		}

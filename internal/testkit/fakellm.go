@@ -60,6 +60,12 @@ type Reply struct {
 
 	Delay time.Duration   // wait before answering (the request's cancellation ends the wait)
 	Block <-chan struct{} // wait until closed (or the request is cancelled) before answering
+
+	// ChunkEvery paces the text: the wait between two streamed text
+	// fragments, as a model writing slowly (the request's cancellation
+	// ends it).
+	ChunkEvery time.Duration
+
 	// Model, when set, makes this reply answer only a request for that model.
 	// A request for another model gets 404 model_not_found and a queued
 	// reply stays at the head of the queue, so a test can script fallbacks.
@@ -743,7 +749,14 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 	if !chunk(wireDelta{Role: "assistant"}, nil) {
 		return
 	}
-	for _, frag := range fragments {
+	for i, frag := range fragments {
+		if i > 0 && reply.ChunkEvery > 0 {
+			select {
+			case <-time.After(reply.ChunkEvery):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if !chunk(wireDelta{Content: frag}, nil) {
 			return
 		}

@@ -1,0 +1,154 @@
+package e2e
+
+// Live replies end to end (issue #21): a tool that runs 5 s shows one
+// progress line, and a reply the model writes slowly grows in that one
+// message through throttled edits, then becomes the final reply: the chat
+// ends with exactly one message. Against the Telegram and Discord fakes
+// through their real client libraries, with the shipped defaults
+// (stream_preview and show_tool_progress on). The two run in parallel: 5 s
+// of real tool time each.
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/llm"
+)
+
+const (
+	// liveToolTime is how long the slow tool runs.
+	liveToolTime = 5 * time.Second
+	// liveProgress is web_fetch's progress line.
+	liveProgress = "reading a web page…"
+	// liveAnswer is written one word every 150 ms: about 3 s.
+	liveAnswer = "The page says the library opens at nine on weekdays and at ten on Saturdays, closes at six, and stays shut on Sundays and holidays."
+)
+
+// slowPage serves a page that takes liveToolTime to answer.
+func slowPage(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(liveToolTime): // the tool's latency, not a synchronisation
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("Opening hours: 9-18 on weekdays, 10-18 on Saturdays."))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/hours"
+}
+
+// liveScript is the model's answer to question: fetch the slow page, then
+// write liveAnswer slowly.
+func liveScript(page string) []testkit.Reply {
+	return []testkit.Reply{
+		{ToolCalls: []llm.ToolCall{testkit.Call("fetch1", "web_fetch", `{"url":"`+page+`"}`)}},
+		{Text: liveAnswer, ChunkEvery: 150 * time.Millisecond},
+	}
+}
+
+// allowLocalFetch lets web_fetch reach the slow page on 127.0.0.1.
+func allowLocalFetch(c *config.Config) {
+	c.Tools.Web.Enabled, c.Tools.Web.AllowHosts = true, []string{"127.0.0.1"}
+}
+
+// checkLive checks the texts one message showed, in order (as sent, then
+// each edit): the progress line once, first; then previews of the answer
+// (with the cursor), fewer than its words (throttled); then the answer.
+func checkLive(t *testing.T, shown []string) {
+	t.Helper()
+	t.Logf("the message showed %q", shown)
+	if len(shown) < 3 || shown[0] != liveProgress || shown[len(shown)-1] != liveAnswer {
+		t.Fatalf("the message showed %q; want the progress line, previews, then the answer", shown)
+	}
+	previews := shown[1 : len(shown)-1]
+	for _, p := range previews {
+		if p == liveProgress || !strings.HasSuffix(p, " …") || !strings.HasPrefix(liveAnswer, strings.TrimSuffix(p, " …")) {
+			t.Fatalf("the message showed %q; want one progress line, then previews of the answer", shown)
+		}
+	}
+	if words := len(strings.Fields(liveAnswer)); len(previews) >= words/2 {
+		t.Errorf("%d previews for %d words written in %s: edits not throttled", len(previews), words, 150*time.Millisecond*time.Duration(words))
+	}
+}
+
+func TestTelegramLiveReply(t *testing.T) {
+	t.Parallel()
+	tg := tgfake.New(t, tgToken)
+	s := startTelegramServe(t, tg, allowUsers(tgAlice), allowLocalFetch)
+	const group int64 = -100424242
+	const question = "when is the library open?"
+	s.answer(question, liveScript(slowPage(t))...)
+	s.say(group, tgAlice, "alice", s.mention(question), tgfake.InGroup("Readers"))
+
+	ctx := s.ctx(t)
+	for {
+		n := tg.Calls("editMessageText")
+		if edits := tg.Edits(); len(edits) > 0 && edits[len(edits)-1].Text == liveAnswer {
+			break
+		}
+		if err := tg.WaitCalls(ctx, "editMessageText", n+1); err != nil {
+			t.Fatalf("the answer never replaced the preview: %v; sent %q, edits %q\nstderr:\n%s",
+				err, sentTexts(sentTo(tg.Sent(), group)), sentTexts(tg.Edits()), s.stderr.String())
+		}
+	}
+	s.expect(group, 1)
+	s.finish(t)
+
+	sent := sentTo(tg.Sent(), group)
+	if len(sent) != 1 || len(tg.Deleted()) != 0 {
+		t.Fatalf("the group got %q (deleted %q); want one message", sentTexts(sent), sentTexts(tg.Deleted()))
+	}
+	shown := []string{sent[0].Text}
+	for _, e := range tg.Edits() {
+		if e.ChatID == group && e.MessageID == sent[0].MessageID {
+			shown = append(shown, e.Text)
+		}
+	}
+	checkLive(t, shown)
+}
+
+func TestDiscordLiveReply(t *testing.T) {
+	t.Parallel()
+	s := startDiscordServe(t, allowLocalFetch)
+	ch := s.textChannel()
+	const question = "when is the library open?"
+	s.answer(question, liveScript(slowPage(t))...)
+	s.post(ch, s.guild, aliceID, "alice", s.mention(question))
+
+	final := func() bool {
+		sent := s.dc.SentTo(ch)
+		return len(sent) > 0 && sent[len(sent)-1].Content == liveAnswer
+	}
+	if err := s.dc.WaitFor(s.ctx(t), final); err != nil {
+		t.Fatalf("the answer never replaced the preview: %v; sent %q\nstderr:\n%s", err, contents(s.dc.SentTo(ch)), s.stderr.String())
+	}
+	s.expect(ch, 1)
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exited with %d; stderr:\n%s", code, s.stderr.String())
+	}
+
+	sent := s.dc.SentTo(ch)
+	if len(sent) != 1 || len(s.dc.Deleted()) != 0 {
+		t.Fatalf("the channel got %q (deleted %v); want one message", contents(sent), s.dc.Deleted())
+	}
+	shown := []string{sent[0].Posted}
+	for _, e := range s.dc.Edits() {
+		if e.ChannelID == ch && e.MessageID == sent[0].ID {
+			shown = append(shown, e.Content)
+		}
+	}
+	if got := s.dc.Requests(discordfake.RouteCreateMessage); got != 1 {
+		t.Fatalf("%d messages posted, want 1 (the progress line, edited into the answer)", got)
+	}
+	checkLive(t, shown)
+}
