@@ -77,7 +77,7 @@ type previewer struct {
 	ed       channels.Editor  // nil: no edited previews
 	dr       channels.Drafter // nil: no drafts
 	del      channels.Deleter // nil: leftovers are edited to takenBack
-	send     func(ctx context.Context, text string) (string, error)
+	send     func(ctx context.Context, in channels.Inbound, text string) (string, error)
 	stream   bool // show replies as they are written
 	progress bool // show what running tools do
 
@@ -88,6 +88,7 @@ type previewer struct {
 	exited  chan struct{}
 	wake    chan struct{}
 	last    time.Time // the last preview call
+	quoted  bool      // a preview message was sent: the next ones quote nothing
 	fails   int
 	off     bool // too many failures: no more previews this turn
 	// Tools: the calls running (call id → label), when the step's first
@@ -116,7 +117,7 @@ func newPreviewer(stream, progress bool, ch channels.Channel, in channels.Inboun
 	if p.ed == nil && p.dr == nil {
 		return nil
 	}
-	p.send = func(ctx context.Context, text string) (string, error) { return send(ctx, in, text) }
+	p.send = send
 	return p
 }
 
@@ -324,7 +325,11 @@ func (p *previewer) show(ctx context.Context, s *slot, text string) {
 	case s.draftID != 0:
 		err = p.dr.Draft(ctx, p.in.ChatID, s.draftID, text)
 	case s.msgID == "":
-		id, err = p.send(ctx, text)
+		in := p.in
+		if p.quoted {
+			in.ChatType = channels.DM // in a group, only the first message quotes the one it answers
+		}
+		id, err = p.send(ctx, in, text)
 	default:
 		err = p.ed.Edit(ctx, p.in.ChatID, s.msgID, text)
 	}
@@ -337,7 +342,7 @@ func (p *previewer) show(ctx context.Context, s *slot, text string) {
 	case err == nil:
 		s.shown, p.fails = text, 0
 		if id != "" {
-			s.msgID = id
+			s.msgID, p.quoted = id, true
 		}
 	case errors.Is(err, channels.ErrNoDrafts):
 		p.dr, s.draftID = nil, 0 // edited previews from now on

@@ -341,6 +341,12 @@ func TestPreviewReplyDeltasEachCallItsOwnMessage(t *testing.T) {
 		if !slices.Equal(finals, []string{"out-2 " + first, "out-3 " + second}) {
 			t.Fatalf("final edits %q; want each call's preview turned into its reply (calls %q)", finals, kinds(ops))
 		}
+		ch.fakeChannel.mu.Lock()
+		quotes := []bool{ch.sent[0].ReplyTo != "", ch.sent[1].ReplyTo != "", ch.sent[2].ReplyTo != ""}
+		ch.fakeChannel.mu.Unlock()
+		if !slices.Equal(quotes, []bool{true, false, false}) {
+			t.Errorf("messages quoting the question: %v; want only the first", quotes)
+		}
 		if last := ops[len(ops)-1]; last.kind != "delete" || last.id != "out-1" {
 			t.Fatalf("calls %q; want the taken-back interim preview deleted at the end", kinds(ops))
 		}

@@ -181,7 +181,13 @@ func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessionID, inboxID int64, binding *chatBinding, prep *Prepared, mod func(*agent.Turn)) agent.Turn {
 	if binding.preview == nil {
 		name := binding.in.Channel
-		binding.preview = newPreviewer(r.cfg.Preview[name], r.cfg.ToolProgress[name], r.Channel(name), binding.in, r.Send)
+		binding.preview = newPreviewer(r.cfg.Preview[name], r.cfg.ToolProgress[name], r.Channel(name), binding.in,
+			func(ctx context.Context, in channels.Inbound, text string) (string, error) {
+				if binding.sent.Load() {
+					in.ChatType = channels.DM // reply-to only on the first message
+				}
+				return r.Send(ctx, in, text)
+			})
 	}
 	turn := agent.Turn{
 		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
