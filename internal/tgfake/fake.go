@@ -993,6 +993,7 @@ func (f *Fake) handlers() map[string]handler {
 		"getupdates":      f.getUpdates,
 		"sendmessage":     f.sendMessage,
 		"editmessagetext": f.editMessageText,
+		"deletemessage":   f.deleteMessage,
 		"sendchataction":  f.sendChatAction,
 		"setmycommands":   f.setMyCommands,
 		"getfile":         f.getFile,
@@ -1001,7 +1002,6 @@ func (f *Fake) handlers() map[string]handler {
 			return f.sendMedia("sendDocument", "document", p)
 		},
 		"setmessagereaction":  f.setMessageReaction,
-		"deletemessage":       f.deleteMessage,
 		"answercallbackquery": f.answerCallbackQuery,
 		"deletewebhook":       f.deleteWebhook,
 		"setwebhook":          f.setWebhook,
