@@ -24,7 +24,7 @@ import (
 const (
 	previewEvery      = time.Second            // between two preview calls: Telegram and Discord rate-limit edits
 	previewFirstAfter = 200 * time.Millisecond // a reply written faster than this just arrives
-	previewMaxChars   = 3500                   // a longer final reply is sent normally
+	previewMaxChars   = 3500                   // shown of a longer reply; a reply that does not fit one message is sent normally
 	previewCursor     = " …"
 	previewMaxFails   = 3 // failed calls in a row (not counting ErrPaced) that end the turn's previews
 	// progressAfter is how long a step's tools run before the chat shows
@@ -77,6 +77,7 @@ type previewer struct {
 	ed       channels.Editor  // nil: no edited previews
 	dr       channels.Drafter // nil: no drafts
 	del      channels.Deleter // nil: leftovers are edited to takenBack
+	fits     func(text string) bool
 	send     func(ctx context.Context, in channels.Inbound, text string) (string, error)
 	stream   bool // show replies as they are written
 	progress bool // show what running tools do
@@ -110,6 +111,10 @@ func newPreviewer(stream, progress bool, ch channels.Channel, in channels.Inboun
 	}
 	p := &previewer{in: in, stream: stream, progress: progress, tools: map[string]string{}}
 	p.ed, _ = ch.(channels.Editor)
+	p.fits = func(text string) bool { return len(text) <= previewMaxChars }
+	if f, ok := ch.(channels.Fitter); ok {
+		p.fits = f.Fits
+	}
 	p.del, _ = ch.(channels.Deleter)
 	if in.ChatType == channels.DM { // drafts are for private chats
 		p.dr, _ = ch.(channels.Drafter)
@@ -365,8 +370,9 @@ func (p *previewer) show(ctx context.Context, s *slot, text string) {
 
 // claim hands the preview of the reply being sent (text) to its send: it
 // returns the id of the preview message to edit into the reply, or "" to
-// send the reply as a new message (no preview, a draft, a reply too long
-// for one message, or a preview call that would not end).
+// send the reply as a new message (no preview, a draft, a reply that is not
+// one message on the channel (channels.Fitter), or a preview call that
+// would not end).
 func (p *previewer) claim(ctx context.Context, text string) string {
 	if p == nil {
 		return ""
@@ -396,8 +402,8 @@ func (p *previewer) claim(ctx context.Context, text string) string {
 		s.orphan, id = true, ""
 	}
 	p.mu.Unlock()
-	if id != "" && len(text) > previewMaxChars {
-		p.remove(ctx, id)
+	if id != "" && !p.fits(text) {
+		p.remove(ctx, id) // the reply goes out split, as a message of its own
 		return ""
 	}
 	return id

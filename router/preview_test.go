@@ -29,6 +29,7 @@ type liveChannel struct {
 	failPrev  error // returned by every PriorityPreview call
 	failFinal error // returned by edits at PriorityReply
 	hangEdits bool  // preview edits wait for their context to end
+	oneMsg    int   // Fits: texts up to this many bytes are one message (0: any)
 }
 
 type liveOp struct {
@@ -95,6 +96,8 @@ func (c *liveChannel) Draft(ctx context.Context, _ string, id int64, text string
 	return c.log(ctx, "draft", fmt.Sprint(id), text)
 }
 
+func (c *liveChannel) Fits(text string) bool { return c.oneMsg == 0 || len(text) <= c.oneMsg }
+
 func (c *liveChannel) Delete(ctx context.Context, _, id string) error {
 	return c.log(ctx, "delete", id, "")
 }
@@ -126,6 +129,7 @@ var (
 	_ channels.Editor  = (*liveChannel)(nil)
 	_ channels.Drafter = (*liveChannel)(nil)
 	_ channels.Deleter = (*liveChannel)(nil)
+	_ channels.Fitter  = (*liveChannel)(nil)
 )
 
 // scriptRunner is an agent whose turn is a script of events and sends,
@@ -356,7 +360,6 @@ func TestPreviewReplyDeltasEachCallItsOwnMessage(t *testing.T) {
 // Preview calls that fail, are dropped by pacing or hang never block,
 // lose or double the reply: it arrives once, whole.
 func TestPreviewFailuresNeverCostTheReply(t *testing.T) {
-	long := strings.Repeat("word ", previewMaxChars/5+10)
 	for _, tc := range []struct {
 		name  string
 		setup func(*liveChannel)
@@ -369,7 +372,7 @@ func TestPreviewFailuresNeverCostTheReply(t *testing.T) {
 		{"previews fail", func(c *liveChannel) { c.failPrev = errors.New("boom") }, answer, []string{answer}},
 		{"final edit fails", func(c *liveChannel) { c.failFinal = errors.New("message to edit not found") }, answer, []string{answer}},
 		{"preview edits hang", func(c *liveChannel) { c.hangEdits = true }, answer, []string{answer}},
-		{"reply too long to edit", func(*liveChannel) {}, long, []string{long}},
+		{"reply longer than one message", func(c *liveChannel) { c.oneMsg = len(answer) - 1 }, answer, []string{answer}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -501,6 +501,9 @@ func TestAdapter(t *testing.T) {
 		if err := a.Delete(waitCtx(t), "g-text", id); err == nil {
 			t.Error("delete of a deleted message: no error")
 		}
+		if !a.Fits(strings.Repeat("word ", 380)) || a.Fits(strings.Repeat("word ", 500)) {
+			t.Error("Fits: want 1,900 characters in one message, 2,500 not")
+		}
 	})
 
 	t.Run("send file", func(t *testing.T) {

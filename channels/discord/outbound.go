@@ -256,6 +256,9 @@ func (a *Adapter) Edit(ctx context.Context, chatID, messageID, text string) erro
 	return a.redact.wrap(err, "discord: edit %s in %s", messageID, chatID)
 }
 
+// Fits reports whether text is sent as one message (channels.Fitter).
+func (a *Adapter) Fits(text string) bool { return len(splitMessage(text, splitLimit)) == 1 }
+
 // Delete deletes a message the bot sent (a preview or a progress line that
 // no reply took over).
 func (a *Adapter) Delete(ctx context.Context, chatID, messageID string) error {

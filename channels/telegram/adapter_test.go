@@ -627,6 +627,9 @@ func TestDeleteMessage(t *testing.T) {
 	if err := e.a.Delete(t.Context(), "42", id); err == nil {
 		t.Error("delete of a deleted message: no error")
 	}
+	if !e.a.Fits(strings.Repeat("word ", 790)) || e.a.Fits(strings.Repeat("word ", 900)) {
+		t.Error("Fits: want 3,950 characters in one message, 4,500 not")
+	}
 }
 
 func TestSendRetriesServerErrorsBounded(t *testing.T) {

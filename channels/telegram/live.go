@@ -10,6 +10,11 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels"
 )
 
+// Fits reports whether text is sent as one message (channels.Fitter).
+func (a *Adapter) Fits(text string) bool {
+	return len(splitHTML(renderMarkdown(text), partLimit)) == 1
+}
+
 // Delete deletes a message the bot sent (a preview or a progress line that
 // no reply took over).
 func (a *Adapter) Delete(ctx context.Context, chatID, messageID string) error {
@@ -32,4 +37,7 @@ func (a *Adapter) Delete(ctx context.Context, chatID, messageID string) error {
 	return nil
 }
 
-var _ channels.Deleter = (*Adapter)(nil)
+var (
+	_ channels.Deleter = (*Adapter)(nil)
+	_ channels.Fitter  = (*Adapter)(nil)
+)
