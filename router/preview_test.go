@@ -171,15 +171,22 @@ func runTool(t agent.Turn, tool, description, call string, d time.Duration) {
 
 var endTurn = agent.Result{StopReason: agent.StopEndTurn, Delivered: true}
 
-// liveRun runs one message of chatType through a router with previews and
-// progress on, answered by script, in a synctest bubble, and returns the
-// channel's calls.
+// liveRun runs one message of chatType on ch through a router with the
+// tool progress line on and previews as preview, answered by script (in the
+// test's synctest bubble).
 func liveRun(t *testing.T, ch *liveChannel, chatType channels.ChatType, preview bool,
+	script func(ctx context.Context, t agent.Turn, run int) agent.Result) {
+	t.Helper()
+	liveRunWith(t, ch, chatType, preview, true, script)
+}
+
+// liveRunWith is liveRun with the progress line as progress.
+func liveRunWith(t *testing.T, ch *liveChannel, chatType channels.ChatType, preview, progress bool,
 	script func(ctx context.Context, t agent.Turn, run int) agent.Result) {
 	t.Helper()
 	st := openWaitStore(t)
 	cfg := Config{Store: st, Agent: &scriptRunner{script: script},
-		Preview: map[string]bool{"fake": preview}, ToolProgress: map[string]bool{"fake": true},
+		Preview: map[string]bool{"fake": preview}, ToolProgress: map[string]bool{"fake": progress},
 		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}
 	r, err := New(cfg)
 	if err != nil {
@@ -519,36 +526,16 @@ func TestPreviewModelUnavailable(t *testing.T) {
 func TestPreviewOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ch := newLiveChannel(false)
-		st := openWaitStore(t)
-		r, err := New(Config{Store: st, Agent: &scriptRunner{script: func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
+		liveRunWith(t, ch, channels.Group, false, false, func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
 			runTool(tt, "web_search", "", "t1", 3*time.Second)
 			stream(tt, agent.EventTextDelta, "", answer, 100*time.Millisecond)
 			_, _ = tt.Chat.Send(ctx, answer)
 			return endTurn
-		}}, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.AddChannel(ch, everyone)
-		if err := r.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		defer r.Shutdown(context.Background())
-		runMsg(t, r, msg("c1", "u", "x"))
+		})
 		if got := kinds(ch.calls(true)); !slices.Equal(got, []string{"send out-1 [r] " + answer}) {
 			t.Fatalf("calls %q; want the reply alone", got)
 		}
 	})
-}
-
-func runMsg(t *testing.T, r *Router, in channels.Inbound) {
-	t.Helper()
-	if err := r.Deliver(t.Context(), in); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Drain(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestToolLabel(t *testing.T) {
