@@ -84,7 +84,12 @@ type Config struct {
 	Catalogue func() string // skill catalogue for the static prefix; may be nil
 	Location  *time.Location
 
-	ContextWindow        int // tokens; default DefaultContextWindow
+	ContextWindow int // tokens; default DefaultContextWindow
+	// HistoryBudget bounds the conversation history a request carries
+	// (messages after the system prompt, and the rolling summary), in
+	// tokens: past it, earlier turns' tool results are stubbed, then the
+	// oldest turns are folded into the summary. 0: only the window bounds it.
+	HistoryBudget        int
 	MaxSteps             int // default DefaultMaxSteps
 	ToolResultMaxChars   int // default DefaultToolResultMaxChars
 	MaxOutputTokens      int // 0: server default
@@ -220,6 +225,8 @@ type turnState struct {
 	cur     []entry // this turn
 	summary string
 	layer   int // compaction layer in force for this turn (0-4)
+	// The size of the last request: estimated tokens and bytes of text.
+	reqTokens, reqBytes int
 
 	steps      int
 	modelCalls int
@@ -276,7 +283,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 		return res
 	}
 	log = log.With("turn_id", st.turnID)
-	st.prompt = Prompt{Prefix: a.prefix(t.Catalogue), Tail: a.tail(st, loc, start)}
+	st.prompt = Prompt{Prefix: a.prefix(t.Catalogue), Summary: st.summary, Tail: a.tail(st, loc, start)}
 	st.emit(a, Event{Kind: EventTurnStart, Text: st.t.Input.Content})
 
 	var reason StopReason
@@ -318,7 +325,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	}
 
 	end := store.TurnEnd{StopReason: string(reason), Status: string(reason.Class()), Steps: st.steps, Model: st.model,
-		FinishInbox: t.InboxID != 0}
+		FinishInbox: t.InboxID != 0, RequestTokens: st.reqTokens, RequestBytes: st.reqBytes}
 	inboxDone := false
 	if err != nil {
 		end.Error = err.Error()
@@ -403,12 +410,8 @@ func (a *Agent) begin(ctx context.Context, st *turnState) error {
 }
 
 func (a *Agent) tail(st *turnState, loc *time.Location, now time.Time) string {
-	sections := st.t.Sections
-	if st.summary != "" {
-		sections = append([]Section{{Title: "Earlier in this conversation (summary)", Body: st.summary}}, sections...)
-	}
 	return BuildTail(TailInfo{Now: now, Location: loc, Channel: st.t.Channel, ChatType: st.t.ChatType,
-		ChatTitle: st.t.ChatTitle, UserName: st.t.UserName, DisplayName: st.t.DisplayName, Sections: sections})
+		ChatTitle: st.t.ChatTitle, UserName: st.t.UserName, DisplayName: st.t.DisplayName, Sections: st.t.Sections})
 }
 
 // loop runs steps until the turn stops.
@@ -647,6 +650,7 @@ func (a *Agent) call(ctx context.Context, st *turnState, step int, specs []llm.T
 			return llm.Response{}, StopLLMError, err
 		}
 		req := llm.Request{Messages: msgs, Tools: specs, MaxTokens: a.cfg.MaxOutputTokens}
+		st.reqTokens, st.reqBytes = EstimateTokens(msgs, specs), requestBytes(msgs, specs)
 		resp, err := a.cfg.Model.Complete(ctx, req, func(d llm.Delta) {
 			st.emit(a, Event{Kind: EventTextDelta, Step: step, Text: d.Text})
 		})

@@ -23,6 +23,11 @@ const (
 	summaryMaxChars = 4000
 	// keepTurns is how many recent earlier turns layer 3 keeps verbatim.
 	keepTurns = 2
+	// foldTo: a fold for the history budget leaves the history at about
+	// this share of the budget, so that the next fold (and the next change
+	// of the summary, and of the prompt's cached prefix with it) is many
+	// turns away.
+	foldTo = 0.5
 )
 
 // Compaction layers, cheapest first.
@@ -65,6 +70,9 @@ func (a *Agent) fit(ctx context.Context, st *turnState, specs []llm.ToolSpec, st
 	if EstimateTokens(sys, specs) > a.cfg.ContextWindow {
 		return nil, fmt.Errorf("%w (the system prompt and tools alone need about %d tokens)", errOverflow, EstimateTokens(sys, specs))
 	}
+	if err := a.budget(ctx, st, specs, step); err != nil {
+		return nil, err
+	}
 	for {
 		msgs := a.render(st)
 		if EstimateTokens(msgs, specs) <= limit {
@@ -101,7 +109,6 @@ func (a *Agent) escalate(ctx context.Context, st *turnState, specs []llm.ToolSpe
 			st.emit(a, Event{Kind: EventCompactionEnd, Step: step, Layer: next, TokensBefore: before, TokensAfter: before, Err: err.Error()})
 			return err
 		}
-		st.prompt.Tail = a.tail(st, st.t.Location, a.cfg.Now())
 	}
 	st.layer = next
 	after := EstimateTokens(a.render(st), specs)
@@ -121,50 +128,168 @@ func turnStarts(hist []entry) []int {
 	return out
 }
 
-// fold replaces hist[:cut] with a model-written summary and stores it.
+// budget keeps the history a request carries within Config.HistoryBudget:
+// earlier turns' tool results are stubbed first (layers 1 and 2); if that
+// is not enough, the oldest turns are folded into the rolling summary,
+// enough of them to leave the history near foldTo of the budget, so that
+// folds, and changes to the summary, are rare. This turn's messages are
+// never folded; the window's own check (fit) deals with a turn that alone
+// exceeds the budget.
+func (a *Agent) budget(ctx context.Context, st *turnState, specs []llm.ToolSpec, step int) error {
+	b := a.cfg.HistoryBudget
+	if b <= 0 || a.historyTokens(st) <= b {
+		return nil
+	}
+	if st.layer < layerStubs {
+		before := EstimateTokens(a.render(st), specs)
+		st.emit(a, Event{Kind: EventCompactionStart, Step: step, Layer: layerStubs, TokensBefore: before})
+		st.layer = layerStubs
+		st.emit(a, Event{Kind: EventCompactionEnd, Step: step, Layer: layerStubs, TokensBefore: before,
+			TokensAfter: EstimateTokens(a.render(st), specs)})
+		if a.historyTokens(st) <= b {
+			return nil
+		}
+	}
+	cut := a.budgetCut(st, int(float64(b)*foldTo))
+	if cut == 0 {
+		return nil
+	}
+	before := EstimateTokens(a.render(st), specs)
+	st.emit(a, Event{Kind: EventCompactionStart, Step: step, Layer: layerFoldOld, TokensBefore: before})
+	err := a.fold(ctx, st, cut)
+	ev := Event{Kind: EventCompactionEnd, Step: step, Layer: layerFoldOld, TokensBefore: before,
+		TokensAfter: EstimateTokens(a.render(st), specs)}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	st.emit(a, ev)
+	if err != nil && ctx.Err() == nil {
+		// The budget saves cost; the request still fits the window without
+		// the fold (fit checks), so the turn goes on, and a later turn
+		// folds again.
+		a.log.Warn("history budget: fold failed; the request carries the longer history", "session_id", st.t.SessionID, "err", err)
+		return nil
+	}
+	return err
+}
+
+// historyTokens estimates what the history adds to a request: the rolling
+// summary and every message after the system prompt, as rendered now.
+func (a *Agent) historyTokens(st *turnState) int {
+	return EstimateTokens(a.render(st)[1:], nil) + len(st.summary)/4
+}
+
+// budgetCut is where a fold for the budget ends: the first turn boundary
+// from which the rest of the history, this turn and a summary of the
+// greatest size fit in target tokens; all earlier turns when none does.
+func (a *Agent) budgetCut(st *turnState, target int) int {
+	rest := EstimateTokens(st.history(), nil) + summaryMaxChars/4
+	hist := a.renderHist(st)
+	suffix := make([]int, len(hist)+1) // suffix[i]: tokens of hist[i:]
+	for i := len(hist) - 1; i >= 0; i-- {
+		suffix[i] = suffix[i+1] + EstimateTokens(hist[i:i+1], nil)
+	}
+	for _, s := range turnStarts(st.hist) {
+		if s > 0 && rest+suffix[s] <= target {
+			return s
+		}
+	}
+	return len(st.hist)
+}
+
+// summariserSystem is the system prompt of the summary call.
+const summariserSystem = "You compress chat transcripts. Write a concise summary (at most 300 words) of the conversation below for the assistant's own later reference: facts about the user, decisions, results of tool calls that still matter, and open tasks. Plain text, no preamble."
+
+// summariserInput is the most characters one summary call reads (the
+// previous summary and a chunk of transcript): about half the window, so
+// that the call itself fits.
+func (a *Agent) summariserInput() int { return a.cfg.ContextWindow * 2 }
+
+// fold folds hist[:cut] into the rolling summary and stores it, in chunks
+// that each fit the summariser's input with the summary so far: every
+// message is read by exactly one summary call, none is dropped, and the
+// summary and the boundary it covers are stored after each chunk, so that
+// a failure or a restart halfway loses nothing and folds nothing twice.
 func (a *Agent) fold(ctx context.Context, st *turnState, cut int) error {
 	if cut <= 0 {
 		return nil
 	}
 	old := st.hist[:cut]
+	lines := make([]string, len(old))
+	for i, e := range old {
+		lines[i] = transcriptLine(e)
+	}
+	// The summary so far comes with each chunk; with a window so small
+	// that it would leave less than half the input, the chunk keeps half.
+	room := max(a.summariserInput()-summaryMaxChars-64, a.summariserInput()/2)
+	start := 0
+	for _, end := range foldChunks(old, lines, room) {
+		text, err := a.summarise(ctx, st, lines[start:end])
+		if err != nil {
+			return err
+		}
+		if err := a.cfg.Store.SaveSummary(context.WithoutCancel(ctx), st.t.SessionID, old[end-1].id, text); err != nil {
+			return fmt.Errorf("agent: save summary: %w", err)
+		}
+		st.summary, st.prompt.Summary = text, text
+		st.hist = st.hist[end-start:]
+		start = end
+	}
+	st.hist = append([]entry(nil), st.hist...)
+	return nil
+}
+
+// foldChunks splits old (as lines) into chunks of at most room characters
+// and returns the end of each. A chunk ends before a tool result only when
+// a call with its results is by itself larger than room; a single line
+// larger than room is a chunk of its own.
+func foldChunks(old []entry, lines []string, room int) []int {
+	var ends []int
+	start, size, open := 0, 0, 0 // open: the latest index > start where a chunk may begin
+	for i, line := range lines {
+		n := len(line) + 1
+		if i > start && size+n > room {
+			end := i
+			if old[i].Role == llm.RoleTool && open > start {
+				end = open // keep the call with its results
+			}
+			ends = append(ends, end)
+			size = 0
+			for _, l := range lines[end:i] {
+				size += len(l) + 1
+			}
+			start = end
+		}
+		if old[i].Role != llm.RoleTool {
+			open = i
+		}
+		size += n
+	}
+	return append(ends, len(lines))
+}
+
+// summarise asks the model for the summary so far extended by lines.
+func (a *Agent) summarise(ctx context.Context, st *turnState, lines []string) (string, error) {
 	var b strings.Builder
 	if st.summary != "" {
 		b.WriteString("Summary so far:\n" + st.summary + "\n\nThen:\n")
 	}
-	budget := a.cfg.ContextWindow * 2 // characters: about half the window
-	lines := make([]string, 0, len(old))
-	for _, e := range old {
-		lines = append(lines, transcriptLine(e))
-	}
-	// Keep the most recent lines when the old part is itself too large.
-	total := 0
-	first := len(lines)
-	for first > 0 && total+len(lines[first-1]) < budget {
-		first--
-		total += len(lines[first])
-	}
-	b.WriteString(strings.Join(lines[first:], "\n"))
+	b.WriteString(strings.Join(lines, "\n"))
 	req := llm.Request{Messages: []llm.Message{
-		{Role: llm.RoleSystem, Content: "You compress chat transcripts. Write a concise summary (at most 300 words) of the conversation below for the assistant's own later reference: facts about the user, decisions, results of tool calls that still matter, and open tasks. Plain text, no preamble."},
+		{Role: llm.RoleSystem, Content: summariserSystem},
 		{Role: llm.RoleUser, Content: b.String()},
 	}, MaxTokens: summaryMaxChars / 4}
 	resp, err := a.cfg.Model.Complete(ctx, req, nil)
 	st.modelCalls++
 	if err != nil {
-		return fmt.Errorf("agent: summarise history: %w", err)
+		return "", fmt.Errorf("agent: summarise history: %w", err)
 	}
 	st.usage = st.usage.Add(resp.Usage)
 	text := truncate(strings.TrimSpace(resp.Message.Content), summaryMaxChars)
 	if text == "" {
-		return errors.New("agent: summarise history: the model returned an empty summary")
+		return "", errors.New("agent: summarise history: the model returned an empty summary")
 	}
-	upTo := old[len(old)-1].id
-	if err := a.cfg.Store.SaveSummary(context.WithoutCancel(ctx), st.t.SessionID, upTo, text); err != nil {
-		return fmt.Errorf("agent: save summary: %w", err)
-	}
-	st.summary = text
-	st.hist = append([]entry(nil), st.hist[cut:]...)
-	return nil
+	return text, nil
 }
 
 func transcriptLine(e entry) string {
@@ -190,7 +315,24 @@ func transcriptLine(e entry) string {
 func (a *Agent) render(st *turnState) []llm.Message {
 	out := make([]llm.Message, 0, len(st.hist)+len(st.cur)+1)
 	out = append(out, llm.Message{Role: llm.RoleSystem, Content: st.prompt.Text()})
+	out = append(out, a.renderHist(st)...)
+	out = append(out, st.history()...)
+	out = RepairOrphans(out)
+	limit := requestResultCap(a.cfg.ContextWindow)
+	for i := range out {
+		if out[i].Role == llm.RoleTool {
+			out[i].Content = truncate(out[i].Content, limit)
+		}
+	}
+	return out
+}
+
+// renderHist renders the earlier turns, one message an entry, with the
+// compaction layers in force applied.
+func (a *Agent) renderHist(st *turnState) []llm.Message {
+	out := make([]llm.Message, 0, len(st.hist))
 	seen := map[string]bool{}
+	limit := requestResultCap(a.cfg.ContextWindow)
 	for _, e := range st.hist {
 		m := e.Message
 		if st.layer >= layerRedundant {
@@ -208,19 +350,29 @@ func (a *Agent) render(st *turnState) []llm.Message {
 		if st.layer >= layerStubs && m.Role == llm.RoleTool && len(m.Content) > oldResultStubAt {
 			m.Content = fmt.Sprintf("[earlier tool result omitted: %d characters]", len(m.Content))
 		}
+		if m.Role == llm.RoleTool {
+			m.Content = truncate(m.Content, limit)
+		}
 		out = append(out, m)
 	}
-	for _, e := range st.cur {
-		out = append(out, e.Message)
-	}
-	out = RepairOrphans(out)
-	limit := requestResultCap(a.cfg.ContextWindow)
-	for i := range out {
-		if out[i].Role == llm.RoleTool {
-			out[i].Content = truncate(out[i].Content, limit)
+	return out
+}
+
+// requestBytes is the size of a request's text: every message's content,
+// name and tool calls, and every tool's spec (the JSON framing around them
+// is not counted).
+func requestBytes(msgs []llm.Message, tools []llm.ToolSpec) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			n += len(c.ID) + len(c.Name) + len(c.Arguments)
 		}
 	}
-	return out
+	for _, t := range tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return n
 }
 
 // pairedInOrder reports whether msgs need no repair: each assistant

@@ -52,6 +52,7 @@ type harness struct {
 	session int64
 	now     time.Time
 	sleeps  []time.Duration
+	cfg     agent.Config // what agent was built with (restart builds another)
 
 	mu     sync.Mutex
 	events []agent.Event
@@ -93,6 +94,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	h.cfg = cfg
 	h.agent, err = agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -10,21 +10,38 @@ import (
 	"github.com/switchboard-gateway/switchboard/fallback"
 )
 
-// Prompt is the system prompt of a turn in two layers. Prefix is
+// Prompt is the system prompt of a turn in layers. Prefix is
 // byte-identical across steps and turns unless configuration or skills
-// change, so providers' prompt caches hit; Tail carries what changes (time,
-// who is talking, profile, memories) and is computed once per turn.
+// change, so providers' prompt caches hit; Summary, the rolling summary of
+// the conversation's folded history, follows it and changes only when
+// older messages are folded into it, so the cache keeps hitting over it
+// too; Tail carries what changes (time, who is talking, profile, memories)
+// and is computed once per turn.
 type Prompt struct {
-	Prefix string
-	Tail   string
+	Prefix  string
+	Summary string
+	Tail    string
 }
 
-// Text is the system message: the prefix, then the tail.
+// SummaryTitle heads the rolling summary in the system prompt.
+const SummaryTitle = "# Earlier in this conversation (summary)"
+
+// Text is the system message: the prefix, the summary, then the tail.
 func (p Prompt) Text() string {
+	s := p.Stable()
 	if p.Tail == "" {
+		return s
+	}
+	return s + "\n\n" + p.Tail
+}
+
+// Stable is the part of the system message that stays byte-identical
+// between turns: the prefix, and the summary when there is one.
+func (p Prompt) Stable() string {
+	if p.Summary == "" {
 		return p.Prefix
 	}
-	return p.Prefix + "\n\n" + p.Tail
+	return p.Prefix + "\n\n" + SummaryTitle + "\n" + p.Summary
 }
 
 // PrefixHash identifies the static prefix (for cache diagnostics and tests).

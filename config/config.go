@@ -98,6 +98,7 @@ type Agent struct {
 	MaxConcurrentTurns   int           `yaml:"max_concurrent_turns"`    // turns running at once across all chats
 	TurnTimeout          time.Duration `yaml:"turn_timeout"`            // wall-clock limit of one turn
 	ToolResultMaxChars   int           `yaml:"tool_result_max_chars"`   // longer tool results are truncated
+	HistoryBudget        int           `yaml:"history_budget"`          // tokens of history a request carries; 0 = the context window
 	TurnTokenBudget      int           `yaml:"turn_token_budget"`       // 0 = unlimited
 	UserDailyTokenBudget int           `yaml:"user_daily_token_budget"` // 0 = unlimited
 	ApprovalTimeout      time.Duration `yaml:"approval_timeout"`        // an unanswered approval request expires
@@ -354,6 +355,12 @@ const (
 	// About 12k tokens: a whole web page or log tail fits, a runaway dump
 	// does not fill the context window.
 	defaultToolResultMaxChars = 50000
+	// defaultHistoryBudget: about 48 KB of conversation, the last few dozen
+	// exchanges verbatim, with the rolling summary and recalled memories
+	// for the rest; a request stays near 16k tokens with the static
+	// prompt and tools however long the conversation grows, instead of
+	// approaching the 128k window.
+	defaultHistoryBudget = 12000
 	// defaultApprovalTimeout leaves time to notice a request, yet a stale
 	// one does not run hours later by surprise.
 	defaultApprovalTimeout = time.Hour
@@ -462,6 +469,7 @@ func Default() *Config {
 			MaxConcurrentTurns:  defaultMaxConcurrentTurns,
 			TurnTimeout:         defaultTurnTimeout,
 			ToolResultMaxChars:  defaultToolResultMaxChars,
+			HistoryBudget:       defaultHistoryBudget,
 			ApprovalTimeout:     defaultApprovalTimeout,
 			PlanStepMaxSteps:    defaultPlanStepMaxSteps,
 			PlanFeedbackTimeout: defaultPlanFeedbackTimeout,

@@ -179,6 +179,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
 		Location:             loc,
 		ContextWindow:        cfg.LLM.ContextWindow,
+		HistoryBudget:        cfg.Agent.HistoryBudget,
 		MaxSteps:             cfg.Agent.MaxSteps,
 		ToolResultMaxChars:   cfg.Agent.ToolResultMaxChars,
 		MaxOutputTokens:      cfg.LLM.MaxOutputTokens,

@@ -116,6 +116,9 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 	return "Nothing to stop."
 }
 
+// statusTime is how /status shows a time.
+const statusTime = "2006-01-02 15:04 UTC"
+
 func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	r.mu.Lock()
 	q := r.queues[chatKey(in.Channel, in.ChatID)]
@@ -141,12 +144,21 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	if err != nil {
 		return b.String() + "(history unavailable)"
 	}
-	if sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID); err == nil {
-		fmt.Fprintf(&b, "Conversation #%d: %d messages since %s\n", sess.ID, sess.Messages, sess.StartedAt.UTC().Format("2006-01-02 15:04 UTC"))
+	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
+	if err == nil {
+		fmt.Fprintf(&b, "Conversation #%d: %d messages since %s\n", sess.ID, sess.Messages, sess.StartedAt.UTC().Format(statusTime))
 	}
 	if turns, err := r.cfg.Store.Turns(ctx, chat.ID, 1); err == nil && len(turns) > 0 {
 		t := turns[0]
 		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens\n", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
+		if t.RequestTokens > 0 {
+			fmt.Fprintf(&b, "Last request: about %d tokens, %.1f KB\n", t.RequestTokens, float64(t.RequestBytes)/1000)
+		}
+	}
+	if err == nil {
+		if c, err := r.cfg.Store.SummaryCoverage(ctx, sess.ID); err == nil && c.Folds > 0 {
+			fmt.Fprintf(&b, "Summarised: %d messages (%d turns) up to %s, in %d folds\n", c.Messages, c.Turns, c.Until.Format(statusTime), c.Folds)
+		}
 	}
 	if r.cfg.StatusNotes != nil && r.gate.admin(in) { // operator matters, for operators only
 		for _, n := range r.cfg.StatusNotes() {

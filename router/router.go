@@ -73,6 +73,7 @@ type Store interface {
 	// Turns: /status, the ones a restart or a stopped replica cut off, and
 	// a reminder recorded in the conversation as a job turn.
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
+	SummaryCoverage(ctx context.Context, sessionID int64) (store.SummaryCoverage, error)
 	RunningTurns(ctx context.Context) ([]store.Turn, error)
 	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
 	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)

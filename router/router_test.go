@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -337,6 +338,50 @@ func TestCommands(t *testing.T) {
 	}
 	if n := len(e.runner.turns); n != 1 {
 		t.Fatalf("commands reached the model: %d turns", n)
+	}
+}
+
+// E budget: /status shows the size of the chat's last request and what the
+// rolling summary covers; /new starts a conversation without one.
+func TestStatusShowsRequestSizeAndSummary(t *testing.T) {
+	e := newEnv(t, 4, everyone)
+	chat, _ := e.st.EnsureChat(e.ctx, "fake", "c1", "dm", "")
+	sess, _ := e.st.CurrentSession(e.ctx, chat.ID)
+	var last int64
+	for i := range 3 {
+		id, ids, err := e.st.BeginTurn(e.ctx, store.TurnStart{ChatID: chat.ID, SessionID: sess.ID, Kind: "user"},
+			[]llm.Message{{Role: llm.RoleUser, Content: fmt.Sprint("hello ", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			last = ids[0]
+		}
+		if err := e.st.FinishTurn(e.ctx, id, store.TurnEnd{StopReason: "end_turn", Status: store.TurnCompleted,
+			RequestTokens: 14210, RequestBytes: 58140}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.st.SaveSummary(e.ctx, sess.ID, last, "they said hello twice"); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(t, msg("c1", "u", "/status"))
+	e.waitSent(t, 1)
+	got := e.ch.texts()[0]
+	for _, want := range []string{"Last request: about 14210 tokens, 58.1 KB", "Summarised: 2 messages (2 turns) up to ", "in 1 folds"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("/status = %q; want %q in it", got, want)
+		}
+	}
+	e.deliver(t, msg("c1", "u", "/new"))
+	e.waitSent(t, 1)
+	if err := e.r.Drain(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.deliver(t, msg("c1", "u", "/status"))
+	e.waitSent(t, 1)
+	if got := e.ch.texts()[2]; strings.Contains(got, "Summarised") {
+		t.Fatalf("/status after /new = %q; the new conversation has no summary", got)
 	}
 }
 

@@ -31,6 +31,7 @@ var migrations = []migration{
 	{8, "reply parts", migrationReplyParts},
 	{9, "outbox of undelivered replies", migrationOutbox},
 	{10, "files and scheduled runs in the outbox", migrationOutboxFiles},
+	{11, "request size of turns", migrationRequestSize},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

@@ -57,7 +57,17 @@ type TurnEnd struct {
 	// transaction (one write less a message, and never a finished turn
 	// with its message still pending).
 	FinishInbox bool
+	// RequestTokens and RequestBytes are the size of the turn's last model
+	// request (estimated tokens, bytes of text); 0 keeps what is stored.
+	RequestTokens, RequestBytes int
 }
+
+// migrationRequestSize records the size of each turn's last request, for
+// /status.
+const migrationRequestSize = `
+ALTER TABLE turns ADD COLUMN request_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE turns ADD COLUMN request_bytes INTEGER NOT NULL DEFAULT 0;
+`
 
 // Turn is one run of the agent loop for one inbound message or job.
 type Turn struct {
@@ -73,6 +83,9 @@ type Turn struct {
 	// DeliveryLate once it went out, DeliveryDropped if it was given up;
 	// empty when every reply went out at once.
 	Delivery string
+	// RequestTokens and RequestBytes are the size of the turn's last model
+	// request: estimated tokens, and bytes of text (0: not recorded).
+	RequestTokens, RequestBytes int
 }
 
 const (
@@ -89,13 +102,16 @@ const (
 		RETURNING session_id`
 	sqlFinishTurn = `UPDATE turns SET status = ?, stop_reason = ?, error = ?, model = ?,
 			steps = CASE WHEN ? > 0 THEN ? ELSE steps END,
+			request_tokens = CASE WHEN ? > 0 THEN ? ELSE request_tokens END,
+			request_bytes = CASE WHEN ? > 0 THEN ? ELSE request_bytes END,
 			ended_at = ?, duration_ms = MAX(? - started_at, 0)
 		WHERE id = ? AND status = 'running'`
 	sqlFinishTurnInbox = `UPDATE inbox SET status = 'done', finished_at = ?
 		WHERE status = 'pending' AND id = (SELECT inbox_id FROM turns WHERE id = ?)`
 	sqlTurnStatus  = `SELECT status FROM turns WHERE id = ?`
 	sqlTurnColumns = `id, chat_id, session_id, COALESCE(inbox_id, 0), user_id, channel, kind, status, stop_reason, error, model,
-		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms, delivery`
+		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms, delivery,
+		request_tokens, request_bytes`
 	sqlTurnByID      = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE id = ?`
 	sqlTurnsOfChat   = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE chat_id = ? ORDER BY id DESC LIMIT ?`
 	sqlRunningTurns  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE status = 'running' ORDER BY id`
@@ -208,7 +224,8 @@ func (s *Store) FinishTurn(ctx context.Context, turnID int64, e TurnEnd) error {
 	}
 	err := s.inTxSimple(ctx, func(tx conn) error { // an UPDATE … WHERE status = 'running' is the check
 		now := s.nowMS()
-		res, err := tx.ExecContext(ctx, sqlFinishTurn, e.Status, e.StopReason, e.Error, e.Model, e.Steps, e.Steps, now, now, turnID)
+		res, err := tx.ExecContext(ctx, sqlFinishTurn, e.Status, e.StopReason, e.Error, e.Model, e.Steps, e.Steps,
+			e.RequestTokens, e.RequestTokens, e.RequestBytes, e.RequestBytes, now, now, turnID)
 		if err != nil {
 			return err
 		}
@@ -316,7 +333,7 @@ func scanTurn(r rowScanner) (Turn, error) {
 	var ended, dur sql.NullInt64
 	if err := r.Scan(&t.ID, &t.ChatID, &t.SessionID, &t.InboxID, &t.UserID, &t.Channel, &t.Kind, &t.Status,
 		&t.StopReason, &t.Error, &t.Model, &t.Steps, &t.Usage.PromptTokens, &t.Usage.CompletionTokens,
-		&t.Usage.TotalTokens, &started, &ended, &dur, &t.Delivery); err != nil {
+		&t.Usage.TotalTokens, &started, &ended, &dur, &t.Delivery, &t.RequestTokens, &t.RequestBytes); err != nil {
 		return Turn{}, err
 	}
 	t.StartedAt = fromMS(started)
