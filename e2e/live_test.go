@@ -31,9 +31,11 @@ const (
 	liveAnswer = "The page says the library opens at nine on weekdays and at ten on Saturdays, closes at six, and stays shut on Sundays and holidays."
 )
 
-// slowPage serves a page that takes liveToolTime to answer.
-func slowPage(t *testing.T) string {
+// slowPage serves a page that takes liveToolTime to answer; answered
+// receives the time it answered.
+func slowPage(t *testing.T) (url string, answered <-chan time.Time) {
 	t.Helper()
+	at := make(chan time.Time, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(liveToolTime): // the tool's latency, not a synchronisation
@@ -42,9 +44,13 @@ func slowPage(t *testing.T) string {
 		}
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("Opening hours: 9-18 on weekdays, 10-18 on Saturdays."))
+		select {
+		case at <- time.Now():
+		default:
+		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/hours"
+	return srv.URL + "/hours", at
 }
 
 // liveScript is the model's answer to question: fetch the slow page, then
@@ -87,13 +93,21 @@ func TestTelegramLiveReply(t *testing.T) {
 	s := startTelegramServe(t, tg, allowUsers(tgAlice), allowLocalFetch)
 	const group int64 = -100424242
 	const question = "when is the library open?"
-	s.answer(question, liveScript(slowPage(t))...)
+	page, answered := slowPage(t)
+	s.answer(question, liveScript(page)...)
 	s.say(group, tgAlice, "alice", s.mention(question), tgfake.InGroup("Readers"))
 
+	// The first words show within 200 ms of the model's first token (plus
+	// the tool result's way to the model): measured from the page's answer.
 	ctx := s.ctx(t)
+	var firstWords time.Time
 	for {
 		n := tg.Calls("editMessageText")
-		if edits := tg.Edits(); len(edits) > 0 && edits[len(edits)-1].Text == liveAnswer {
+		edits := tg.Edits()
+		if len(edits) > 0 && firstWords.IsZero() && strings.HasPrefix(edits[len(edits)-1].Text, "The") {
+			firstWords = time.Now()
+		}
+		if len(edits) > 0 && edits[len(edits)-1].Text == liveAnswer {
 			break
 		}
 		if err := tg.WaitCalls(ctx, "editMessageText", n+1); err != nil {
@@ -103,6 +117,11 @@ func TestTelegramLiveReply(t *testing.T) {
 	}
 	s.expect(group, 1)
 	s.finish(t)
+	if d := firstWords.Sub(<-answered); d > time.Second {
+		t.Errorf("the first words showed %s after the tool's page answered, want about 200 ms", d)
+	} else {
+		t.Logf("the first words showed %s after the tool's page answered", d.Round(time.Millisecond))
+	}
 
 	sent := sentTo(tg.Sent(), group)
 	if len(sent) != 1 || len(tg.Deleted()) != 0 {
@@ -122,7 +141,8 @@ func TestDiscordLiveReply(t *testing.T) {
 	s := startDiscordServe(t, allowLocalFetch)
 	ch := s.textChannel()
 	const question = "when is the library open?"
-	s.answer(question, liveScript(slowPage(t))...)
+	page, _ := slowPage(t)
+	s.answer(question, liveScript(page)...)
 	s.post(ch, s.guild, aliceID, "alice", s.mention(question))
 
 	final := func() bool {
