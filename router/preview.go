@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/fallback"
 )
 
 // Live messages: while the model writes a reply (its text, or the text of
@@ -58,12 +59,14 @@ type slot struct {
 	orphan   bool               // claimed while a call was in flight: removed when it returns
 }
 
-// text is what the slot should show.
+// text is what the slot should show: not the no-reply marker, nor what
+// may become it.
 func (s *slot) text() string {
-	if s.buf.Len() == 0 {
+	t := strings.TrimSpace(s.buf.String())
+	if strings.HasPrefix(fallback.NoReply, t) {
 		return s.label
 	}
-	t := clip(strings.TrimSpace(s.buf.String()), previewMaxChars)
+	t = clip(t, previewMaxChars)
 	if s.complete {
 		return t
 	}

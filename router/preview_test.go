@@ -522,6 +522,24 @@ func TestPreviewModelUnavailable(t *testing.T) {
 	})
 }
 
+// The model's choice to stay silent (the no-reply marker) never shows.
+func TestPreviewHidesNoReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ch := newLiveChannel(false)
+		liveRun(t, ch, channels.Group, true, func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
+			for _, d := range []string{"NO", "_RE", "PLY"} {
+				tt.OnEvent(agent.Event{Kind: agent.EventTextDelta, Text: d})
+				elapse(time.Second)
+			}
+			tt.OnEvent(agent.Event{Kind: agent.EventUsage})
+			return agent.Result{StopReason: agent.StopEndTurn}
+		})
+		if got := kinds(ch.calls(true)); len(got) != 0 {
+			t.Fatalf("calls %q; want none", got)
+		}
+	})
+}
+
 // With previews and progress off, the reply just arrives.
 func TestPreviewOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
