@@ -53,6 +53,9 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 	if storeOK {
 		if f, ok := doctorStore(ctx, cfg); ok {
 			report(f)
+			if f, ok := doctorLearning(ctx, cfg); ok && f.Severity != SevFail {
+				report(f)
+			}
 		}
 	}
 	for _, f := range doctorModel(ctx, cfg) {
@@ -111,6 +114,35 @@ func doctorStore(ctx context.Context, cfg *config.Config) (f Finding, ok bool) {
 		return Finding{SevFail, "store", err.Error(), "the database may be damaged: restore the latest backup (see README, Operations)"}, true
 	}
 	return Finding{Where: "store", Message: fmt.Sprintf("%s is writable (%d chats, %d messages)", path, stats.Chats, stats.Messages)}, true
+}
+
+// doctorLearning reports whether learning turned itself off in serve
+// because the configured model cannot make forced function calls (recorded
+// in the store; ok is false when there is nothing to say).
+func doctorLearning(ctx context.Context, cfg *config.Config) (f Finding, ok bool) {
+	if !cfg.Learning.Enabled {
+		return Finding{}, false
+	}
+	cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	var st *store.Store
+	var err error
+	if cfg.Store.Driver == config.StorePostgres {
+		st, err = store.OpenPostgres(cctx, cfg.Store.DSN)
+	} else {
+		st, err = store.Open(cctx, cfg.Store.Path)
+	}
+	if err != nil {
+		return Finding{}, false // the store's finding says why
+	}
+	defer st.Close()
+	off, recorded, err := st.LearningOff(cctx)
+	if err != nil || !recorded || off.Model != cfg.LLM.Model {
+		return Finding{}, false
+	}
+	return Finding{SevWarn, "learning", fmt.Sprintf("off since %s: model %s cannot make forced function calls (%s)",
+		off.At.Format(time.RFC3339), off.Model, off.Reason),
+		"use a model or server that supports tool_choice (function calling), or set learning.enabled: false; serve tries learning again at its next start"}, true
 }
 
 // doctorPostgres checks that the PostgreSQL database opens (migrating it if

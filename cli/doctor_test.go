@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 func doctorConfig(t *testing.T, model *testkit.FakeLLM, tg *tgfake.Fake, tgToken string, dc *discordfake.Fake, dcToken string) string {
@@ -131,6 +132,40 @@ func TestDoctorStoreDirectory(t *testing.T) {
 		f := storeFinding(cfg)
 		if f.Severity.String() != tt.level || !strings.Contains(f.Message, tt.msg) || f.Fix != tt.fix {
 			t.Errorf("doctor on %s: %+v\nwant %s %q, fix %q", tt.path, f, tt.level, tt.msg, tt.fix)
+		}
+	}
+}
+
+// doctor says when serve turned learning off because the model cannot make
+// forced function calls (recorded in the store), and for which model.
+func TestDoctorSaysLearningTurnedItselfOff(t *testing.T) {
+	model := testkit.NewFakeLLM(t)
+	tg := tgfake.New(t, "7305550000:AAF-doctor-Secret_0123456789abcdef")
+	dc := discordfake.New(t)
+	path := doctorConfig(t, model, tg, "7305550000:AAF-doctor-Secret_0123456789abcdef", dc, dc.Token)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), cfg.Store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetLearningOff(t.Context(), store.LearningOff{Model: "fake-model", Reason: "learning: learn: the model did not call the function"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var out bytes.Buffer
+	code := run(t.Context(), []string{"doctor", "--config", path}, strings.NewReader(""), &out, &out)
+	report := out.String()
+	if code != ExitOK {
+		t.Fatalf("exit %d, want %d (a warning)\n%s", code, ExitOK, report)
+	}
+	for _, want := range []string{"warn  learning  off since ", "model fake-model cannot make forced function calls",
+		"fix: use a model or server that supports tool_choice"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
 		}
 	}
 }

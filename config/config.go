@@ -208,6 +208,7 @@ type Skills struct {
 type Learning struct {
 	Enabled            bool          `yaml:"enabled"`              // off: nothing is learned or recalled
 	EveryNTurns        int           `yaml:"every_n_turns"`        // run the jobs after every Nth turn of a user in a chat
+	IdleAfter          time.Duration `yaml:"idle_after"`           // or once the chat has been quiet this long; 0: every Nth turn only
 	JobTimeout         time.Duration `yaml:"job_timeout"`          // one job run
 	QueueSize          int           `yaml:"queue_size"`           // users and chats waiting for a run
 	MemoryPromptTokens int           `yaml:"memory_prompt_tokens"` // budget of recalled memories in a prompt; 0 keeps them out
@@ -411,9 +412,13 @@ const (
 	// Proposals wait for the operator: a conversation should not change
 	// how a skill behaves for everyone without a human looking.
 	defaultSelfImprove = "propose"
-	// Learn after every turn: the jobs are small next to the turn, and what
-	// was said is remembered from the next turn on.
-	defaultEveryNTurns = 1
+	// One learning pass (one model call for memories and the profile) per
+	// ten turns, or sooner when the chat pauses (defaultIdleAfter): a small
+	// fraction of what the turns cost.
+	defaultEveryNTurns = 10
+	// A few quiet minutes end a burst of messages: what was said is learned
+	// before the user comes back, without a call per message.
+	defaultIdleAfter = 3 * time.Minute
 	// A model call or two with room for a slow provider.
 	defaultJobTimeout = 60 * time.Second
 	// Users and chats waiting for a run; beyond it work is dropped and
@@ -488,7 +493,7 @@ func Default() *Config {
 			ReplyMaxAge: defaultReplyMaxAge,
 		},
 		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove},
-		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, JobTimeout: defaultJobTimeout,
+		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, IdleAfter: defaultIdleAfter, JobTimeout: defaultJobTimeout,
 			QueueSize: defaultLearningQueue, MemoryPromptTokens: defaultMemoryPromptTokens},
 		Tools: Tools{
 			Command: CommandTool{Workspace: defaultWorkspace, Timeout: defaultCommandTimeout,

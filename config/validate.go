@@ -69,6 +69,9 @@ func (c *Config) Validate() error {
 	v.oneOf("skills.self_improve", c.Skills.SelfImprove, "off", "propose", "apply")
 	if l := c.Learning; l.Enabled {
 		v.positive("learning.every_n_turns", l.EveryNTurns, "1 to learn after every turn")
+		if l.IdleAfter < 0 {
+			v.add("learning.idle_after", fmt.Sprintf("must not be negative, got %s (0 learns every_n_turns turns only; such as \"3m\")", l.IdleAfter))
+		}
 		v.positiveDuration("learning.job_timeout", l.JobTimeout, "60s")
 		v.positive("learning.queue_size", l.QueueSize, "such as 64")
 		v.notNegative("learning.memory_prompt_tokens", l.MemoryPromptTokens, "0 keeps memories out of the prompt")

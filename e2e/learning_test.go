@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,7 +23,6 @@ import (
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/learning"
 	"github.com/switchboard-gateway/switchboard/llm"
-	"github.com/switchboard-gateway/switchboard/memory"
 	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
@@ -70,8 +70,9 @@ func newLrnRig(t testing.TB, mode string, learn func(*config.Learning), skillFil
 	return newLrnRigWith(t, gateway.Options{}, mode, learn, skillFiles)
 }
 
-// learningOn is newLrnRig's learn for learning with its defaults.
-func learningOn(l *config.Learning) { l.Enabled = true }
+// learningOn is newLrnRig's learn for learning after every turn (the
+// default waits for ten turns or a pause).
+func learningOn(l *config.Learning) { l.Enabled, l.EveryNTurns = true, 1 }
 
 // newLrnRigWith is newLrnRig building the gateway with opts.
 func newLrnRigWith(t testing.TB, opts gateway.Options, mode string, learn func(*config.Learning), skillFiles map[string]string) *lrnRig {
@@ -166,9 +167,8 @@ func (r *lrnRig) reply(rec testkit.Recorded) testkit.Reply {
 	}
 	if args == "" {
 		args = map[string]string{
-			"save_memories":  `{"facts":[]}`,
-			"update_profile": `{"updates":[]}`,
-			"review_skill":   `{"assessment":"worked","notes":"","improved_instructions":""}`,
+			learning.PassTool: `{"facts":[],"profile":[]}`,
+			"review_skill":    `{"assessment":"worked","notes":"","improved_instructions":""}`,
 		}[rec.ForcedTool]
 	}
 	return testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("f1", rec.ForcedTool, args)}}
@@ -267,8 +267,8 @@ func TestLearningReplyIsNotDelayedByJobs(t *testing.T) {
 		return reply
 	}})
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
-		if rec.ForcedTool == "save_memories" {
-			return `{"facts":[` + fact("Is allergic to peanuts", "user", 1, "") + `]}`
+		if rec.ForcedTool == learning.PassTool {
+			return `{"facts":[` + fact("Is allergic to peanuts", "user", 1, "") + `],"profile":[]}`
 		}
 		return ""
 	})
@@ -291,8 +291,8 @@ func TestLearningReplyIsNotDelayedByJobs(t *testing.T) {
 	if got := r.memories("ada", ""); len(got) != 1 || got[0] != "Is allergic to peanuts" {
 		t.Errorf("memories after the job = %q", got)
 	}
-	if s := r.a.LearningRunner().Stats(); s.Succeeded != 2 || s.Failed != 0 {
-		t.Errorf("stats = %+v; want the memory and profile jobs done", s)
+	if s := r.a.LearningRunner().Stats(); s.Succeeded != 1 || s.Failed != 0 {
+		t.Errorf("stats = %+v; want the learning pass done", s)
 	}
 }
 
@@ -303,7 +303,7 @@ func TestLearningRecallSupersedeAndForget(t *testing.T) {
 	r := newLrnRig(t, "propose", learningOn, nil)
 	var berlinID string
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
-		if rec.ForcedTool != "save_memories" {
+		if rec.ForcedTool != learning.PassTool {
 			return ""
 		}
 		prompt := rec.Messages[len(rec.Messages)-1].Content
@@ -375,13 +375,16 @@ func TestLearningRecallSupersedeAndForget(t *testing.T) {
 func TestLearningIsolatesUsersInAGroup(t *testing.T) {
 	r := newLrnRig(t, "propose", learningOn, nil)
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
-		var fs []string
+		if rec.ForcedTool != learning.PassTool {
+			return ""
+		}
+		var fs, ps []string
 		for n, l := range lines {
-			switch {
-			case rec.ForcedTool == "update_profile" && callMe.MatchString(l):
+			if callMe.MatchString(l) {
 				name := callMe.FindStringSubmatch(l)[1]
-				return fmt.Sprintf(`{"updates":[{"dimension":"name","value":%q,"source":%d}]}`, name+" the Great", n)
-			case rec.ForcedTool != "save_memories":
+				ps = append(ps, fmt.Sprintf(`{"dimension":"name","value":%q,"source":%d}`, name+" the Great", n))
+			}
+			switch {
 			case strings.Contains(l, "allergic to peanuts"): // ada says so
 				fs = append(fs, fact("Secret-A: allergic to peanuts", "user", n, ""))
 			case strings.Contains(l, "allergic to shellfish"): // bob says so
@@ -390,10 +393,7 @@ func TestLearningIsolatesUsersInAGroup(t *testing.T) {
 				fs = append(fs, fact("The group picnic is on Saturday", "chat", n, ""), fact("Secret-A2: organises the picnic food", "user", n, ""))
 			}
 		}
-		if rec.ForcedTool == "save_memories" {
-			return `{"facts":[` + strings.Join(fs, ",") + `]}`
-		}
-		return ""
+		return `{"facts":[` + strings.Join(fs, ",") + `],"profile":[` + strings.Join(ps, ",") + `]}`
 	})
 	talk := func(chat, user string, group bool, text string) []testkit.Recorded {
 		_, reqs := r.say(chat, user, group, text)
@@ -471,11 +471,11 @@ func TestLearningFailingJobsLeaveTheTurnIntact(t *testing.T) {
 			}},
 		}
 		for _, j := range c.Jobs {
-			if j.Name == memory.JobName {
+			if j.Name == learning.PassJobName {
 				jobs = append(jobs, j)
 			}
 		}
-		return learning.NewRunner(learning.Config{Jobs: jobs, Timeout: 200 * time.Millisecond, RetryDelay: time.Hour})
+		return learning.NewRunner(learning.Config{Jobs: jobs, EveryNTurns: 1, Timeout: 200 * time.Millisecond, RetryDelay: time.Hour})
 	}
 	r := newLrnRigWith(t, gateway.Options{LearningRunner: failing}, "off", learningOn, nil)
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
@@ -522,7 +522,7 @@ func TestLearningResumesFromTheCursorAfterACrash(t *testing.T) {
 	var held atomic.Bool
 	r.fake.SetDefault(&testkit.Reply{Func: func(rec testkit.Recorded) testkit.Reply {
 		reply := r.reply(rec)
-		if rec.ForcedTool == "save_memories" && held.CompareAndSwap(false, true) {
+		if rec.ForcedTool == learning.PassTool && held.CompareAndSwap(false, true) {
 			reply.Block = hold
 		}
 		return reply
@@ -535,7 +535,7 @@ func TestLearningResumesFromTheCursorAfterACrash(t *testing.T) {
 		return append([]string(nil), prompts...)
 	}
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {
-		if rec.ForcedTool != "save_memories" {
+		if rec.ForcedTool != learning.PassTool {
 			return ""
 		}
 		mu.Lock()
@@ -706,5 +706,70 @@ func BenchmarkReplyLatency(b *testing.B) {
 			b.ReportMetric(float64(s.Runs), "job-runs")
 			r.stop(r.a, true) // jobs still waiting on the model are cancelled
 		})
+	}
+}
+
+// warnLog collects the WARN lines of a text log.
+type warnLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *warnLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *warnLog) warnings() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(w.buf.String(), "\n") {
+		if strings.Contains(l, "level=WARN") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A model that answers forced calls with text: learning turns itself off
+// at the first pass with one warning, makes no further learning calls and
+// no retries, and `switchboard doctor` says so.
+func TestLearningTurnsItselfOffWhenTheModelCannotForceCalls(t *testing.T) {
+	logs := &warnLog{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	r := newLrnRigWith(t, gateway.Options{Logger: log}, "off", learningOn, nil)
+	r.fake.SetDefault(&testkit.Reply{Func: func(rec testkit.Recorded) testkit.Reply {
+		if rec.ForcedTool != "" {
+			return testkit.Reply{Text: `{"facts": []}`} // text, not the call
+		}
+		return testkit.Reply{Text: "ok"}
+	}})
+	for i := range 4 {
+		if reply, _ := r.say("d1", "ada", false, fmt.Sprintf("I like tea, message %d.", i)); reply != "ok" {
+			t.Fatalf("reply = %q", reply)
+		}
+		r.settle()
+	}
+	forced := 0
+	for _, rec := range r.fake.Requests() {
+		if rec.ForcedTool != "" {
+			forced++
+		}
+	}
+	if forced != 1 {
+		t.Errorf("%d learning calls over 4 turns, want 1 (then learning is off)", forced)
+	}
+	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "learning is off") {
+		t.Errorf("warnings = %q, want exactly one saying learning is off", w)
+	}
+	if s := r.a.LearningRunner().Stats(); s.Disabled == nil || s.Retries != 0 {
+		t.Errorf("stats = %+v; want learning disabled, no retry", s)
+	}
+	var out bytes.Buffer
+	run(t.Context(), []string{"doctor", "--config", r.cfgPath}, strings.NewReader(""), &out, &out)
+	if !strings.Contains(out.String(), "warn  learning  off since ") || !strings.Contains(out.String(), "model fake-model cannot make forced function calls") {
+		t.Errorf("doctor does not say learning is off:\n%s", out.String())
 	}
 }

@@ -31,11 +31,17 @@ type roleHolder interface {
 // roles is the replica when replicas share the store (nil otherwise):
 // Telegram long polling waits for the poller role, and a Discord gateway
 // split into shards without a configured shard_id claims a free one.
-func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles roleHolder) []channelSpec {
+//
+// onPaced (nil: none) counts the calls an adapter's outbound pacing held
+// back, for the metrics.
+func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles roleHolder, onPaced func(channel, outcome string)) []channelSpec {
 	var out []channelSpec
 	if tg := cfg.Channels.Telegram; tg.Enabled {
 		o := telegram.Options{Token: tg.Token, APIEndpoint: tg.APIEndpoint, PollTimeout: tg.PollTimeout,
 			Logger: log}
+		if onPaced != nil {
+			o.OnPaced = func(outcome string) { onPaced("telegram", outcome) }
+		}
 		if tg.Webhook.URL != "" {
 			o.Webhook = &telegram.WebhookOptions{URL: tg.Webhook.URL, Listen: tg.Webhook.Listen, SecretToken: tg.Webhook.SecretToken}
 		}

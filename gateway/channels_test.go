@@ -40,7 +40,7 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 	roles := &roleRecorder{grant: 1}
 	log := slog.New(slog.DiscardHandler)
 
-	specs := channelSpecs(cfg, log, noInbox{}, roles)
+	specs := channelSpecs(cfg, log, noInbox{}, roles, nil)
 	byName := map[string]channelSpec{}
 	for _, s := range specs {
 		byName[s.name] = s
@@ -82,13 +82,13 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 
 	// A webhook is served by every replica; one process alone has no roles.
 	cfg.Channels.Telegram.Webhook.URL = "https://bot.example.com/hook"
-	for _, s := range channelSpecs(cfg, log, noInbox{}, roles) {
+	for _, s := range channelSpecs(cfg, log, noInbox{}, roles, nil) {
 		if s.name == "telegram" && s.gate != nil {
 			t.Error("a webhook is gated by the poller role")
 		}
 	}
 	cfg.Channels.Telegram.Webhook.URL = ""
-	for _, s := range channelSpecs(cfg, log, noInbox{}, nil) {
+	for _, s := range channelSpecs(cfg, log, noInbox{}, nil, nil) {
 		if s.gate != nil {
 			t.Errorf("%s is gated without replicas", s.name)
 		}

@@ -241,7 +241,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
 		},
 		Tasks:             tasks,
-		StatusNotes:       statusNotes(watcher, mcp, g.channelStatuses),
+		StatusNotes:       lrn.statusNotes(statusNotes(watcher, mcp, g.channelStatuses)),
 		ModelOutageMaxAge: cfg.Agent.ModelOutageMaxAge,
 		ModelAnswered:     mon.model.Answered,
 		Outbox:            st,

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
@@ -47,7 +48,9 @@ func newLearner(ctx context.Context, cfg *config.Config, st *store.Store, model 
 	l.profile = profile.New(profile.Config{Store: st, Model: model, Logger: log})
 	var jobs []learning.Job
 	if l.on {
-		jobs = append(jobs, l.memory.Job(), l.profile.Job())
+		// One call per pass learns memories and the profile together.
+		jobs = append(jobs, l.clearsOff(learning.Pass(learning.PassConfig{Store: st, Model: model,
+			Parts: []learning.Part{l.memory.Part(), l.profile.Part()}, Logger: log})))
 		if mode := cfg.Skills.SelfImprove; mode != "off" {
 			jobs = append(jobs, learning.SkillJob(learning.SkillJobConfig{Store: st, Model: model, Files: watcher.Current,
 				Overlay: l.overlay, Apply: mode == "apply", Logger: log}))
@@ -56,12 +59,70 @@ func newLearner(ctx context.Context, cfg *config.Config, st *store.Store, model 
 	if newRunner == nil {
 		newRunner = learning.NewRunner
 	}
-	l.runner = newRunner(learning.Config{Jobs: jobs, EveryNTurns: cfg.Learning.EveryNTurns,
-		Timeout: cfg.Learning.JobTimeout, QueueSize: cfg.Learning.QueueSize, Logger: log})
+	l.runner = newRunner(learning.Config{Jobs: jobs, EveryNTurns: cfg.Learning.EveryNTurns, IdleAfter: idleAfter(cfg.Learning.IdleAfter),
+		Timeout: cfg.Learning.JobTimeout, QueueSize: cfg.Learning.QueueSize, Logger: log,
+		OnDisabled: func(reason error) { l.disabled(ctx, cfg.LLM.Model, reason) }})
 	if l.on {
 		l.runner.Start(ctx)
 	}
 	return l
+}
+
+// statusNotes adds to the operator's lines of /status that learning turned
+// itself off, and why.
+func (l *learner) statusNotes(next func() []string) func() []string {
+	return func() []string {
+		notes := next()
+		if err := l.runner.Stats().Disabled; err != nil {
+			notes = append(notes, "Learning is off: the model cannot make forced function calls ("+err.Error()+
+				"); it is tried again at the next start (see switchboard doctor)")
+		}
+		return notes
+	}
+}
+
+// idleAfter is learning.idle_after for the runner, where 0 takes its
+// default and < 0 means no pause.
+func idleAfter(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// disabled records that learning turned itself off because the model
+// cannot make forced function calls, for `switchboard doctor`.
+func (l *learner) disabled(ctx context.Context, model string, reason error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := l.st.SetLearningOff(ctx, store.LearningOff{Model: model, Reason: reason.Error()}); err != nil {
+		l.log.Warn("cannot record that learning is off", "err", err)
+	}
+}
+
+// clearsOff forgets, after the job's first successful run, that learning
+// had turned itself off before this start (another model, or the same one
+// fixed).
+func (l *learner) clearsOff(j learning.Job) learning.Job {
+	off, recorded, err := l.st.LearningOff(context.Background())
+	if err != nil || !recorded {
+		return j
+	}
+	l.log.Info("learning had turned itself off; trying again", "model", off.Model, "since", off.At, "reason", off.Reason)
+	var once sync.Once
+	run := j.Run
+	j.Run = func(ctx context.Context, t learning.Trigger) error {
+		err := run(ctx, t)
+		if err == nil {
+			once.Do(func() {
+				if err := l.st.ClearLearningOff(ctx); err != nil {
+					l.log.Warn("cannot record that learning works again", "err", err)
+				}
+			})
+		}
+		return err
+	}
+	return j
 }
 
 // skills returns the registry of the skill files with the learned overlay.

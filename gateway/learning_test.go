@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/agent"
@@ -35,5 +38,29 @@ func TestLearnerSkipsTurnsTheModelFailed(t *testing.T) {
 				t.Errorf("learning triggered = %v, want %v", got, tt.learns)
 			}
 		})
+	}
+}
+
+// Once learning has turned itself off (the model answers forced calls with
+// text), /status tells the operator.
+func TestLearnerStatusSaysLearningIsOff(t *testing.T) {
+	job := learning.Job{Name: "learn", Run: func(context.Context, learning.Trigger) error {
+		return fmt.Errorf("learning: pass: %w", learning.ErrNoCall)
+	}}
+	r := learning.NewRunner(learning.Config{Jobs: []learning.Job{job}, EveryNTurns: 1})
+	r.Start(t.Context())
+	t.Cleanup(func() { _ = r.Shutdown(t.Context()) })
+	l := &learner{on: true, runner: r}
+	notes := l.statusNotes(func() []string { return []string{"Skill problem: x"} })
+	if got := notes(); len(got) != 1 {
+		t.Fatalf("notes while learning works = %q, want the others only", got)
+	}
+	r.Notify(learning.Trigger{Channel: "telegram", UserID: "7", ChatID: 1})
+	if err := r.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := notes()
+	if len(got) != 2 || !strings.HasPrefix(got[1], "Learning is off: the model cannot make forced function calls") {
+		t.Errorf("notes = %q, want a line saying learning is off", got)
 	}
 }

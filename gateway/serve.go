@@ -51,7 +51,7 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 	if g.replica != nil {
 		roles = g.replica
 	}
-	specs := channelSpecs(cfg, log, g.store, roles)
+	specs := channelSpecs(cfg, log, g.store, roles, g.mon.metrics.Paced)
 	srv, err := g.startHTTP(sup)
 	if err != nil {
 		log.Error("start the HTTP server", "err", err)

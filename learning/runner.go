@@ -27,9 +27,14 @@ import (
 
 // Defaults of the runner, used where Config leaves a field zero.
 const (
-	// DefaultEveryNTurns runs the jobs after every turn: they are cheap next
-	// to the turn itself, and what was said is learned at once.
-	DefaultEveryNTurns = 1
+	// DefaultEveryNTurns runs a pass after every tenth turn of a user in a
+	// chat (or sooner, when the chat pauses: DefaultIdleAfter): one model
+	// call learns from ten turns, a small fraction of what they cost.
+	DefaultEveryNTurns = 10
+	// DefaultIdleAfter runs a pass once a chat has been quiet this long, so
+	// what was said before a pause is learned without waiting for more
+	// turns.
+	DefaultIdleAfter = 3 * time.Minute
 	// DefaultTimeout bounds one job run: a model call or two, with room for
 	// a slow provider.
 	DefaultTimeout = 60 * time.Second
@@ -80,16 +85,24 @@ type Job struct {
 // Config wires a Runner. Zero values take the defaults above.
 type Config struct {
 	Jobs        []Job
-	EveryNTurns int           // run after every Nth turn of a user in a chat
-	Timeout     time.Duration // per job run
-	QueueSize   int           // users and chats waiting
-	Workers     int
-	RetryDelay  time.Duration
-	MaxRetries  int // < 0: never retry
-	Logger      *slog.Logger
-	// AfterFunc schedules a retry; nil uses time.AfterFunc. It returns a
-	// function that cancels the retry.
+	EveryNTurns int // run after every Nth turn of a user in a chat
+	// IdleAfter runs the jobs for every user with turns not yet learned from
+	// in a chat once nothing new has happened there for this long; < 0:
+	// only every Nth turn.
+	IdleAfter  time.Duration
+	Timeout    time.Duration // per job run
+	QueueSize  int           // users and chats waiting
+	Workers    int
+	RetryDelay time.Duration
+	MaxRetries int // < 0: never retry
+	Logger     *slog.Logger
+	// AfterFunc schedules a retry or an idle pass; nil uses time.AfterFunc.
+	// It returns a function that cancels it.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// OnDisabled is called once, from a worker, when a job finds that the
+	// model cannot make forced function calls (Unsupported) and the runner
+	// turns learning off.
+	OnDisabled func(reason error)
 }
 
 // Stats are the runner's counters since it started, for metrics and status.
@@ -107,6 +120,9 @@ type Stats struct {
 	Failures  map[string]uint64 // failed runs by job name
 	Queued    int               // waiting now
 	Running   int               // running now
+	// Disabled is why learning turned itself off (the model cannot make
+	// forced function calls); nil while it runs.
+	Disabled error
 }
 
 // Runner runs jobs in the background. Create it with NewRunner, then Start.
@@ -126,6 +142,8 @@ type Runner struct {
 	turns    map[string]int                // turns seen per key, for the gate
 	carry    map[string]map[int64][]string // skills of gated turns, per key
 	timers   map[int]func() bool           // pending retries
+	idle     map[int64]*idleChat           // chats with turns waiting for a pause
+	disabled error                         // set once: learning is off
 	nextTick int
 	active   int
 	stats    Stats
@@ -143,6 +161,9 @@ type task struct {
 func NewRunner(cfg Config) *Runner {
 	if cfg.EveryNTurns <= 0 {
 		cfg.EveryNTurns = DefaultEveryNTurns
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = DefaultIdleAfter
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -168,7 +189,7 @@ func NewRunner(cfg Config) *Runner {
 	r := &Runner{
 		cfg: cfg, log: cfg.Logger.With("component", "learning"),
 		waiting: map[string]*task{}, running: map[string]bool{}, turns: map[string]int{},
-		carry: map[string]map[int64][]string{}, timers: map[int]func() bool{},
+		carry: map[string]map[int64][]string{}, timers: map[int]func() bool{}, idle: map[int64]*idleChat{},
 		stats: Stats{Failures: map[string]uint64{}},
 	}
 	r.cond = sync.NewCond(&r.mu)
@@ -191,14 +212,23 @@ func (r *Runner) Start(ctx context.Context) {
 	}
 }
 
+// idleChat is a chat whose turns wait for a pause: the newest trigger of
+// each user with turns not yet run, and the timer that runs them.
+type idleChat struct {
+	users map[string]Trigger // key → newest trigger
+	stop  func() bool
+	gen   int // the timer's generation: a stale timer's run does nothing
+}
+
 // Notify hands the runner a finished turn. It never blocks: the work is
-// queued (or merged into work waiting for the same user and chat, or
-// skipped by the frequency gate, or dropped when the queue is full). It
+// queued at every Nth turn of the user in the chat (or merged into work
+// waiting for the same user and chat, or dropped when the queue is full);
+// other turns wait for the chat to pause (IdleAfter) and are run then. It
 // reports whether work was queued or merged.
 func (r *Runner) Notify(t Trigger) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.started || r.closing {
+	if !r.started || r.closing || r.disabled != nil {
 		return false
 	}
 	r.stats.Triggers++
@@ -210,13 +240,71 @@ func (r *Runner) Notify(t Trigger) bool {
 		maps.Copy(r.carry[k], t.Skills)
 	}
 	r.turns[k]++
-	if r.turns[k]%r.cfg.EveryNTurns != 0 {
+	ic := r.idle[t.ChatID]
+	if r.turns[k] < r.cfg.EveryNTurns {
 		r.stats.Gated++
+		r.waitForPauseLocked(k, t)
 		return false
 	}
+	if ic != nil {
+		delete(ic.users, k)
+		r.rearmLocked(t.ChatID, ic) // a new message: the pause starts again
+	}
+	return r.runNowLocked(k, t)
+}
+
+// runNowLocked queues a run for the key with its carried skills and starts
+// its count of turns again.
+func (r *Runner) runNowLocked(k string, t Trigger) bool {
+	delete(r.turns, k)
 	t.Skills = r.carry[k]
 	delete(r.carry, k)
 	return r.enqueueLocked(k, &task{trig: t})
+}
+
+// waitForPauseLocked remembers the user's turn until the chat pauses, and
+// starts the chat's pause again.
+func (r *Runner) waitForPauseLocked(k string, t Trigger) {
+	if r.cfg.IdleAfter < 0 {
+		return
+	}
+	ic := r.idle[t.ChatID]
+	if ic == nil {
+		ic = &idleChat{users: map[string]Trigger{}}
+		r.idle[t.ChatID] = ic
+	}
+	ic.users[k] = t
+	r.rearmLocked(t.ChatID, ic)
+}
+
+// rearmLocked (re)starts the chat's pause timer; a chat with nobody waiting
+// is forgotten.
+func (r *Runner) rearmLocked(chat int64, ic *idleChat) {
+	if ic.stop != nil {
+		ic.stop()
+		ic.stop = nil
+	}
+	if len(ic.users) == 0 {
+		delete(r.idle, chat)
+		return
+	}
+	ic.gen++
+	gen := ic.gen
+	ic.stop = r.cfg.AfterFunc(r.cfg.IdleAfter, func() { r.paused(chat, gen) })
+}
+
+// paused runs the turns waiting in a chat that has been quiet for IdleAfter.
+func (r *Runner) paused(chat int64, gen int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ic := r.idle[chat]
+	if ic == nil || ic.gen != gen || r.closing || r.disabled != nil {
+		return
+	}
+	delete(r.idle, chat)
+	for _, k := range slices.Sorted(maps.Keys(ic.users)) {
+		r.runNowLocked(k, ic.users[k])
+	}
 }
 
 func (r *Runner) enqueueLocked(k string, t *task) bool {
@@ -306,6 +394,10 @@ func (r *Runner) runTask(k string, t *task) {
 			return // the cursors keep the rest for the next start
 		}
 		if err := r.runJob(j, t.trig); err != nil {
+			if Unsupported(err) {
+				r.disable(err)
+				return
+			}
 			failed[j.Name] = true
 		}
 	}
@@ -341,6 +433,9 @@ func (r *Runner) runJob(j Job, t Trigger) (err error) {
 		log.Info("learning job cancelled by shutdown; it resumes from its cursor", "err", err)
 		return nil
 	}
+	if !panicked && Unsupported(err) {
+		return err // the runner turns learning off, with one warning (disable)
+	}
 	timedOut := !panicked && (errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded))
 	r.count(func(s *Stats) {
 		s.Failed++
@@ -359,11 +454,46 @@ func (r *Runner) runJob(j Job, t Trigger) (err error) {
 	return err
 }
 
+// disable turns learning off for good (until the next start) because the
+// model cannot make forced function calls: waiting work, pending retries and
+// pauses are dropped, further turns are ignored, and this is said once.
+func (r *Runner) disable(reason error) {
+	r.mu.Lock()
+	if r.disabled != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.disabled = reason
+	r.stopTimersLocked()
+	r.order, r.waiting = nil, map[string]*task{}
+	r.mu.Unlock()
+	r.log.Warn("learning is off: the model cannot make forced function calls, which memories, profiles and skill reviews need; "+
+		"use a model (or server) that supports tool_choice, or set learning.enabled: false; it is tried again at the next start",
+		"err", reason)
+	if r.cfg.OnDisabled != nil {
+		r.cfg.OnDisabled(reason)
+	}
+}
+
+// stopTimersLocked cancels pending retries and pauses.
+func (r *Runner) stopTimersLocked() {
+	for id, stop := range r.timers {
+		stop()
+		delete(r.timers, id)
+	}
+	for chat, ic := range r.idle {
+		if ic.stop != nil {
+			ic.stop()
+		}
+		delete(r.idle, chat)
+	}
+}
+
 // retry schedules failed jobs again, with exponential backoff.
 func (r *Runner) retry(k string, t *task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closing || r.cfg.MaxRetries < 0 || t.attempt > r.cfg.MaxRetries {
+	if r.closing || r.disabled != nil || r.cfg.MaxRetries < 0 || t.attempt > r.cfg.MaxRetries {
 		return
 	}
 	r.stats.Retries++
@@ -374,7 +504,7 @@ func (r *Runner) retry(k string, t *task) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		delete(r.timers, id)
-		if !r.closing {
+		if !r.closing && r.disabled == nil {
 			r.enqueueLocked(k, t)
 		}
 	})
@@ -394,6 +524,7 @@ func (r *Runner) Stats() Stats {
 	s.Failures = maps.Clone(r.stats.Failures)
 	s.Queued = len(r.order)
 	s.Running = r.active
+	s.Disabled = r.disabled
 	return s
 }
 
@@ -416,10 +547,7 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	r.closing = true
-	for id, stop := range r.timers {
-		stop()
-		delete(r.timers, id)
-	}
+	r.stopTimersLocked()
 	r.order, r.waiting = nil, map[string]*task{}
 	r.cond.Broadcast()
 	r.mu.Unlock()

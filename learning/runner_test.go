@@ -3,12 +3,16 @@ package learning
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // recorder is a job that records its runs and can be held.
@@ -54,7 +58,7 @@ func TestRunnerCoalescesPerUserAndChat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.hold = make(chan struct{})
-		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}, Workers: 2})
+		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}, EveryNTurns: 1, Workers: 2})
 		r.Start(t.Context())
 		defer r.Shutdown(t.Context())
 
@@ -135,7 +139,7 @@ func TestRunnerQueueIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.hold = make(chan struct{})
-		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}, Workers: 1, QueueSize: 2})
+		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}, EveryNTurns: 1, Workers: 1, QueueSize: 2})
 		r.Start(t.Context())
 		defer r.Shutdown(t.Context())
 		r.Notify(trig("u0", 1))
@@ -200,7 +204,7 @@ func TestRunnerContainsPanicsAndTimeoutsAndRetries(t *testing.T) {
 				Run: func(context.Context, Trigger) error { mark("skills"); return nil }},
 		}
 		timers := &fakeTimers{}
-		r := NewRunner(Config{Jobs: jobs, Timeout: 50 * time.Millisecond, RetryDelay: time.Minute, MaxRetries: 2,
+		r := NewRunner(Config{Jobs: jobs, EveryNTurns: 1, Timeout: 50 * time.Millisecond, RetryDelay: time.Minute, MaxRetries: 2,
 			AfterFunc: timers.after})
 		r.Start(t.Context())
 		defer r.Shutdown(t.Context())
@@ -244,7 +248,7 @@ func TestRunnerShutdownWaitsForRunningJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.hold = make(chan struct{})
-		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}})
+		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}, EveryNTurns: 1})
 		r.Start(t.Context())
 		r.Notify(trig("ada", 1))
 		<-rec.start
@@ -278,7 +282,7 @@ func TestRunnerShutdownCancelsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.hold = make(chan struct{}) // never closed: only cancellation ends it
-		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}, Timeout: time.Hour})
+		r := NewRunner(Config{Jobs: []Job{rec.job("memory")}, EveryNTurns: 1, Timeout: time.Hour})
 		r.Start(t.Context())
 		r.Notify(trig("ada", 1))
 		<-rec.start
@@ -296,4 +300,137 @@ func TestRunnerShutdownCancelsAtTheDeadline(t *testing.T) {
 			t.Errorf("a job cancelled by shutdown counted as failed: %+v", s)
 		}
 	})
+}
+
+// A pass runs at the Nth turn of a user in a chat, or once the chat has
+// been quiet for IdleAfter, whichever comes first; a new message in the
+// chat (from anyone) starts the pause again.
+func TestRunnerRunsAtEveryNthTurnOrWhenTheChatPauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		r := NewRunner(Config{Jobs: []Job{rec.job("learn")}, EveryNTurns: 4, IdleAfter: 3 * time.Minute})
+		r.Start(t.Context())
+		defer r.Shutdown(t.Context())
+		turn := func(user string, chat, id int64) {
+			tr := trig(user, chat)
+			tr.TurnID = id
+			r.Notify(tr)
+			synctest.Wait()
+		}
+		turn("ada", 1, 1)
+		turn("ada", 1, 2)
+		time.Sleep(2 * time.Minute)
+		turn("bob", 1, 3) // the chat is not quiet yet
+		time.Sleep(2*time.Minute + 59*time.Second)
+		synctest.Wait()
+		if n := rec.count(); n != 0 {
+			t.Fatalf("%d runs before the chat paused, want 0", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := rec.runs; len(got) != 2 || got[0].UserID != "ada" || got[0].TurnID != 2 || got[1].UserID != "bob" {
+			t.Fatalf("runs after the pause = %+v; want ada's (newest turn 2) and bob's", got)
+		}
+
+		// Four turns in a row: a run at the fourth, without waiting; then
+		// no run at the next pause (nothing new).
+		for id := int64(4); id <= 7; id++ {
+			turn("ada", 1, id)
+		}
+		if n := rec.count(); n != 3 || rec.runs[2].TurnID != 7 {
+			t.Fatalf("%d runs after four more turns (%+v), want a third at turn 7", n, rec.runs)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := rec.count(); n != 3 {
+			t.Errorf("%d runs after a pause with nothing new, want 3", n)
+		}
+		// Another chat's messages do not delay this one's pause.
+		turn("ada", 1, 8)
+		time.Sleep(2 * time.Minute)
+		turn("cy", 2, 9)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := rec.count(); n != 4 || rec.runs[3].TurnID != 8 {
+			t.Errorf("runs = %+v; want ada's turn 8 learned 3 minutes after it", rec.runs)
+		}
+	})
+}
+
+// countWarnings is a slog handler that counts warnings.
+type countWarnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (c *countWarnings) Enabled(context.Context, slog.Level) bool { return true }
+func (c *countWarnings) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		c.mu.Lock()
+		c.msgs = append(c.msgs, r.Message)
+		c.mu.Unlock()
+	}
+	return nil
+}
+func (c *countWarnings) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *countWarnings) WithGroup(string) slog.Handler      { return c }
+
+// A model that answers forced calls with text turns learning off at the
+// first try: one warning, no retries, no further runs, and the reason in
+// Stats and OnDisabled.
+func TestRunnerTurnsLearningOffWhenTheModelCannotForceCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs, offs int
+		var mu sync.Mutex
+		model := &scripted{resp: llm.Response{Message: llm.Message{Content: "Sure! Here are the facts: none."}}}
+		job := Job{Name: "learn", Run: func(ctx context.Context, _ Trigger) error {
+			mu.Lock()
+			runs++
+			mu.Unlock()
+			var out struct{}
+			return Call(ctx, model, "sys", "prompt", llm.ToolSpec{Name: "learn"}, &out)
+		}}
+		logs := &countWarnings{}
+		timers := &fakeTimers{}
+		r := NewRunner(Config{Jobs: []Job{job}, EveryNTurns: 1, Logger: slog.New(logs), AfterFunc: timers.after,
+			OnDisabled: func(error) { mu.Lock(); offs++; mu.Unlock() }})
+		r.Start(t.Context())
+		defer r.Shutdown(t.Context())
+		for range 5 {
+			r.Notify(trig("ada", 1))
+			if err := r.Drain(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if runs != 1 || offs != 1 {
+			t.Errorf("%d runs and %d OnDisabled calls, want 1 and 1", runs, offs)
+		}
+		if len(logs.msgs) != 1 {
+			t.Errorf("warnings %q, want exactly one", logs.msgs)
+		}
+		if s := r.Stats(); !errors.Is(s.Disabled, ErrNoCall) || s.Retries != 0 || len(timers.fns) != 0 {
+			t.Errorf("stats = %+v with %d timers; want Disabled (ErrNoCall) and no retry", s, len(timers.fns))
+		}
+	})
+}
+
+// A server that refuses tool_choice is detected the same way.
+func TestUnsupported(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("learning: learn: %w", ErrNoCall), true},
+		{&llm.Error{Status: 400, Message: `"auto" tool choice requires --enable-auto-tool-choice`}, true},
+		{&llm.Error{Status: 400, Message: "tool_choice is not supported"}, true},
+		{&llm.Error{Status: 400, Message: "context length exceeded"}, false},
+		{&llm.Error{Status: 500, Message: "tool server crashed"}, false},
+		{errors.New("connection refused"), false},
+	} {
+		if got := Unsupported(c.err); got != c.want {
+			t.Errorf("Unsupported(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

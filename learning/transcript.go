@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -162,6 +163,26 @@ type Model interface {
 // ErrNoCall is matched (errors.Is) when the model answered a forced call
 // without calling the function.
 var ErrNoCall = errors.New("learning: the model did not call the function")
+
+// Unsupported reports whether err shows that the model cannot make forced
+// function calls, so that no learning call can work with it: it answered a
+// forced call with text (ErrNoCall), or the server refused the request's
+// tool_choice or tools (a 400, 422 or 501 that names them).
+func Unsupported(err error) bool {
+	if errors.Is(err, ErrNoCall) {
+		return true
+	}
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		return false
+	}
+	switch le.Status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusNotImplemented:
+		msg := strings.ToLower(le.Message + " " + le.Code)
+		return strings.Contains(msg, "tool") || strings.Contains(msg, "function")
+	}
+	return false
+}
 
 // Call makes one structured call: the model must answer by calling tool
 // (forced with tool_choice), and its arguments are decoded into out.

@@ -38,10 +38,7 @@ type Store interface {
 	Memories(ctx context.Context, o store.Owners, limit int) ([]store.Memory, error)
 	SearchMemories(ctx context.Context, o store.Owners, terms []string, limit int) ([]store.Memory, error)
 	DeleteMemory(ctx context.Context, o store.Owners, id int64) (bool, error)
-	LearningCursor(ctx context.Context, c store.Cursor, backlog int) (int64, error)
-	LearningMessages(ctx context.Context, c store.Cursor, after int64, limit int) ([]store.Message, error)
-	LearnMemories(ctx context.Context, c store.Cursor, from, upTo int64, ms []store.NewMemory) ([]store.MemoryChange, error)
-	AdvanceCursor(ctx context.Context, c store.Cursor, from, upTo int64) error
+	learning.PassStore // Learn
 }
 
 // Config wires a Service.

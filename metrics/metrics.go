@@ -44,6 +44,7 @@ type Metrics struct {
 	sends           *prometheus.CounterVec
 	sendFailures    *prometheus.CounterVec
 	channelRestarts *prometheus.CounterVec
+	paced           *prometheus.CounterVec
 	repliesQueued   *prometheus.CounterVec
 	repliesLate     *prometheus.CounterVec
 	repliesDropped  *prometheus.CounterVec
@@ -100,6 +101,9 @@ func NewReplica(version, replica string) *Metrics {
 		Help: "Messages that could not be sent to a chat, by channel."}, []string{"channel"})
 	m.channelRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_channel_restarts_total",
 		Help: "Times a channel failed to start or dropped and was started again."}, []string{"channel"})
+	m.paced = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_outbound_paced_total",
+		Help: "Calls to chats held back by a channel's outbound pacing (its platform's rate limits), by channel and outcome: waited (a reply) or dropped (a preview, typing, a reaction)."},
+		[]string{"channel", "outcome"})
 	m.repliesQueued = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_replies_queued_total",
 		Help: "Replies the platform did not take when written, kept in the outbox to deliver later, by channel."}, []string{"channel"})
 	m.repliesLate = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_replies_delivered_late_total",
@@ -107,7 +111,7 @@ func NewReplica(version, replica string) *Metrics {
 	m.repliesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_replies_dropped_total",
 		Help: "Replies given up undelivered (older than channels.reply_max_age, or refused for good), by channel."}, []string{"channel"})
 	for _, c := range []prometheus.Collector{m.turns, m.turnSteps, m.turnDuration, m.toolCalls, m.toolDuration,
-		m.modelLatency, m.modelTokens, m.jobs, m.sends, m.sendFailures, m.channelRestarts,
+		m.modelLatency, m.modelTokens, m.jobs, m.sends, m.sendFailures, m.channelRestarts, m.paced,
 		m.repliesQueued, m.repliesLate, m.repliesDropped} {
 		f(c)
 	}
@@ -278,6 +282,12 @@ func (c channelCollector) Collect(ch chan<- prometheus.Metric) {
 // ChannelRestarted counts a restart of a channel after a failure.
 func (m *Metrics) ChannelRestarted(channel string) {
 	m.channelRestarts.WithLabelValues(channel).Inc()
+}
+
+// Paced counts a call to a chat that a channel's outbound pacing held
+// back: outcome "waited" or "dropped".
+func (m *Metrics) Paced(channel, outcome string) {
+	m.paced.WithLabelValues(channel, outcome).Inc()
 }
 
 // Completer is a chat model (agent.Model and skills.Model).

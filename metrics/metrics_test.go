@@ -133,6 +133,8 @@ func TestQueueSendsJobsAndChannels(t *testing.T) {
 	m.JobSource("learning", func() map[string]uint64 { return map[string]uint64{OK: 4, Error: 1} })
 	m.Channels(func() map[string]bool { return map[string]bool{"discord": true, "telegram": false} })
 	m.ChannelRestarted("telegram")
+	m.Paced("telegram", "dropped")
+	m.Paced("telegram", "dropped")
 	depth = 5
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -147,6 +149,7 @@ func TestQueueSendsJobsAndChannels(t *testing.T) {
 		`switchboard_channel_up{channel="discord"} 1`,
 		`switchboard_channel_up{channel="telegram"} 0`,
 		`switchboard_channel_restarts_total{channel="telegram"} 1`,
+		`switchboard_outbound_paced_total{channel="telegram",outcome="dropped"} 2`,
 		"process_resident_memory_bytes",
 		"go_goroutines",
 	} {

@@ -59,9 +59,9 @@ func say(t *testing.T, st *store.Store, chat store.Chat, sess store.Session, use
 func TestLearnUpdatesTheProfileNewestWins(t *testing.T) {
 	st, chat, sess := openStore(t)
 	m := &fakeModel{args: []string{
-		`{"updates":[{"dimension":"name","value":"Ada","source":1},{"dimension":"timezone","value":"Europe/Lisbon","source":1},` +
+		`{"profile":[{"dimension":"name","value":"Ada","source":1},{"dimension":"timezone","value":"Europe/Lisbon","source":1},` +
 			`{"dimension":"style","value":"chatty","source":2},{"dimension":"timezone","value":"Lisbon time","source":1}]}`,
-		`{"updates":[{"dimension":"timezone","value":"Asia/Tokyo","source":1},{"dimension":"preferences","value":"metric units","source":1}]}`,
+		`{"profile":[{"dimension":"timezone","value":"Asia/Tokyo","source":1},{"dimension":"preferences","value":"metric units","source":1}]}`,
 	}}
 	p := New(Config{Store: st, Model: m})
 	ada := store.UserKey("tg", "ada")

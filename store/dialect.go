@@ -44,6 +44,11 @@ var pgFragments = strings.NewReplacer(
 	"instr(", "strpos(",
 	// SQLite's two-argument MAX is Postgres's GREATEST.
 	"MAX(? - started_at, 0)", "GREATEST(? - started_at, 0)",
+	// SQLite's index hints, where its planner's guess from the statistics
+	// would read a whole table (the learning queries, cursors.go); Postgres
+	// plans without them.
+	" INDEXED BY messages_session", "",
+	" INDEXED BY turns_running", "",
 )
 
 // rebind returns query in the dialect: unchanged for SQLite; for Postgres

@@ -390,23 +390,40 @@ func (s *Store) DeleteMemory(ctx context.Context, o Owners, id int64) (bool, err
 	return found, nil
 }
 
-// LearnMemories stores the memories extracted from the messages after from
-// up to upTo and moves the cursor there, all in one transaction.
-func (s *Store) LearnMemories(ctx context.Context, c Cursor, from, upTo int64, ms []NewMemory) ([]MemoryChange, error) {
+// Learned is what a learning pass commits together with its cursor.
+type Learned struct {
+	Memories []NewMemory
+	Profile  []ProfileEntry
+}
+
+// LearnPass stores what a learning pass learned from the messages after
+// from up to upTo (memories, profile entries) and moves the cursor there,
+// all in one transaction: a pass that fails leaves nothing behind.
+func (s *Store) LearnPass(ctx context.Context, c Cursor, from, upTo int64, l Learned) ([]MemoryChange, error) {
 	var out []MemoryChange
 	err := s.learn(ctx, c, from, upTo, func(tx conn, now int64) error {
 		out = out[:0]
-		for i, nm := range ms {
+		for i, nm := range l.Memories {
 			ch, err := addMemoryTx(ctx, tx, nm, now)
 			if err != nil {
 				return fmt.Errorf("memory %d: %w", i, err)
 			}
 			out = append(out, ch)
 		}
+		for _, e := range l.Profile {
+			if err := addProfileTx(ctx, tx, e, now); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: learn memories: %w", err)
+		return nil, fmt.Errorf("store: learn: %w", err)
 	}
 	return out, nil
+}
+
+// LearnMemories is LearnPass with memories only.
+func (s *Store) LearnMemories(ctx context.Context, c Cursor, from, upTo int64, ms []NewMemory) ([]MemoryChange, error) {
+	return s.LearnPass(ctx, c, from, upTo, Learned{Memories: ms})
 }

@@ -32,6 +32,7 @@ var migrations = []migration{
 	{9, "outbox of undelivered replies", migrationOutbox},
 	{10, "files and scheduled runs in the outbox", migrationOutboxFiles},
 	{11, "request size of turns", migrationRequestSize},
+	{12, "one learning pass for memory and profile", migrationLearningPass},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

@@ -101,21 +101,10 @@ func (s *Store) SetProfile(ctx context.Context, e ProfileEntry) error {
 	return nil
 }
 
-// LearnProfile records profile entries learned from the messages after from
-// up to upTo and moves the cursor there, in one transaction.
+// LearnProfile is LearnPass with profile entries only.
 func (s *Store) LearnProfile(ctx context.Context, c Cursor, from, upTo int64, es []ProfileEntry) error {
-	err := s.learn(ctx, c, from, upTo, func(tx conn, now int64) error {
-		for _, e := range es {
-			if err := addProfileTx(ctx, tx, e, now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("store: learn profile: %w", err)
-	}
-	return nil
+	_, err := s.LearnPass(ctx, c, from, upTo, Learned{Profile: es})
+	return err
 }
 
 // ProfileUsers returns the UserKeys, on any channel, of the users with the

@@ -8,11 +8,12 @@ import (
 	"github.com/switchboard-gateway/switchboard/llm"
 )
 
-// learningTool has the shape of the learning jobs' functions
-// (save_memories, update_profile): one required list.
-func learningTool(name, list string) llm.ToolSpec {
-	return llm.ToolSpec{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{"` + list +
-		`":{"type":"array","items":{"type":"object"}}},"required":["` + list + `"],"additionalProperties":false}`)}
+// learningTool has the shape of the learning pass's function (learn):
+// two required lists, facts and profile.
+func learningTool(name string) llm.ToolSpec {
+	return llm.ToolSpec{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{` +
+		`"facts":{"type":"array","items":{"type":"object"}},"profile":{"type":"array","items":{"type":"object"}}},` +
+		`"required":["facts","profile"],"additionalProperties":false}`)}
 }
 
 func TestReply(t *testing.T) {
@@ -29,10 +30,10 @@ func TestReply(t *testing.T) {
 			Tools: []llm.ToolSpec{{Name: "current_time"}}}, call: "current_time", wantArgs: `{}`},
 		{name: "tool result", rec: testkit.Recorded{Messages: []llm.Message{{Role: llm.RoleTool, Content: "12:00"}}},
 			text: "The tool said: 12:00"},
-		// The learning jobs' extraction calls: nothing to learn, and
+		// The learning pass's call: nothing to learn, and
 		// arguments their own schemas accept.
-		{name: "memories", rec: testkit.Recorded{Messages: user, Tools: []llm.ToolSpec{learningTool("save_memories", "facts")}, ForcedTool: "save_memories"},
-			call: "save_memories", wantArgs: `{"facts":[]}`},
+		{name: "learning pass", rec: testkit.Recorded{Messages: user, Tools: []llm.ToolSpec{learningTool("learn")}, ForcedTool: "learn"},
+			call: "learn", wantArgs: `{"facts":[],"profile":[]}`},
 		{name: "several kinds", rec: testkit.Recorded{Messages: user, ForcedTool: "f", Tools: []llm.ToolSpec{{Name: "f", Parameters: json.RawMessage(
 			`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"},"c":{"type":"object"},"d":{"type":"boolean"},"e":{"type":"string"}},"required":["a","b","c","d"]}`)}}},
 			call: "f", wantArgs: `{"a":"","b":0,"c":{},"d":false}`},

@@ -34,6 +34,9 @@ var ErrReactionsUnsupported = errors.New("telegram: reactions are not supported 
 
 // retryDelay says whether err is worth retrying and after how long.
 func retryDelay(err error, backoff time.Duration) (time.Duration, bool) {
+	if isPaced(err) {
+		return 0, false // a preview dropped by pacing: it must not wait
+	}
 	if e, ok := asAPIError(err); ok {
 		switch {
 		case e.RetryAfter > 0:
@@ -169,6 +172,11 @@ func (a *Adapter) send(ctx context.Context, m channels.Outbound, markup string) 
 			a.log.Warn("telegram: ignoring reply target", "error", err)
 		}
 	}
+	t, err := a.outbound(ctx, chat)
+	if err != nil {
+		return "", err
+	}
+	defer t.leave()
 	var last string
 	for i, part := range parts {
 		if id, ok := sentBefore(m.Parts, i); ok {
@@ -179,7 +187,7 @@ func (a *Adapter) send(ctx context.Context, m channels.Outbound, markup string) 
 		if i == len(parts)-1 {
 			partMarkup = markup
 		}
-		if last, err = a.sendPart(ctx, chat, part, replyTo, partMarkup); err != nil {
+		if last, err = a.sendPart(ctx, t, chat, part, replyTo, partMarkup); err != nil {
 			return "", fmt.Errorf("telegram: send part %d/%d to chat %s: %w", i+1, len(parts), chat, err)
 		}
 		// Recorded before anything else: the Bot API has no idempotency
@@ -205,7 +213,7 @@ func sentBefore(p channels.Parts, i int) (string, bool) {
 // sendPart sends one HTML part, with a reply_markup (keyboard) unless
 // markup is empty; if Telegram can't parse the HTML, it sends the part as
 // plain text instead, keyboard included.
-func (a *Adapter) sendPart(ctx context.Context, chat chatRef, html string, replyTo int, markup string) (string, error) {
+func (a *Adapter) sendPart(ctx context.Context, t *paced, chat chatRef, html string, replyTo int, markup string) (string, error) {
 	p := chat.params()
 	p["text"], p["parse_mode"] = html, tgbotapi.ModeHTML
 	p.AddNonEmpty("reply_markup", markup)
@@ -214,26 +222,31 @@ func (a *Adapter) sendPart(ctx context.Context, chat chatRef, html string, reply
 		// user deleted the one we answer.
 		p["reply_parameters"] = fmt.Sprintf(`{"message_id":%d,"allow_sending_without_reply":true}`, replyTo)
 	}
-	send := func() (string, error) {
-		var id string
-		err := a.withRetry(ctx, "sendMessage", func() error {
-			raw, err := a.call(ctx, "sendMessage", p)
+	var id string
+	err := a.htmlOrPlain(chat, p, "text", func() error {
+		return a.withRetry(ctx, "sendMessage", func() error {
+			raw, err := t.call(ctx, a, "sendMessage", p)
 			if err != nil {
 				return err
 			}
 			id, err = sentID(raw)
 			return err
 		})
-		return id, err
-	}
-	id, err := send()
-	if isParseError(err) {
-		a.log.Warn("telegram: HTML rejected, resending as plain text", "chat", chat.String(), "error", err)
-		p["text"] = tghtml.PlainText(html)
-		delete(p, "parse_mode")
-		id, err = send()
-	}
+	})
 	return id, err
+}
+
+// htmlOrPlain calls send with the HTML in p[key] and, if Telegram can't
+// parse it, again with it as plain text.
+func (a *Adapter) htmlOrPlain(chat chatRef, p tgbotapi.Params, key string, send func() error) error {
+	err := send()
+	if !isParseError(err) || p["parse_mode"] == "" {
+		return err
+	}
+	a.log.Warn("telegram: HTML rejected, sending as plain text", "chat", chat.String(), "error", err)
+	p[key] = tghtml.PlainText(p[key])
+	delete(p, "parse_mode")
+	return send()
 }
 
 // Edit replaces the text of a message the bot sent (a streaming preview).
@@ -254,19 +267,17 @@ func (a *Adapter) Edit(ctx context.Context, chatID, messageID, text string) erro
 	}
 	p := tgbotapi.Params{"chat_id": strconv.FormatInt(chat.id, 10), "message_id": strconv.Itoa(id),
 		"text": parts[0], "parse_mode": tgbotapi.ModeHTML}
-	edit := func() error {
+	t, err := a.outbound(ctx, chat)
+	if err != nil {
+		return err
+	}
+	defer t.leave()
+	err = a.htmlOrPlain(chat, p, "text", func() error {
 		return a.withRetry(ctx, "editMessageText", func() error {
-			_, err := a.call(ctx, "editMessageText", p)
+			_, err := t.call(ctx, a, "editMessageText", p)
 			return err
 		})
-	}
-	err = edit()
-	if isParseError(err) {
-		a.log.Warn("telegram: HTML rejected in edit, using plain text", "chat", chat.String(), "error", err)
-		p["text"] = tghtml.PlainText(parts[0])
-		delete(p, "parse_mode")
-		err = edit()
-	}
+	})
 	if err != nil && !isNotModified(err) {
 		return fmt.Errorf("telegram: edit message %d in chat %s: %w", id, chat, err)
 	}
@@ -274,7 +285,8 @@ func (a *Adapter) Edit(ctx context.Context, chatID, messageID, text string) erro
 }
 
 // Typing shows "typing…" for about five seconds. It is cosmetic: API and
-// transport failures are logged, not returned (only an invalid chatID is).
+// transport failures are logged, not returned (only an invalid chatID is,
+// and channels.ErrPaced when outbound pacing dropped it).
 // When the server rejects the method itself (it lacks it, or refuses it
 // for reasons not tied to one chat) the adapter logs that once and stops
 // calling it.
@@ -288,9 +300,17 @@ func (a *Adapter) Typing(ctx context.Context, chatID string) error {
 	}
 	p := chat.params()
 	p["action"] = tgbotapi.ChatTyping
-	_, err = a.call(ctx, "sendChatAction", p) // the result is `true`, not a Message
+	t, err := a.cosmetic(ctx, chat)
+	if err != nil {
+		return err
+	}
+	defer t.leave()
+	_, err = t.call(ctx, a, "sendChatAction", p) // the result is `true`, not a Message
 	if err == nil || ctx.Err() != nil {
 		return nil
+	}
+	if isPaced(err) {
+		return err
 	}
 	e, api := asAPIError(err)
 	switch {
@@ -333,12 +353,17 @@ func (a *Adapter) React(ctx context.Context, chatID, messageID, emoji string) er
 	}
 	reaction, _ := json.Marshal([]map[string]string{{"type": "emoji", "emoji": emoji}})
 	p := tgbotapi.Params{"chat_id": strconv.FormatInt(chat.id, 10), "message_id": strconv.Itoa(id), "reaction": string(reaction)}
+	t, err := a.cosmetic(ctx, chat)
+	if err != nil {
+		return err
+	}
+	defer t.leave()
 	err = a.withRetry(ctx, "setMessageReaction", func() error {
-		_, err := a.call(ctx, "setMessageReaction", p)
+		_, err := t.call(ctx, a, "setMessageReaction", p)
 		return err
 	})
-	if err == nil {
-		return nil
+	if err == nil || isPaced(err) {
+		return err
 	}
 	if lacksMethod(err) {
 		if !a.reactOff.Swap(true) {
@@ -388,15 +413,20 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 	} else {
 		p[field] = f.URL
 	}
-	send := func() (string, error) {
-		var id string
-		err := a.withRetry(ctx, method, func() error {
-			var raw json.RawMessage
+	t, err := a.outbound(ctx, chat)
+	if err != nil {
+		return "", err
+	}
+	defer t.leave()
+	var id string
+	err = a.htmlOrPlain(chat, p, "caption", func() error {
+		return a.withRetry(ctx, method, func() error {
+			var raw []byte
 			var err error
 			if files != nil {
-				raw, err = a.upload(ctx, method, p, files)
+				raw, err = t.upload(ctx, a, method, p, files)
 			} else {
-				raw, err = a.call(ctx, method, p)
+				raw, err = t.call(ctx, a, method, p)
 			}
 			if err != nil {
 				return err
@@ -404,14 +434,7 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 			id, err = sentID(raw)
 			return err
 		})
-		return id, err
-	}
-	id, err := send()
-	if isParseError(err) && p["parse_mode"] != "" {
-		p["caption"] = tghtml.PlainText(p["caption"])
-		delete(p, "parse_mode")
-		id, err = send()
-	}
+	})
 	if err != nil {
 		return "", fmt.Errorf("telegram: send file to chat %s: %w", chat, err)
 	}

@@ -79,10 +79,17 @@ type Options struct {
 	// TextFileMaxBytes is the largest text document inlined as
 	// Attachment.Text, default 64 KiB.
 	TextFileMaxBytes int64
+	// Pacing is the outbound rate limiting, default DefaultPacing
+	// (Telegram's documented limits); NoPacing turns it off.
+	Pacing *Pacing
+	// OnPaced, if set, is told of every call pacing held back: outcome
+	// "waited" (a reply) or "dropped" (a preview); for the metrics.
+	OnPaced func(outcome string)
 }
 
 // Adapter is a Telegram bot. It implements channels.Channel, Typer,
-// Reactor, Editor, FileSender and Asker.
+// Reactor, Editor, FileSender, Asker and Drafter. Its calls to chats are
+// paced to stay within Telegram's limits (see Pacing).
 type Adapter struct {
 	opts    Options
 	bot     *tgbotapi.BotAPI // template; each call uses a copy bound to its ctx
@@ -92,12 +99,14 @@ type Adapter struct {
 	fileURL string // base of file downloads, without the token
 	self    tgbotapi.User
 	norm    *normalizer
+	pace    *pacer
 
 	running     atomic.Bool
 	pollFailing atomic.Bool // the last getUpdates failed (see Connected)
 	typingOff   atomic.Bool // the server rejected sendChatAction; stop calling it
 	reactOff    atomic.Bool // the server lacks setMessageReaction
 	reactLogged atomic.Bool
+	draftsOff   atomic.Bool // the server lacks sendMessageDraft
 }
 
 // New connects to the Bot API (getMe) and registers the bot's commands.
@@ -128,12 +137,16 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 	if o.Sleep == nil {
 		o.Sleep = sleepCtx
 	}
+	if o.Pacing == nil {
+		o.Pacing = &DefaultPacing
+	}
 	a := &Adapter{
 		opts:    o,
 		hc:      httpClient(o.HTTPClient, o.PollTimeout),
 		log:     o.Logger.With("channel", name),
 		sleep:   o.Sleep,
 		fileURL: o.APIEndpoint + "/file/bot",
+		pace:    newPacer(*o.Pacing, o.OnPaced),
 	}
 	// tgbotapi builds URLs with Sprintf(endpoint, token, method).
 	endpoint := strings.ReplaceAll(o.APIEndpoint, "%", "%%") + "/bot%s/%s"
@@ -400,4 +413,5 @@ var (
 	_ channels.Editor     = (*Adapter)(nil)
 	_ channels.FileSender = (*Adapter)(nil)
 	_ channels.Asker      = (*Adapter)(nil)
+	_ channels.Drafter    = (*Adapter)(nil)
 )

@@ -17,6 +17,11 @@
 // reply_markup removes the keyboard. PushCallback presses a button: it
 // queues a callback_query update carrying the bot's message, and
 // answerCallbackQuery accepts each query id once.
+//
+// Telegram's flood limits are enforced (see Limits; on by default,
+// SetLimits changes or removes them): past them a call is answered 429 with
+// parameters.retry_after, and Throttled lists such answers.
+// sendMessageDraft is served for private chats and recorded (Drafts).
 package tgfake
 
 import (
@@ -39,6 +44,8 @@ import (
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"golang.org/x/time/rate"
 
 	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
@@ -183,6 +190,13 @@ type Fake struct {
 	nextQuery  int64
 	webhookURL string
 	webhookKey string
+	drafts     []Draft
+
+	limits       Limits                  // see SetLimits
+	botBucket    *rate.Limiter           // nil: no limit
+	chatBuckets  map[int64]*rate.Limiter // per chat id
+	groupBuckets map[int64]*rate.Limiter // per group (negative chat id)
+	throttled    []Throttle
 }
 
 // New starts a fake for token (e.g. "123:ABC"; the part before ':' becomes
@@ -222,6 +236,7 @@ func Start(token string) *Fake {
 		chats:       map[int64]map[string]any{},
 		nextQuery:   4_382_000_000_000_000_000,
 	}
+	f.SetLimits(DefaultLimits)
 	f.srv = httptest.NewServer(f)
 	f.URL = f.srv.URL
 	return f
@@ -890,8 +905,20 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, &apiError{code: http.StatusNotFound, description: "Not Found"})
 		return
 	}
+	chat, _ := strconv.ParseInt(p.Get("chat_id"), 10, 64)
+	f.mu.Lock()
+	undo, aerr := f.admitLocked(m, chat)
+	if aerr != nil {
+		f.notifyLocked()
+	}
+	f.mu.Unlock()
+	if aerr != nil {
+		writeErr(w, aerr)
+		return
+	}
 	result, aerr := h(r, p)
 	if aerr != nil {
+		undo() // refused for its contents: no message, no token
 		writeErr(w, aerr)
 		return
 	}
@@ -1002,6 +1029,7 @@ func (f *Fake) handlers() map[string]handler {
 			return f.sendMedia("sendDocument", "document", p)
 		},
 		"setmessagereaction":  f.setMessageReaction,
+		"sendmessagedraft":    f.sendMessageDraft,
 		"answercallbackquery": f.answerCallbackQuery,
 		"deletewebhook":       f.deleteWebhook,
 		"setwebhook":          f.setWebhook,

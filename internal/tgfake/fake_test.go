@@ -174,6 +174,7 @@ func TestNewerPollEndsOlderWithConflict(t *testing.T) {
 
 func TestSendMessageChecks(t *testing.T) {
 	f := New(t, token)
+	f.SetLimits(NoLimits) // many calls in one chat: this test checks the contents
 	b := bot(t, f, t.Context())
 	send := func(text, mode string) error {
 		m := tgbotapi.NewMessage(42, text)
@@ -250,6 +251,7 @@ func TestFailNextAndDisable(t *testing.T) {
 
 func TestEditReactionsFiles(t *testing.T) {
 	f := New(t, token)
+	f.SetLimits(NoLimits) // many calls in one chat: this test checks the contents
 	b := bot(t, f, t.Context())
 	m, err := b.Send(tgbotapi.NewMessage(42, "draft"))
 	if err != nil {
@@ -305,6 +307,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 func TestInlineKeyboardAndCallbacks(t *testing.T) {
 	f := New(t, token)
+	f.SetLimits(NoLimits) // many calls in one chat: this test checks the contents
 	b := bot(t, f, t.Context())
 	f.PushText(-100, 42, "ada", "hello", InGroup("Engines")) // makes the group's chat object known
 
