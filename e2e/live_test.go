@@ -2,8 +2,9 @@ package e2e
 
 // Live replies end to end (issue #21): a tool that runs 5 s shows one
 // progress line, and a reply the model writes slowly grows in that one
-// message through throttled edits, then becomes the final reply: the chat
-// ends with exactly one message. Against the Telegram and Discord fakes
+// message through throttled edits (in a Telegram private chat: one draft),
+// then becomes the final reply: the chat ends with exactly one message, and
+// Telegram's limits answer no call 429. Against the Telegram and Discord fakes
 // through their real client libraries, with the shipped defaults
 // (stream_preview and show_tool_progress on). The two run in parallel: 5 s
 // of real tool time each.
@@ -123,6 +124,9 @@ func TestTelegramLiveReply(t *testing.T) {
 		t.Logf("the first words showed %s after the tool's page answered", d.Round(time.Millisecond))
 	}
 
+	if th := tg.Throttled(); len(th) != 0 {
+		t.Errorf("Telegram answered 429 %d times: %+v", len(th), th)
+	}
 	sent := sentTo(tg.Sent(), group)
 	if len(sent) != 1 || len(tg.Deleted()) != 0 {
 		t.Fatalf("the group got %q (deleted %q); want one message", sentTexts(sent), sentTexts(tg.Deleted()))
@@ -171,4 +175,71 @@ func TestDiscordLiveReply(t *testing.T) {
 		t.Fatalf("%d messages posted, want 1 (the progress line, edited into the answer)", got)
 	}
 	checkLive(t, shown)
+}
+
+// In a private chat the progress line and the reply being written are one
+// animated draft (sendMessageDraft); the reply then arrives as exactly one
+// message, and nothing is edited or deleted.
+func TestTelegramLiveReplyDraft(t *testing.T) {
+	t.Parallel()
+	tg := tgfake.New(t, tgToken)
+	s := startTelegramServe(t, tg, allowUsers(tgBob), allowLocalFetch)
+	const question = "when does the library open?"
+	page, _ := slowPage(t)
+	s.answer(question, liveScript(page)...)
+	s.say(tgBob, tgBob, "bob", question)
+
+	sent := s.waitSent(t, tgBob, 1)
+	s.expect(tgBob, 1)
+	s.finish(t)
+	if sent[0].Text != liveAnswer || len(tg.Edits()) != 0 || len(tg.Deleted()) != 0 {
+		t.Fatalf("sent %q, edits %q, deleted %q; want the answer once, no edits, nothing deleted",
+			sentTexts(sent), sentTexts(tg.Edits()), sentTexts(tg.Deleted()))
+	}
+	var shown []string
+	ids := map[int64]bool{}
+	for _, d := range tg.Drafts() {
+		if d.ChatID == tgBob {
+			shown, ids[d.DraftID] = append(shown, d.Text), true
+		}
+	}
+	if len(ids) != 1 {
+		t.Errorf("drafts %q with %d ids; want one draft for the one message", shown, len(ids))
+	}
+	if th := tg.Throttled(); len(th) != 0 {
+		t.Errorf("Telegram answered 429 %d times: %+v", len(th), th)
+	}
+	checkLive(t, append(shown, sent[0].Text))
+}
+
+// Previews that fail never cost the reply: with every edit refused, the
+// progress line still shows, the previews are given up, and the answer
+// arrives as a message of its own, once, while the progress line is
+// deleted.
+func TestTelegramLiveReplyPreviewsFail(t *testing.T) {
+	t.Parallel()
+	tg := tgfake.New(t, tgToken)
+	for range 20 {
+		tg.FailNext("editMessageText", http.StatusBadRequest, "Bad Request: message can't be edited", 0)
+	}
+	s := startTelegramServe(t, tg, allowUsers(tgCarol), allowLocalFetch)
+	const group int64 = -100434343
+	const question = "when does the library close?"
+	page, _ := slowPage(t)
+	s.answer(question, liveScript(page)...)
+	s.say(group, tgCarol, "carol", s.mention(question), tgfake.InGroup("Readers"))
+
+	sent := s.waitSent(t, group, 2)
+	if err := tg.WaitCalls(s.ctx(t), "deleteMessage", 1); err != nil {
+		t.Fatalf("the progress line was not deleted: %v", err)
+	}
+	s.expect(group, 2)
+	s.finish(t)
+	deleted := tg.Deleted()
+	if sent[0].Text != liveProgress || sent[1].Text != liveAnswer || len(deleted) != 1 || deleted[0].MessageID != sent[0].MessageID {
+		t.Fatalf("sent %q, deleted %q; want the progress line, then the answer, and the line deleted", sentTexts(sent), sentTexts(deleted))
+	}
+	if n := len(tg.Edits()); n != 0 {
+		t.Fatalf("%d edits went through, want none", n)
+	}
 }

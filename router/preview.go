@@ -80,7 +80,9 @@ type previewer struct {
 	ed       channels.Editor  // nil: no edited previews
 	dr       channels.Drafter // nil: no drafts
 	del      channels.Deleter // nil: leftovers are edited to takenBack
-	fits     func(text string) bool
+	// fits says whether a reply is one message on the channel, which an
+	// edit of its preview can carry (channels.Fitter).
+	fits func(text string) bool
 	send     func(ctx context.Context, in channels.Inbound, text string) (string, error)
 	stream   bool // show replies as they are written
 	progress bool // show what running tools do
@@ -371,12 +373,11 @@ func (p *previewer) show(ctx context.Context, s *slot, text string) {
 	}
 }
 
-// claim hands the preview of the reply being sent (text) to its send: it
-// returns the id of the preview message to edit into the reply, or "" to
-// send the reply as a new message (no preview, a draft, a reply that is not
-// one message on the channel (channels.Fitter), or a preview call that
-// would not end).
-func (p *previewer) claim(ctx context.Context, text string) string {
+// claim hands the preview of the reply being sent to its send: it returns
+// the id of the preview message to edit into the reply (when it fits, see
+// fits), or "" to send the reply as a new message (no preview, a draft, or
+// a preview call that would not end).
+func (p *previewer) claim(ctx context.Context) string {
 	if p == nil {
 		return ""
 	}
@@ -400,16 +401,12 @@ func (p *previewer) claim(ctx context.Context, text string) string {
 		}
 	}
 	p.mu.Lock()
-	id := s.msgID
+	defer p.mu.Unlock()
 	if s.busy != nil {
-		s.orphan, id = true, ""
-	}
-	p.mu.Unlock()
-	if id != "" && !p.fits(text) {
-		p.remove(ctx, id) // the reply goes out split, as a message of its own
+		s.orphan = true
 		return ""
 	}
-	return id
+	return s.msgID
 }
 
 // claimable is the slot a reply being sent now claims: the running

@@ -260,12 +260,16 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	var id string
 	var err error
 	ctx = channels.WithPriority(ctx, channels.PriorityReply)
-	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
+	pid := b.preview.claim(ctx)
+	if pid != "" && b.preview.fits(text) && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
 	} else {
+		// A reply longer than one message goes out split, or the edit
+		// failed: the reply comes as a message of its own, then its
+		// preview goes.
 		id, err = b.r.deliverReply(ctx, b.reply(in, text, nil, b.parts(ctx, text)))
 		if pid != "" && (err == nil || errors.Is(err, agent.ErrSendQueued)) {
-			b.preview.remove(context.WithoutCancel(ctx), pid) // the reply came as a message of its own
+			b.preview.remove(context.WithoutCancel(ctx), pid)
 		}
 		if errors.Is(err, agent.ErrSendQueued) {
 			b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)

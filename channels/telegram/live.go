@@ -16,19 +16,20 @@ func (a *Adapter) Fits(text string) bool {
 }
 
 // Delete deletes a message the bot sent (a preview or a progress line that
-// no reply took over).
+// no reply took over). It is paced like an edit.
 func (a *Adapter) Delete(ctx context.Context, chatID, messageID string) error {
-	chat, err := parseChatID(chatID)
-	if err != nil {
-		return err
-	}
-	id, err := parseMessageID(messageID)
+	chat, id, err := parseMessageRef(chatID, messageID)
 	if err != nil {
 		return err
 	}
 	p := tgbotapi.Params{"chat_id": strconv.FormatInt(chat.id, 10), "message_id": strconv.Itoa(id)}
+	t, err := a.outbound(ctx, chat) // in its chat's order, after the sends before it
+	if err != nil {
+		return err
+	}
+	defer t.leave()
 	err = a.withRetry(ctx, "deleteMessage", func() error {
-		_, err := a.call(ctx, "deleteMessage", p)
+		_, err := t.call(ctx, a, "deleteMessage", p)
 		return err
 	})
 	if err != nil {
