@@ -76,13 +76,13 @@ func (s *slot) text() string {
 // previewer shows one turn's replies as they are written, and its tools'
 // progress.
 type previewer struct {
-	in       channels.Inbound
-	ed       channels.Editor  // nil: no edited previews
-	dr       channels.Drafter // nil: no drafts
-	del      channels.Deleter // nil: leftovers are edited to takenBack
+	in  channels.Inbound
+	ed  channels.Editor  // nil: no edited previews
+	dr  channels.Drafter // nil: no drafts
+	del channels.Deleter // nil: leftovers are edited to takenBack
 	// fits says whether a reply is one message on the channel, which an
 	// edit of its preview can carry (channels.Fitter).
-	fits func(text string) bool
+	fits     func(text string) bool
 	send     func(ctx context.Context, in channels.Inbound, text string) (string, error)
 	stream   bool // show replies as they are written
 	progress bool // show what running tools do
