@@ -651,8 +651,19 @@ func (a *Agent) call(ctx context.Context, st *turnState, step int, specs []llm.T
 		}
 		req := llm.Request{Messages: msgs, Tools: specs, MaxTokens: a.cfg.MaxOutputTokens}
 		st.reqTokens, st.reqBytes = EstimateTokens(msgs, specs), requestBytes(msgs, specs)
+		var replies replyDecoders // the text of send_message calls, as they stream
+		if offers(specs, sendMessage) {
+			req.StreamCalls, replies = []string{sendMessage}, replyDecoders{}
+		}
 		resp, err := a.cfg.Model.Complete(ctx, req, func(d llm.Delta) {
-			st.emit(a, Event{Kind: EventTextDelta, Step: step, Text: d.Text})
+			if d.Text != "" {
+				st.emit(a, Event{Kind: EventTextDelta, Step: step, Text: d.Text})
+			}
+			if d.ToolName == sendMessage && replies != nil {
+				if text := replies.feed(d); text != "" {
+					st.emit(a, Event{Kind: EventReplyDelta, Step: step, Tool: d.ToolName, CallID: d.ToolID, Text: text})
+				}
+			}
 		})
 		st.modelCalls++
 		if err == nil {

@@ -724,6 +724,53 @@ func TestModelUnavailableHoldsTheTurn(t *testing.T) {
 	}
 }
 
+// A send_message call's text is emitted as reply deltas while it streams,
+// decoded from the partial JSON, before the call runs; the text of two
+// calls streamed interleaved stays apart; a call of another tool, and a
+// send_message call where the tool is not offered, emit none.
+func TestReplyDeltas(t *testing.T) {
+	h := newHarness(t)
+	first := `{"text":"Line one\nwith \"quotes\" and \ud83d\ude00 — done."}`
+	h.fake.Push(testkit.Reply{ArgPieces: 7, ToolCalls: []llm.ToolCall{
+		testkit.Call("s1", "send_message", first),
+		testkit.Call("t1", "current_time", `{}`),
+		testkit.Call("s2", "send_message", `{"text":"Second."}`),
+	}}, testkit.Reply{Text: "done"})
+	h.run("hello")
+
+	got := map[string]string{}
+	var order []string
+	h.mu.Lock()
+	for _, e := range h.events {
+		switch e.Kind {
+		case agent.EventReplyDelta:
+			if e.Tool != "send_message" || e.Step != 1 {
+				t.Errorf("reply delta %+v", e)
+			}
+			if got[e.CallID] == "" {
+				order = append(order, "delta "+e.CallID)
+			}
+			got[e.CallID] += e.Text
+		case agent.EventToolStart:
+			order = append(order, "start "+e.CallID)
+		}
+	}
+	h.mu.Unlock()
+	equal(t, "sent", h.chat.Sent(), []string{"Line one\nwith \"quotes\" and 😀 — done.", "Second."})
+	if got["s1"] != h.chat.Sent()[0] || got["s2"] != "Second." || len(got) != 2 {
+		t.Errorf("reply deltas joined = %q", got)
+	}
+	equal(t, "order", order, []string{"delta s1", "delta s2", "start s1", "start t1", "start s2"})
+
+	h2 := newHarness(t)
+	h2.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("s1", "send_message", `{"text":"not offered"}`)}},
+		testkit.Reply{Text: "ok"})
+	h2.run("hello", func(tr *agent.Turn) { tr.Allow = map[string]bool{"current_time": true} })
+	if n := len(h2.eventsOf(agent.EventReplyDelta)); n != 0 {
+		t.Errorf("%d reply deltas for a send_message the step did not offer", n)
+	}
+}
+
 // A tool_start event carries the tool's description, which chats show as
 // the tool's progress line.
 func TestToolStartCarriesDescription(t *testing.T) {

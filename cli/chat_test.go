@@ -155,3 +155,20 @@ func TestChatErrorsArePlainSentences(t *testing.T) {
 
 // planFailedText is plans' answer when no plan could be made.
 const planFailedText = "Sorry, I couldn't make a plan for that. Please try again in a moment, or put the task differently."
+
+// A reply the model streams in pieces is printed as it comes, on one line,
+// once: the send ends the line rather than print it again, and the text
+// after it that the turn does not send is not shown on a pipe.
+func TestChatStreamedReplyPrintedOnce(t *testing.T) {
+	fake := testkit.NewFakeLLM(t)
+	fake.Push(testkit.Reply{ArgPieces: 6, ToolCalls: []llm.ToolCall{
+		testkit.Call("s1", "send_message", `{"text":"It is \"tea\" time, as streamed."}`)}},
+		testkit.Reply{Text: "done"})
+	r := runChat(t, fake.URL, func(c *config.Config) { c.Learning.Enabled = false }, "what time is it?\n")
+	if got := botLines(r.stdout); len(got) != 1 || got[0] != `It is "tea" time, as streamed.` {
+		t.Errorf("replies = %q\nstdout:\n%s", got, r.stdout)
+	}
+	if strings.Contains(r.stdout, "done") {
+		t.Errorf("unsent text shown:\n%s", r.stdout)
+	}
+}

@@ -758,8 +758,8 @@ func TestLearningTurnsItselfOffWhenTheModelCannotForceCalls(t *testing.T) {
 			forced++
 		}
 	}
-	if forced != 1 {
-		t.Errorf("%d learning calls over 4 turns, want 1 (then learning is off)", forced)
+	if forced != 3 {
+		t.Errorf("%d learning calls over 4 turns, want 3 (three text answers in a row, then learning is off)", forced)
 	}
 	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "learning is off") {
 		t.Errorf("warnings = %q, want exactly one saying learning is off", w)

@@ -4,12 +4,14 @@ package e2e
 // progress line, and a reply the model writes slowly grows in that one
 // message through throttled edits (in a Telegram private chat: one draft),
 // then becomes the final reply: the chat ends with exactly one message, and
-// Telegram's limits answer no call 429. Against the Telegram and Discord fakes
+// Telegram's limits answer no call 429. On Discord the reply is the text of
+// a send_message call, previewed from its streamed arguments. Against the Telegram and Discord fakes
 // through their real client libraries, with the shipped defaults
 // (stream_preview and show_tool_progress on). The two run in parallel: 5 s
 // of real tool time each.
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,11 +34,9 @@ const (
 	liveAnswer = "The page says the library opens at nine on weekdays and at ten on Saturdays, closes at six, and stays shut on Sundays and holidays."
 )
 
-// slowPage serves a page that takes liveToolTime to answer; answered
-// receives the time it answered.
-func slowPage(t *testing.T) (url string, answered <-chan time.Time) {
+// slowPage serves a page that takes liveToolTime to answer.
+func slowPage(t *testing.T) string {
 	t.Helper()
-	at := make(chan time.Time, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(liveToolTime): // the tool's latency, not a synchronisation
@@ -45,22 +45,30 @@ func slowPage(t *testing.T) (url string, answered <-chan time.Time) {
 		}
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("Opening hours: 9-18 on weekdays, 10-18 on Saturdays."))
-		select {
-		case at <- time.Now():
-		default:
-		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/hours", at
+	return srv.URL + "/hours"
 }
 
-// liveScript is the model's answer to question: fetch the slow page, then
-// write liveAnswer slowly.
-func liveScript(page string) []testkit.Reply {
-	return []testkit.Reply{
-		{ToolCalls: []llm.ToolCall{testkit.Call("fetch1", "web_fetch", `{"url":"`+page+`"}`)}},
-		{Text: liveAnswer, ChunkEvery: 150 * time.Millisecond},
+// liveScript is the model's answer: fetch the slow page, then write
+// liveAnswer slowly, as its text or (viaSend) as a send_message call;
+// firstToken receives the time its first word was sent.
+func liveScript(page string, viaSend bool) (replies []testkit.Reply, firstToken <-chan time.Time) {
+	first := make(chan time.Time, 1)
+	answer := testkit.Reply{Text: liveAnswer, ChunkDelay: 150 * time.Millisecond, OnChunk: func(_ string, at time.Time) {
+		select {
+		case first <- at:
+		default:
+		}
+	}}
+	replies = []testkit.Reply{{ToolCalls: []llm.ToolCall{testkit.Call("fetch1", "web_fetch", `{"url":"`+page+`"}`)}}, answer}
+	if viaSend {
+		args, _ := json.Marshal(map[string]string{"text": liveAnswer})
+		answer.Text, answer.ArgPieces = "", len(strings.Fields(liveAnswer))
+		answer.ToolCalls = []llm.ToolCall{testkit.Call("send1", "send_message", string(args))}
+		replies = append(replies[:1], answer, testkit.Reply{Text: "Sent."})
 	}
+	return replies, first
 }
 
 // allowLocalFetch lets web_fetch reach the slow page on 127.0.0.1.
@@ -94,12 +102,11 @@ func TestTelegramLiveReply(t *testing.T) {
 	s := startTelegramServe(t, tg, allowUsers(tgAlice), allowLocalFetch)
 	const group int64 = -100424242
 	const question = "when is the library open?"
-	page, answered := slowPage(t)
-	s.answer(question, liveScript(page)...)
+	script, firstToken := liveScript(slowPage(t), false)
+	s.answer(question, script...)
 	s.say(group, tgAlice, "alice", s.mention(question), tgfake.InGroup("Readers"))
 
-	// The first words show within 200 ms of the model's first token (plus
-	// the tool result's way to the model): measured from the page's answer.
+	// The first words show about 200 ms after the model's first token.
 	ctx := s.ctx(t)
 	var firstWords time.Time
 	for {
@@ -118,10 +125,10 @@ func TestTelegramLiveReply(t *testing.T) {
 	}
 	s.expect(group, 1)
 	s.finish(t)
-	if d := firstWords.Sub(<-answered); d > time.Second {
-		t.Errorf("the first words showed %s after the tool's page answered, want about 200 ms", d)
+	if d := firstWords.Sub(<-firstToken); d > time.Second {
+		t.Errorf("the first words showed %s after the model's first token, want about 200 ms", d)
 	} else {
-		t.Logf("the first words showed %s after the tool's page answered", d.Round(time.Millisecond))
+		t.Logf("the first words showed %s after the model's first token", d.Round(time.Millisecond))
 	}
 
 	if th := tg.Throttled(); len(th) != 0 {
@@ -145,8 +152,8 @@ func TestDiscordLiveReply(t *testing.T) {
 	s := startDiscordServe(t, allowLocalFetch)
 	ch := s.textChannel()
 	const question = "when is the library open?"
-	page, _ := slowPage(t)
-	s.answer(question, liveScript(page)...)
+	script, _ := liveScript(slowPage(t), true) // through send_message: reply deltas
+	s.answer(question, script...)
 	s.post(ch, s.guild, aliceID, "alice", s.mention(question))
 
 	final := func() bool {
@@ -185,8 +192,8 @@ func TestTelegramLiveReplyDraft(t *testing.T) {
 	tg := tgfake.New(t, tgToken)
 	s := startTelegramServe(t, tg, allowUsers(tgBob), allowLocalFetch)
 	const question = "when does the library open?"
-	page, _ := slowPage(t)
-	s.answer(question, liveScript(page)...)
+	script, _ := liveScript(slowPage(t), false)
+	s.answer(question, script...)
 	s.say(tgBob, tgBob, "bob", question)
 
 	sent := s.waitSent(t, tgBob, 1)
@@ -225,8 +232,8 @@ func TestTelegramLiveReplyPreviewsFail(t *testing.T) {
 	s := startTelegramServe(t, tg, allowUsers(tgCarol), allowLocalFetch)
 	const group int64 = -100434343
 	const question = "when does the library close?"
-	page, _ := slowPage(t)
-	s.answer(question, liveScript(page)...)
+	script, _ := liveScript(slowPage(t), false)
+	s.answer(question, script...)
 	s.say(group, tgCarol, "carol", s.mention(question), tgfake.InGroup("Readers"))
 
 	sent := s.waitSent(t, group, 2)

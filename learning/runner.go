@@ -144,6 +144,7 @@ type Runner struct {
 	timers   map[int]func() bool           // pending retries
 	idle     map[int64]*idleChat           // chats with turns waiting for a pause
 	disabled error                         // set once: learning is off
+	textOnly int                           // passes in a row answered with text instead of the forced call
 	nextTick int
 	active   int
 	stats    Stats
@@ -395,8 +396,11 @@ func (r *Runner) runTask(k string, t *task) {
 		}
 		if err := r.runJob(j, t.trig); err != nil {
 			if Unsupported(err) {
-				r.disable(err)
-				return
+				if r.unsupported(err) {
+					r.disable(err)
+					return
+				}
+				continue // not retried: the cursor keeps its messages for the next pass
 			}
 			failed[j.Name] = true
 		}
@@ -426,6 +430,9 @@ func (r *Runner) runJob(j Job, t Trigger) (err error) {
 	}()
 	switch {
 	case err == nil:
+		r.mu.Lock()
+		r.textOnly = 0
+		r.mu.Unlock()
 		r.count(func(s *Stats) { s.Succeeded++ })
 		log.Debug("learning job done", "duration", time.Since(start).Round(time.Millisecond))
 		return nil
@@ -452,6 +459,31 @@ func (r *Runner) runJob(j Job, t Trigger) (err error) {
 			"duration", time.Since(start).Round(time.Millisecond))
 	}
 	return err
+}
+
+// textOnlyLimit is how many passes in a row a model may answer with text
+// instead of the forced call before learning is turned off: a capable model
+// that slips once keeps learning, one that never makes the call costs three
+// passes, not one per turn.
+const textOnlyLimit = 3
+
+// unsupported counts a run that failed with Unsupported(err) and reports
+// whether learning must be turned off: at once when the server refused the
+// request's tools or tool_choice, after textOnlyLimit passes in a row when
+// the model answered with text.
+func (r *Runner) unsupported(err error) bool {
+	if !errors.Is(err, ErrNoCall) {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.textOnly++
+	if r.textOnly < textOnlyLimit {
+		r.log.Info("learning: the model answered with text instead of the forced call; the messages wait for the next pass",
+			"in_a_row", r.textOnly, "limit", textOnlyLimit)
+		return false
+	}
+	return true
 }
 
 // disable turns learning off for good (until the next start) because the

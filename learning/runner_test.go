@@ -375,9 +375,9 @@ func (c *countWarnings) Handle(_ context.Context, r slog.Record) error {
 func (c *countWarnings) WithAttrs([]slog.Attr) slog.Handler { return c }
 func (c *countWarnings) WithGroup(string) slog.Handler      { return c }
 
-// A model that answers forced calls with text turns learning off at the
-// first try: one warning, no retries, no further runs, and the reason in
-// Stats and OnDisabled.
+// A model that answers forced calls with text turns learning off after
+// textOnlyLimit passes in a row: one warning, no retries, no further runs,
+// and the reason in Stats and OnDisabled.
 func TestRunnerTurnsLearningOffWhenTheModelCannotForceCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var runs, offs int
@@ -404,14 +404,49 @@ func TestRunnerTurnsLearningOffWhenTheModelCannotForceCalls(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if runs != 1 || offs != 1 {
-			t.Errorf("%d runs and %d OnDisabled calls, want 1 and 1", runs, offs)
+		if runs != textOnlyLimit || offs != 1 {
+			t.Errorf("%d runs and %d OnDisabled calls, want %d and 1", runs, offs, textOnlyLimit)
 		}
 		if len(logs.msgs) != 1 {
 			t.Errorf("warnings %q, want exactly one", logs.msgs)
 		}
 		if s := r.Stats(); !errors.Is(s.Disabled, ErrNoCall) || s.Retries != 0 || len(timers.fns) != 0 {
 			t.Errorf("stats = %+v with %d timers; want Disabled (ErrNoCall) and no retry", s, len(timers.fns))
+		}
+	})
+}
+
+// A model that answers one forced call with text, then makes the calls,
+// keeps learning: only passes in a row turn it off.
+func TestRunnerKeepsLearningWhenTheModelSlipsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		text := llm.Response{Message: llm.Message{Content: "Sure! Here are the facts: none."}}
+		call := llm.Response{Message: llm.Message{ToolCalls: []llm.ToolCall{{Name: "learn", Arguments: `{}`}}}}
+		// Two slips, a good pass, two slips: never textOnlyLimit in a row.
+		answers := []llm.Response{text, text, call, text, text, call}
+		var runs int
+		model := &scripted{}
+		job := Job{Name: "learn", Run: func(ctx context.Context, _ Trigger) error {
+			model.resp = answers[runs%len(answers)]
+			runs++
+			var out struct{}
+			return Call(ctx, model, "sys", "prompt", llm.ToolSpec{Name: "learn"}, &out)
+		}}
+		logs := &countWarnings{}
+		r := NewRunner(Config{Jobs: []Job{job}, EveryNTurns: 1, Logger: slog.New(logs), AfterFunc: (&fakeTimers{}).after})
+		r.Start(t.Context())
+		defer r.Shutdown(t.Context())
+		for range len(answers) {
+			r.Notify(trig("ada", 1))
+			if err := r.Drain(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := r.Stats(); s.Disabled != nil || s.Succeeded != 2 || runs != len(answers) {
+			t.Errorf("after %d runs: stats = %+v; want learning on and 2 passes done", runs, s)
+		}
+		if len(logs.msgs) != 0 {
+			t.Errorf("warnings %q, want none", logs.msgs)
 		}
 	})
 }

@@ -151,11 +151,13 @@ func (c *Client) Model() string { return c.cfg.Model }
 // callState is what one Complete call carries across attempts and models.
 type callState struct {
 	onDelta  func(Delta)
-	streamed bool          // some text was handed to onDelta
-	waited   time.Duration // total wait between retries so far
+	calls    map[string]bool // Request.StreamCalls
+	streamed bool            // some text or call fragment was handed to onDelta
+	waited   time.Duration   // total wait between retries so far
 }
 
-// Complete streams one model call, handing each text fragment to onDelta
+// Complete streams one model call, handing each text fragment, and each
+// fragment of the calls of the tools named in req.StreamCalls, to onDelta
 // (which may be nil) as it arrives, and returns the assembled answer. It
 // retries and falls back as Config describes. Errors are *Error, or wrap
 // ctx.Err() when ctx ended.
@@ -164,10 +166,15 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: build request: %w", err)
 	}
-	if onDelta == nil {
-		onDelta = func(Delta) {}
-	}
 	call := &callState{onDelta: onDelta}
+	if onDelta == nil {
+		call.onDelta = func(Delta) {}
+	} else if len(req.StreamCalls) > 0 {
+		call.calls = map[string]bool{}
+		for _, n := range req.StreamCalls {
+			call.calls[n] = true
+		}
+	}
 	models := append([]string{c.cfg.Model}, c.cfg.FallbackModels...)
 	var lastErr error
 	for i, model := range models {
@@ -272,6 +279,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	var (
 		text   strings.Builder
 		calls  = map[int]*ToolCall{}
+		handed = map[int]int{} // bytes of a streamed call's arguments handed to onDelta
 		finish string
 		usage  Usage
 		chunks int
@@ -322,6 +330,17 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 					tc.Name = d.Function.Name
 				}
 				tc.Arguments += d.Function.Arguments
+				if call.calls[tc.Name] && len(tc.Arguments) > handed[i] {
+					// Everything not handed out yet: arguments that came
+					// before the name, if any, and this fragment.
+					id := tc.ID
+					if id == "" {
+						id = callID(i)
+					}
+					call.streamed = true
+					call.onDelta(Delta{ToolIndex: i, ToolID: id, ToolName: tc.Name, ToolArgs: tc.Arguments[handed[i]:]})
+					handed[i] = len(tc.Arguments)
+				}
 			}
 		}
 	}
@@ -330,7 +349,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	for _, i := range slices.Sorted(maps.Keys(calls)) {
 		tc := *calls[i]
 		if tc.ID == "" {
-			tc.ID = fmt.Sprintf("call_%d", i)
+			tc.ID = callID(i)
 		}
 		if strings.TrimSpace(tc.Arguments) == "" {
 			tc.Arguments = "{}"
@@ -339,6 +358,9 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	}
 	return Response{Message: msg, FinishReason: finish, Usage: usage, Model: model}, nil
 }
+
+// callID names a call the server gave no id, by its index.
+func callID(i int) string { return fmt.Sprintf("call_%d", i) }
 
 // classify turns what go-openai returned into an *Error, or into a wrapped
 // ctx.Err() when the caller's context ended.

@@ -206,6 +206,48 @@ func TestCompleteToolCalls(t *testing.T) {
 	}
 }
 
+// The calls of the tools named in StreamCalls reach onDelta fragment by
+// fragment, with their index, id and name on each; other calls do not.
+func TestCompleteStreamsNamedCalls(t *testing.T) {
+	const args = `{"text":"Hello \"there\" ☂, in pieces"}`
+	for _, named := range [][]string{{"send_message"}, nil} {
+		h := newHarness(t, nil)
+		h.fake.Push(testkit.Reply{
+			Text:      "Sure. ",
+			ArgPieces: 5,
+			ToolCalls: []llm.ToolCall{
+				testkit.Call("call_t", "get_time", `{"tz":"UTC"}`),
+				testkit.Call("call_s", "send_message", args),
+			},
+		})
+		var text, got strings.Builder
+		var frags int
+		resp, err := h.client.Complete(t.Context(), llm.Request{Messages: userSays("hi").Messages, StreamCalls: named}, func(d llm.Delta) {
+			text.WriteString(d.Text)
+			if d.ToolName == "" {
+				return
+			}
+			if d.Text != "" || d.ToolName != "send_message" || d.ToolID != "call_s" || d.ToolIndex != 1 {
+				t.Errorf("delta %+v", d)
+			}
+			frags++
+			got.WriteString(d.ToolArgs)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if text.String() != "Sure. " || len(resp.Message.ToolCalls) != 2 || resp.Message.ToolCalls[1].Arguments != args {
+			t.Errorf("text %q, calls %+v", text.String(), resp.Message.ToolCalls)
+		}
+		switch {
+		case named != nil && (got.String() != args || frags < 4):
+			t.Errorf("streamed %d fragments %q, want %q in several", frags, got.String(), args)
+		case named == nil && frags != 0:
+			t.Errorf("without StreamCalls, %d call fragments were handed out", frags)
+		}
+	}
+}
+
 func TestCompleteRequestMapping(t *testing.T) {
 	h := newHarness(t, nil)
 	h.fake.Push(testkit.Reply{Text: "ok"})

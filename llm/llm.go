@@ -79,6 +79,11 @@ type Request struct {
 	MaxTokens int        // 0: server default
 	// ForceTool, when set, forces the model to call this tool (structured output).
 	ForceTool string
+	// StreamCalls names the tools whose calls are handed to onDelta as they
+	// stream (Delta.ToolName and the rest). A fragment handed out counts as
+	// streamed, like text: no retry or fallback follows it. Calls of other
+	// tools are only assembled, so a stream cut in one of them is retried.
+	StreamCalls []string
 }
 
 // Response is the assembled answer of one model call.
@@ -89,9 +94,20 @@ type Response struct {
 	Model        string // the model that answered (after fallbacks)
 }
 
-// Delta is a piece of a streamed answer, handed to the caller as it arrives.
+// Delta is a piece of a streamed answer, handed to the caller as it arrives:
+// a fragment of assistant text (Text), or a fragment of the arguments of a
+// tool call named in Request.StreamCalls (ToolName set).
 type Delta struct {
 	Text string // a fragment of assistant text
+
+	// ToolIndex is the call's position among the answer's tool calls;
+	// ToolID and ToolName are the call's id and name as the assembled
+	// ToolCall has them (on every fragment, not only the first);
+	// ToolArgs is the next fragment of its JSON arguments, raw.
+	ToolIndex int
+	ToolID    string
+	ToolName  string
+	ToolArgs  string
 }
 
 // ErrContextLength is matched (errors.Is) by errors that mean the request did

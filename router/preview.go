@@ -57,6 +57,9 @@ type slot struct {
 	busy     chan struct{}
 	cancel   context.CancelFunc // cancels the call in flight
 	orphan   bool               // claimed while a call was in flight: removed when it returns
+	// behind: a message went out after this preview, so its reply must
+	// too: the preview is removed, not edited into it.
+	behind bool
 }
 
 // text is what the slot should show: not the no-reply marker, nor what
@@ -192,11 +195,13 @@ func (p *previewer) event(ctx context.Context, ev agent.Event) {
 }
 
 // writing returns the slot of the text named key, begun if new: a line on
-// screen (a progress line, a taken-back preview) becomes its preview. The
-// model writes one text at a time, so a new one completes the others.
+// screen (a progress line, a taken-back preview) becomes its preview. A new
+// text completes the others: only the newest is previewed (a server may
+// interleave the fragments of two calls; the older one's reply then simply
+// arrives whole).
 func (p *previewer) writing(key string, now time.Time) *slot {
 	for _, s := range p.slots {
-		if s.key == key && !s.complete {
+		if s.key == key && (!s.complete || key != "text") { // a call's id is its own
 			return s
 		}
 	}
@@ -374,18 +379,19 @@ func (p *previewer) show(ctx context.Context, s *slot, text string) {
 }
 
 // claim hands the preview of the reply being sent to its send: it returns
-// the id of the preview message to edit into the reply (when it fits, see
-// fits), or "" to send the reply as a new message (no preview, a draft, or
-// a preview call that would not end).
-func (p *previewer) claim(ctx context.Context) string {
+// the preview message, if any, and whether to edit it into the reply (when
+// the reply fits, see fits); otherwise the reply goes out as a new message
+// and then the preview is removed. No preview message: a draft, none shown,
+// or a preview call that would not end.
+func (p *previewer) claim(ctx context.Context) (msgID string, edit bool) {
 	if p == nil {
-		return ""
+		return "", false
 	}
 	p.mu.Lock()
 	s := p.claimable()
 	if s == nil {
 		p.mu.Unlock()
-		return ""
+		return "", false
 	}
 	p.slots = removeSlot(p.slots, s)
 	busy := s.busy
@@ -404,9 +410,23 @@ func (p *previewer) claim(ctx context.Context) string {
 	defer p.mu.Unlock()
 	if s.busy != nil {
 		s.orphan = true
-		return ""
+		return "", false
 	}
-	return s.msgID
+	return s.msgID, s.msgID != "" && !s.behind
+}
+
+// bury records that a message went out as a new one below the previews
+// on screen: their replies must follow it, so they will not take over
+// their previews.
+func (p *previewer) bury() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.slots {
+		s.behind = true
+	}
 }
 
 // claimable is the slot a reply being sent now claims: the running

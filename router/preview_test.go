@@ -364,6 +364,34 @@ func TestPreviewReplyDeltasEachCallItsOwnMessage(t *testing.T) {
 	})
 }
 
+// Fragments of two send_message calls interleaved (as some servers stream
+// parallel calls) stay apart: each reply gets its own whole text.
+func TestPreviewInterleavedCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ch := newLiveChannel(false)
+		first, second := "First of all, the weather is fine today.", "Second, the train leaves at ten sharp."
+		liveRun(t, ch, channels.Group, true, func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
+			a, b := strings.SplitAfter(first, " "), strings.SplitAfter(second, " ")
+			for i := range max(len(a), len(b)) {
+				if i < len(a) {
+					tt.OnEvent(agent.Event{Kind: agent.EventReplyDelta, CallID: "a", Text: a[i]})
+				}
+				if i < len(b) {
+					tt.OnEvent(agent.Event{Kind: agent.EventReplyDelta, CallID: "b", Text: b[i]})
+				}
+				elapse(300 * time.Millisecond)
+			}
+			tt.OnEvent(agent.Event{Kind: agent.EventUsage})
+			sendCall(ctx, tt, "a", first)
+			sendCall(ctx, tt, "b", second)
+			return endTurn
+		})
+		if got := chatHolds(ch.calls(false)); !slices.Equal(got, []string{first, second}) {
+			t.Fatalf("the chat holds %q; want the two replies (calls %q)", got, kinds(ch.calls(true)))
+		}
+	})
+}
+
 // Preview calls that fail, are dropped by pacing or hang never block,
 // lose or double the reply: it arrives once, whole.
 func TestPreviewFailuresNeverCostTheReply(t *testing.T) {

@@ -260,16 +260,19 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	var id string
 	var err error
 	ctx = channels.WithPriority(ctx, channels.PriorityReply)
-	pid := b.preview.claim(ctx)
-	if pid != "" && b.preview.fits(text) && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
+	pid, edit := b.preview.claim(ctx)
+	if edit && b.preview.fits(text) && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
 	} else {
-		// A reply longer than one message goes out split, or the edit
-		// failed: the reply comes as a message of its own, then its
-		// preview goes.
+		// A reply longer than one message goes out split, one behind a
+		// message sent since its preview, or the edit failed: the reply
+		// comes as a message of its own, then its preview goes.
 		id, err = b.r.deliverReply(ctx, b.reply(in, text, nil, b.parts(ctx, text)))
-		if pid != "" && (err == nil || errors.Is(err, agent.ErrSendQueued)) {
-			b.preview.remove(context.WithoutCancel(ctx), pid)
+		if err == nil || errors.Is(err, agent.ErrSendQueued) {
+			b.preview.bury()
+			if pid != "" {
+				b.preview.remove(context.WithoutCancel(ctx), pid)
+			}
 		}
 		if errors.Is(err, agent.ErrSendQueued) {
 			b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
@@ -339,6 +342,9 @@ func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo b
 		f.Path = path
 	}
 	id, err := b.r.deliverReply(ctx, b.reply(b.in, caption, &f, nil))
+	if err == nil || errors.Is(err, agent.ErrSendQueued) {
+		b.preview.bury() // replies previewed above the file come after it
+	}
 	if errors.Is(err, agent.ErrSendQueued) {
 		b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
 		return "", err

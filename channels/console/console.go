@@ -1,6 +1,7 @@
 // Package console is the terminal channel: it reads lines from an input and
-// prints the bot's replies, its tool activity (one dim line per tool call)
-// and errors to an output. It is what `switchboard chat` talks through.
+// prints the bot's replies, as the model writes them, its tool activity
+// (one dim line per tool call) and errors to an output. It is what
+// `switchboard chat` talks through.
 package console
 
 import (
@@ -40,9 +41,23 @@ type Options struct {
 // Adapter is the terminal channel.
 type Adapter struct {
 	o     Options
-	mu    sync.Mutex // serialises writes to Out
+	mu    sync.Mutex // serialises writes to Out; guards line
+	line  liveLine   // the reply being printed as it streams
 	seq   atomic.Int64
 	start int64
+}
+
+// liveLine is a reply printed as the model writes it: the text of a
+// send_message call (agent.EventReplyDelta), or, on a terminal (Color), the
+// model's plain text (agent.EventTextDelta), which may turn out to be
+// interim text beside tool calls. When the message is sent, a line that
+// showed it already is only ended; one that showed something else (a call
+// refused, interim text) is marked "not sent" and the message is printed.
+type liveLine struct {
+	open   bool
+	callID string // the send_message call shown; "" for plain text
+	text   strings.Builder
+	closed map[string]bool // calls whose line ended: later fragments are not shown
 }
 
 // New returns a console adapter.
@@ -127,23 +142,107 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 	}
 }
 
-// Send implements channels.Channel: it prints the reply.
+// Send implements channels.Channel: it prints the reply, or ends the line
+// that showed it as it streamed.
 func (a *Adapter) Send(_ context.Context, m channels.Outbound) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	label := "bot>"
-	if a.o.Color {
-		label = "\x1b[1;36mbot>\x1b[0m"
+	text := strings.TrimSpace(m.Text)
+	if a.line.open && strings.TrimSpace(a.line.text.String()) == text {
+		a.endLineLocked("")
+	} else {
+		a.endLineLocked(notSent)
+		fmt.Fprintf(a.o.Out, "\r%s %s\n", a.label(), text)
 	}
-	fmt.Fprintf(a.o.Out, "\r%s %s\n", label, strings.TrimSpace(m.Text))
 	a.promptLocked()
 	return strconv.FormatInt(time.Now().UnixNano(), 10), nil
 }
 
-// TurnEvent shows tool activity and failures (router.ActivityViewer).
+// notSent marks a line that showed text the turn did not send.
+const notSent = " (not sent)"
+
+func (a *Adapter) label() string {
+	if a.o.Color {
+		return "\x1b[1;36mbot>\x1b[0m"
+	}
+	return "bot>"
+}
+
+// stream prints a fragment of the reply being written: of send_message
+// call callID, or of the model's plain text when callID is "".
+func (a *Adapter) stream(callID, frag string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := &a.line
+	switch {
+	case l.closed[callID] && callID != "":
+		return
+	case l.open && l.callID != callID && callID == "":
+		return // plain text while a call is shown: printed if sent
+	case l.open && l.callID != callID:
+		if l.callID != "" {
+			return // another call, streamed alongside: printed when sent
+		}
+		a.endLineLocked(notSent) // the plain text was interim: a call follows
+	}
+	if !l.open {
+		frag = strings.TrimLeft(frag, " \t\r\n")
+		if frag == "" {
+			return
+		}
+		l.open, l.callID = true, callID
+		l.text.Reset()
+		fmt.Fprintf(a.o.Out, "\r%s ", a.label())
+	}
+	l.text.WriteString(frag)
+	fmt.Fprint(a.o.Out, frag)
+}
+
+// endLineLocked ends the streamed line, if one is open, with note.
+func (a *Adapter) endLineLocked(note string) {
+	l := &a.line
+	if !l.open {
+		return
+	}
+	if note != "" && a.o.Color {
+		note = "\x1b[2m" + note + "\x1b[0m"
+	}
+	fmt.Fprintf(a.o.Out, "%s\n", note)
+	if l.callID != "" {
+		if l.closed == nil {
+			l.closed = map[string]bool{}
+		}
+		l.closed[l.callID] = true
+	}
+	l.open = false
+}
+
+// endLine ends the line showing call callID ("" for plain text), if it is
+// the one open, as not sent.
+func (a *Adapter) endLine(callID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.line.open && a.line.callID == callID {
+		a.endLineLocked(notSent)
+	}
+}
+
+// TurnEvent shows the reply as it streams, tool activity and failures
+// (router.ActivityViewer).
 func (a *Adapter) TurnEvent(_ string, ev agent.Event) {
 	switch ev.Kind {
+	case agent.EventReplyDelta:
+		a.stream(ev.CallID, ev.Text)
+	case agent.EventTextDelta:
+		if a.o.Color { // on a terminal, where "not sent" can follow it
+			a.stream("", ev.Text)
+		}
+	case agent.EventInterimText, agent.EventRetry:
+		a.endLine("") // plain text beside tool calls, or sent back to work
 	case agent.EventToolEnd:
+		if ev.IsError {
+			a.endLine(ev.CallID) // a send_message call refused: not sent
+		}
 		status := "ok"
 		if ev.IsError {
 			status = "error: " + oneLine(ev.Result, 80)
@@ -152,6 +251,10 @@ func (a *Adapter) TurnEvent(_ string, ev agent.Event) {
 	case agent.EventCompactionEnd:
 		a.dim(fmt.Sprintf("  · compacted the conversation: ~%d → ~%d tokens", ev.TokensBefore, ev.TokensAfter))
 	case agent.EventDone:
+		a.mu.Lock()
+		a.endLineLocked(notSent) // text the turn did not send (after a reply, NO_REPLY)
+		a.line.closed = nil
+		a.mu.Unlock()
 		if ev.Err != "" && ev.StopReason.Class() == agent.ClassFailed {
 			if a.o.Verbose {
 				a.errorf("turn failed (%s): %s", ev.StopReason, oneLine(ev.Err, 200))
@@ -165,6 +268,7 @@ func (a *Adapter) TurnEvent(_ string, ev agent.Event) {
 func (a *Adapter) dim(s string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.breakLineLocked()
 	if a.o.Color {
 		s = "\x1b[2m" + s + "\x1b[0m"
 	}
@@ -174,11 +278,21 @@ func (a *Adapter) dim(s string) {
 func (a *Adapter) errorf(format string, args ...any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.breakLineLocked()
 	s := "error: " + fmt.Sprintf(format, args...)
 	if a.o.Color {
 		s = "\x1b[31m" + s + "\x1b[0m"
 	}
 	fmt.Fprintf(a.o.Out, "\r%s\n", s)
+}
+
+// breakLineLocked ends a streamed line before another line is printed (a
+// tool that ran alongside); the reply it showed is printed in full when it
+// is sent.
+func (a *Adapter) breakLineLocked() {
+	if a.line.open {
+		a.endLineLocked(" …")
+	}
 }
 
 func (a *Adapter) prompt() {

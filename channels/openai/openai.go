@@ -150,7 +150,12 @@ func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
 // Observe follows the turns of API requests; it is part of the router's
 // OnEvent hook.
 func (a *API) Observe(in channels.Inbound, ev agent.Event) {
-	if in.Channel != ChannelName || (ev.Kind != agent.EventTurnStart && ev.Kind != agent.EventDone) {
+	if in.Channel != ChannelName {
+		return
+	}
+	switch ev.Kind {
+	case agent.EventTurnStart, agent.EventDone, agent.EventReplyDelta, agent.EventToolEnd:
+	default:
 		return
 	}
 	a.mu.Lock()
@@ -159,8 +164,15 @@ func (a *API) Observe(in channels.Inbound, ev agent.Event) {
 	if w == nil {
 		return
 	}
-	if ev.Kind == agent.EventTurnStart {
+	switch ev.Kind {
+	case agent.EventTurnStart:
 		w.start()
+		return
+	case agent.EventReplyDelta:
+		w.speculate(ev.CallID, ev.Text)
+		return
+	case agent.EventToolEnd:
+		w.settled(ev.CallID)
 		return
 	}
 	a.mu.Lock()
@@ -192,11 +204,13 @@ func (a *API) Abandon() {
 
 const errShutdownMsg = "switchboard is shutting down; the message is stored and its turn resumes after the restart (its answer will be in this session's history)"
 
-// waiter collects what the turn answering one request sends.
+// waiter collects what the turn answering one request sends, and, for a
+// streamed request, decides what content the stream writes (stream.go).
 type waiter struct {
 	mu       sync.Mutex
 	texts    []string
-	started  bool // a turn began for the request
+	live     *liveText // nil unless the request streams
+	started  bool      // a turn began for the request
 	done     bool
 	usage    llm.Usage
 	stop     agent.StopReason
@@ -205,8 +219,12 @@ type waiter struct {
 	finished chan struct{} // closed when done
 }
 
-func newWaiter() *waiter {
-	return &waiter{notify: make(chan struct{}, 1), finished: make(chan struct{})}
+func newWaiter(stream bool) *waiter {
+	w := &waiter{notify: make(chan struct{}, 1), finished: make(chan struct{})}
+	if stream {
+		w.live = &liveText{}
+	}
+	return w
 }
 
 func (w *waiter) poke() {
@@ -231,6 +249,9 @@ func (w *waiter) send(text string) {
 		return
 	}
 	w.texts = append(w.texts, text)
+	if w.live != nil {
+		w.live.confirm(text)
+	}
 	command := !w.started
 	w.mu.Unlock()
 	if command {
@@ -252,11 +273,36 @@ func (w *waiter) finish(u llm.Usage, stop agent.StopReason, errMsg string) {
 	w.poke()
 }
 
-// take returns the texts from index from on, and whether the turn is done.
-func (w *waiter) take(from int) ([]string, bool) {
+// speculate adds a fragment of a send_message call's text as it streams.
+func (w *waiter) speculate(callID, frag string) {
+	w.mu.Lock()
+	if w.done || w.live == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.live.speculate(callID, frag)
+	w.mu.Unlock()
+	w.poke()
+}
+
+// settled forgets a call that ran (sent or refused).
+func (w *waiter) settled(callID string) {
+	w.mu.Lock()
+	if w.done || w.live == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.live.settled(callID)
+	w.mu.Unlock()
+	w.poke()
+}
+
+// takeLive returns the content pieces the stream writes next, and whether
+// the turn is done (then nothing more comes).
+func (w *waiter) takeLive() ([]string, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]string(nil), w.texts[from:]...), w.done
+	return w.live.take(), w.done
 }
 
 // chatRequest is the part of an OpenAI chat completion request the API
@@ -415,7 +461,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Channel: ChannelName, ChatID: user, ChatType: channels.DM, MessageID: msgID,
 		UserID: user, DisplayName: user, Text: text, Attachments: atts, Mentioned: true, Time: time.Now(),
 	}
-	wt := newWaiter()
+	wt := newWaiter(req.Stream)
 	a.mu.Lock()
 	a.waiters[msgID] = wt
 	a.mu.Unlock()
@@ -451,9 +497,8 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		log.Info("client went away before the answer; the turn goes on and its answer stays in the session")
 		return
 	}
-	texts, _ := wt.take(0)
 	wt.mu.Lock()
-	usage, stop, errMsg := wt.usage, wt.stop, wt.errMsg
+	texts, usage, stop, errMsg := wt.texts, wt.usage, wt.stop, wt.errMsg
 	wt.mu.Unlock()
 	if len(texts) == 0 && stop == agent.StopCancelled && errMsg == errShutdownMsg {
 		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "shutting_down", errMsg)
@@ -483,9 +528,10 @@ func (c completion) chunk(delta map[string]any, finish any) map[string]any {
 	}
 }
 
-// stream answers with server-sent events: a role chunk at once, a content
-// chunk for each message the turn sends, then the finish chunk, the usage
-// chunk when asked for, and [DONE].
+// stream answers with server-sent events: a role chunk at once, content
+// chunks as the turn's messages stream and are sent (liveText says which
+// text goes out when), then the finish chunk, the usage chunk when asked
+// for, and [DONE].
 func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c completion, includeUsage bool) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -505,14 +551,11 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c compl
 	}
 	keepAlive := time.NewTicker(keepAliveEvery)
 	defer keepAlive.Stop()
-	sent := 0
+	wrote := false
 	for {
-		texts, done := wt.take(sent)
-		for _, t := range texts {
-			if sent > 0 {
-				t = "\n\n" + t
-			}
-			sent++
+		pieces, done := wt.takeLive()
+		for _, t := range pieces {
+			wrote = true
 			if !write(c.chunk(map[string]any{"content": t}, nil)) {
 				return
 			}
@@ -534,7 +577,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c compl
 	wt.mu.Lock()
 	usage, stop, errMsg := wt.usage, wt.stop, wt.errMsg
 	wt.mu.Unlock()
-	if sent == 0 && stop == agent.StopCancelled && errMsg == errShutdownMsg {
+	if !wrote && stop == agent.StopCancelled && errMsg == errShutdownMsg {
 		write(map[string]any{"error": map[string]any{"message": errMsg, "type": "server_error", "code": "shutting_down"}})
 		return
 	}

@@ -85,6 +85,12 @@ func ScriptToolTurn(fake *FakeLLM, answer string) {
 // Node.js or npm is reported with Missing.
 func NodeClient(t testing.TB, dir, baseURL, token string) []byte {
 	t.Helper()
+	return NodeScript(t, dir, "client.mjs", baseURL, token)
+}
+
+// NodeScript is NodeClient with another script of dir.
+func NodeScript(t testing.TB, dir, script, baseURL, token string) []byte {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		Missing(t, "node is not installed; the official openai client runs on Node.js")
@@ -96,14 +102,14 @@ func NodeClient(t testing.TB, dir, baseURL, token string) []byte {
 	installNodeClient(t, dir)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "client.mjs")
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "SB_BASE_URL="+baseURL, "SB_TOKEN="+token)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+		t.Fatalf("node %s: %v\nstdout: %s\nstderr: %s", script, err, out, stderr.String())
 	}
 	return out
 }

@@ -58,14 +58,20 @@ type Reply struct {
 	// does. A non-streaming request has its connection dropped at once.
 	CutStream bool
 
+	// ArgPieces is how many fragments each tool call's arguments are
+	// streamed in (default 3).
+	ArgPieces int
+	// ChunkDelay paces a streamed answer like a model producing tokens:
+	// the wait before each chunk after the first (role) chunk.
+	ChunkDelay time.Duration
+	// OnChunk, when set, is called after each chunk that carries text or a
+	// tool call's fragment was flushed, with what it carried (the text, or
+	// the arguments fragment: "" for a call's header without arguments)
+	// and the time it began to be written.
+	OnChunk func(fragment string, at time.Time)
+
 	Delay time.Duration   // wait before answering (the request's cancellation ends the wait)
 	Block <-chan struct{} // wait until closed (or the request is cancelled) before answering
-
-	// ChunkEvery paces the text: the wait between two streamed text
-	// fragments, as a model writing slowly (the request's cancellation
-	// ends it).
-	ChunkEvery time.Duration
-
 	// Model, when set, makes this reply answer only a request for that model.
 	// A request for another model gets 404 model_not_found and a queued
 	// reply stays at the head of the queue, so a test can script fallbacks.
@@ -741,6 +747,20 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 		})
 		return send(b)
 	}
+	// token sends a chunk of the answer proper, paced by ChunkDelay.
+	token := func(d wireDelta, fragment string) bool {
+		if reply.ChunkDelay > 0 && !f.wait(r.Context(), Reply{Delay: reply.ChunkDelay}) {
+			return false
+		}
+		at := time.Now()
+		if !chunk(d, nil) {
+			return false
+		}
+		if reply.OnChunk != nil {
+			reply.OnChunk(fragment, at)
+		}
+		return true
+	}
 
 	fragments := reply.TextChunks
 	if fragments == nil {
@@ -749,15 +769,8 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 	if !chunk(wireDelta{Role: "assistant"}, nil) {
 		return
 	}
-	for i, frag := range fragments {
-		if i > 0 && reply.ChunkEvery > 0 {
-			select {
-			case <-time.After(reply.ChunkEvery):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		if !chunk(wireDelta{Content: frag}, nil) {
+	for _, frag := range fragments {
+		if !token(wireDelta{Content: frag}, frag) {
 			return
 		}
 	}
@@ -770,8 +783,12 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 		send(b)
 		return
 	}
-	for _, tc := range toolCallChunks(reply.calls()) {
-		if !chunk(wireDelta{ToolCalls: []wireToolCall{tc}}, nil) {
+	pieces := reply.ArgPieces
+	if pieces <= 0 {
+		pieces = 3
+	}
+	for _, tc := range toolCallChunks(reply.calls(), pieces) {
+		if !token(wireDelta{ToolCalls: []wireToolCall{tc}}, *tc.Function.Arguments) {
 			return
 		}
 	}
@@ -793,13 +810,13 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 }
 
 // toolCallChunks streams each call as a header (id, name) followed by its
-// arguments in up to three fragments, taking the calls round-robin so that
+// arguments in up to pieces fragments, taking the calls round-robin so that
 // fragments of different calls interleave. Odd calls carry their first
 // fragment in the header, as some servers do.
-func toolCallChunks(calls []llm.ToolCall) []wireToolCall {
+func toolCallChunks(calls []llm.ToolCall, pieces int) []wireToolCall {
 	queues := make([][]wireToolCall, len(calls))
 	for i, c := range calls {
-		frags := splitN(c.Arguments, 3)
+		frags := splitN(c.Arguments, pieces)
 		first := ""
 		if i%2 == 1 && len(frags) > 0 {
 			first, frags = frags[0], frags[1:]

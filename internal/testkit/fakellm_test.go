@@ -197,6 +197,42 @@ func TestStreamTextFragments(t *testing.T) {
 	}
 }
 
+// A paced stream: ArgPieces fragments per call, ChunkDelay between chunks,
+// and OnChunk told of each chunk of the answer with what it carried.
+func TestStreamPaced(t *testing.T) {
+	f := testkit.NewFakeLLM(t)
+	var mu sync.Mutex
+	var frags []string
+	var times []time.Time
+	const delay = 20 * time.Millisecond
+	f.Push(testkit.Reply{TextChunks: []string{"a", "b"}, ArgPieces: 4, ChunkDelay: delay,
+		ToolCalls: []llm.ToolCall{testkit.Call("c", "send_message", `{"text":"12345678"}`)},
+		OnChunk: func(frag string, at time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			frags, times = append(frags, frag), append(times, at)
+		}})
+	stream, err := newClient(f).CreateChatCompletionStream(t.Context(), streamReq("fake-model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := collect(t, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"a", "b", "", `{"te`, `xt":"`, `12345`, `678"}`}
+	if !slices.Equal(frags, want) || got.text != "ab" || len(got.calls) != 1 || got.calls[0].Function.Arguments != `{"text":"12345678"}` {
+		t.Fatalf("fragments %q (want %q), text %q, calls %+v", frags, want, got.text, got.calls)
+	}
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < delay {
+			t.Errorf("chunk %d came %v after the one before, want at least %v", i, gap, delay)
+		}
+	}
+}
+
 func TestStreamUsage(t *testing.T) {
 	f := testkit.NewFakeLLM(t)
 	f.SetDefault(&testkit.Reply{Text: "a reply of some length"})

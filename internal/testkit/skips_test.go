@@ -69,7 +69,7 @@ func TestSkipLinesInGoTest(t *testing.T) {
 func TestEverySkipIsCounted(t *testing.T) {
 	root := moduleRoot(t)
 	rawSkip := regexp.MustCompile(`\b[tb]\.Skip(f|Now)?\(`)
-	counted := regexp.MustCompile(`testkit\.(SkipFor|Missing|NeedPostgres|NewPostgresSchema|NodeClient)\(`)
+	counted := regexp.MustCompile(`testkit\.(SkipFor|Missing|NeedPostgres|NewPostgresSchema|NodeClient|NodeScript)\(`)
 	needMain := map[string]string{} // package dir → a file that skips
 	hasMain := map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
