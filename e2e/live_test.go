@@ -96,15 +96,28 @@ func checkLive(t *testing.T, shown []string) {
 	}
 }
 
-func TestTelegramLiveReply(t *testing.T) {
-	t.Parallel()
-	tg := tgfake.New(t, tgToken)
-	s := startTelegramServe(t, tg, allowUsers(tgAlice), allowLocalFetch)
-	const group int64 = -100424242
+// askLive starts serve on tg for user and has the user ask, in chat (a
+// group: a negative id; else the private chat), a question the model
+// answers with liveScript; firstToken is the time of its first word.
+func askLive(t *testing.T, tg *tgfake.Fake, user, chat int64) (s *telegramServe, firstToken <-chan time.Time) {
+	t.Helper()
+	s = startTelegramServe(t, tg, allowUsers(user), allowLocalFetch)
 	const question = "when is the library open?"
 	script, firstToken := liveScript(slowPage(t), false)
 	s.answer(question, script...)
-	s.say(group, tgAlice, "alice", s.mention(question), tgfake.InGroup("Readers"))
+	if chat < 0 {
+		s.say(chat, user, "reader", s.mention(question), tgfake.InGroup("Readers"))
+	} else {
+		s.say(chat, user, "reader", question)
+	}
+	return s, firstToken
+}
+
+func TestTelegramLiveReply(t *testing.T) {
+	t.Parallel()
+	tg := tgfake.New(t, tgToken)
+	const group int64 = -100424242
+	s, firstToken := askLive(t, tg, tgAlice, group)
 
 	// The first words show about 200 ms after the model's first token.
 	ctx := s.ctx(t)
@@ -190,11 +203,7 @@ func TestDiscordLiveReply(t *testing.T) {
 func TestTelegramLiveReplyDraft(t *testing.T) {
 	t.Parallel()
 	tg := tgfake.New(t, tgToken)
-	s := startTelegramServe(t, tg, allowUsers(tgBob), allowLocalFetch)
-	const question = "when does the library open?"
-	script, _ := liveScript(slowPage(t), false)
-	s.answer(question, script...)
-	s.say(tgBob, tgBob, "bob", question)
+	s, _ := askLive(t, tg, tgBob, tgBob)
 
 	sent := s.waitSent(t, tgBob, 1)
 	s.expect(tgBob, 1)
@@ -229,12 +238,8 @@ func TestTelegramLiveReplyPreviewsFail(t *testing.T) {
 	for range 20 {
 		tg.FailNext("editMessageText", http.StatusBadRequest, "Bad Request: message can't be edited", 0)
 	}
-	s := startTelegramServe(t, tg, allowUsers(tgCarol), allowLocalFetch)
 	const group int64 = -100434343
-	const question = "when does the library close?"
-	script, _ := liveScript(slowPage(t), false)
-	s.answer(question, script...)
-	s.say(group, tgCarol, "carol", s.mention(question), tgfake.InGroup("Readers"))
+	s, _ := askLive(t, tg, tgCarol, group)
 
 	sent := s.waitSent(t, group, 2)
 	if err := tg.WaitCalls(s.ctx(t), "deleteMessage", 1); err != nil {
