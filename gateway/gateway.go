@@ -200,6 +200,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
 	}
 	pacer := gcpace.New()
+	pacer.OnQuiet(st.ReleaseIdle)
 	g.pacer = pacer
 	g.closers.push(pacer.Stop)
 	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout, Location: loc, Logger: log,
