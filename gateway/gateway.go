@@ -222,6 +222,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Vision:             cfg.LLM.Vision,
 		FilesRoot:          cfg.Tools.Files.Root,
 		Preview:            map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
+		ToolProgress:       map[string]bool{"telegram": cfg.Channels.Telegram.ShowToolProgress, "discord": cfg.Channels.Discord.ShowToolProgress},
 		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
 		Location:           loc,
 		Logger:             log,
