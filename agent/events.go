@@ -75,7 +75,7 @@ type Event struct {
 	Step   int
 	Time   time.Time
 
-	Text string // delta, interim text, retry reason, final reply
+	Text string // delta, interim text, retry reason, final reply; tool_start: the tool's description
 
 	Tool     string
 	CallID   string

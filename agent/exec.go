@@ -127,7 +127,8 @@ func (a *Agent) runTool(ctx context.Context, st *turnState, step int, p *pending
 	if p.done {
 		return
 	}
-	st.emit(a, Event{Kind: EventToolStart, Step: step, Tool: p.call.Name, CallID: p.call.ID, Args: p.call.Arguments})
+	st.emit(a, Event{Kind: EventToolStart, Step: step, Tool: p.call.Name, CallID: p.call.ID, Args: p.call.Arguments,
+		Text: p.tool.Description})
 	began := time.Now()
 	res, err := safeCall(ctx, p.tool, p.args)
 	if err != nil {

@@ -770,3 +770,17 @@ func TestReplyDeltas(t *testing.T) {
 		t.Errorf("%d reply deltas for a send_message the step did not offer", n)
 	}
 }
+
+// A tool_start event carries the tool's description, which chats show as
+// the tool's progress line.
+func TestToolStartCarriesDescription(t *testing.T) {
+	lookup := &agent.Tool{Name: "lookup", Description: "Look up the weather for a city.",
+		Fn: func(context.Context, json.RawMessage) (string, error) { return "sunny", nil }}
+	h := newHarness(t, withTools(lookup))
+	h.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("1", "lookup", "{}")}}, testkit.Reply{Text: "sunny"})
+	h.run("weather?")
+	starts := h.eventsOf(agent.EventToolStart)
+	if len(starts) != 1 || starts[0].Tool != "lookup" || starts[0].Text != "Look up the weather for a city." {
+		t.Fatalf("tool_start events = %+v", starts)
+	}
+}

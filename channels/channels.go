@@ -151,6 +151,19 @@ type Editor interface {
 	Edit(ctx context.Context, chatID, messageID, text string) error
 }
 
+// Deleter is a channel that can delete a message it sent (a preview or a
+// progress line that no reply took over).
+type Deleter interface {
+	Delete(ctx context.Context, chatID, messageID string) error
+}
+
+// Fitter is a channel that says whether a text goes out as one message
+// (as the channel renders and splits it): an edit can then carry it whole.
+// Without it the router assumes texts up to 3,500 characters fit.
+type Fitter interface {
+	Fits(text string) bool
+}
+
 // FileSender is a channel that can send a file (a local path or an URL).
 type FileSender interface {
 	SendFile(ctx context.Context, chatID string, f OutboundFile) (string, error)

@@ -142,8 +142,12 @@ type Telegram struct {
 	// Pairing lets an unknown user ask for access with a one-time code that
 	// the operator approves with `switchboard pairing approve CODE`.
 	Pairing bool `yaml:"pairing"`
-	// StreamPreview shows the reply growing in one edited message.
+	// StreamPreview shows the reply as it is written: a draft in private
+	// chats, one edited message in groups.
 	StreamPreview bool `yaml:"stream_preview"`
+	// ShowToolProgress shows one line saying what the tools do while they
+	// run longer than a moment.
+	ShowToolProgress bool `yaml:"show_tool_progress"`
 }
 
 // Webhook receives Telegram updates by HTTPS push instead of long polling.
@@ -164,6 +168,9 @@ type Discord struct {
 	APIBase       string   `yaml:"api_base"`
 	GatewayURL    string   `yaml:"gateway_url"`    // empty asks the API for the gateway
 	StreamPreview bool     `yaml:"stream_preview"` // one message edited as the model writes
+	// ShowToolProgress shows one line saying what the tools do while they
+	// run longer than a moment.
+	ShowToolProgress bool `yaml:"show_tool_progress"`
 	// ShardCount splits the Discord gateway into shards (0 or 1: one
 	// connection for everything); ShardID is this replica's shard, from 0 to
 	// ShardCount-1. With ShardCount > 1 and no ShardID, replicas on one
@@ -485,11 +492,14 @@ func Default() *Config {
 		},
 		Channels: Channels{
 			Console: Console{User: defaultConsoleUser},
+			// Replies that feel live: previews and progress are on.
 			Telegram: Telegram{
-				APIEndpoint: defaultTelegramEndpoint,
-				PollTimeout: defaultPollTimeout,
+				APIEndpoint:      defaultTelegramEndpoint,
+				PollTimeout:      defaultPollTimeout,
+				StreamPreview:    true,
+				ShowToolProgress: true,
 			},
-			Discord:     Discord{APIBase: defaultDiscordAPIBase},
+			Discord:     Discord{APIBase: defaultDiscordAPIBase, StreamPreview: true, ShowToolProgress: true},
 			ReplyMaxAge: defaultReplyMaxAge,
 		},
 		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove},

@@ -21,6 +21,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
@@ -55,7 +56,9 @@ type discordServe struct {
 	final map[string]int // channel id → messages the bot must have sent there in the end
 }
 
-func startDiscordServe(t *testing.T) *discordServe {
+// startDiscordServe runs serve against a new fake Discord and a scripted
+// model; more sets more of the configuration.
+func startDiscordServe(t *testing.T, more ...func(*config.Config)) *discordServe {
 	t.Helper()
 	s := &discordServe{dc: discordfake.New(t), model: testkit.NewFakeLLM(t), final: map[string]int{}}
 	// Answers are looked up by the message they answer, not taken from one
@@ -73,6 +76,9 @@ func startDiscordServe(t *testing.T) *discordServe {
 	dc := &c.Channels.Discord
 	dc.Enabled, dc.Token, dc.APIBase, dc.GatewayURL = true, s.dc.Token, s.dc.APIBase(), s.dc.GatewayURL()
 	dc.AllowUsers = []string{aliceID, bobID, carolID, daveID}
+	for _, m := range more {
+		m(c)
+	}
 	cfg := cfgfile.Write(t, c)
 
 	s.cfg = cfg

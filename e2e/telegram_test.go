@@ -52,8 +52,10 @@ const (
 )
 
 // telegramConfig writes a serve configuration aimed at the fake model and
-// the Bot API at endpoint; extra sets more of channels.telegram.
-func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollTimeout time.Duration, extra func(*config.Telegram)) string {
+// the Bot API at endpoint; extra sets more of channels.telegram, more sets
+// anything else.
+func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollTimeout time.Duration, extra func(*config.Telegram),
+	more ...func(*config.Config)) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := modelConfig(model.URL)
@@ -67,6 +69,9 @@ func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollT
 	tg := &cfg.Channels.Telegram
 	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout = true, tgToken, endpoint, pollTimeout
 	extra(tg)
+	for _, m := range more {
+		m(cfg)
+	}
 	return cfgfile.Write(t, cfg)
 }
 
@@ -90,12 +95,13 @@ type telegramServe struct {
 
 // startTelegramServe runs serve against tg (set up by the caller) and a
 // scripted model, with a 1 s long poll; extra sets more of
-// channels.telegram. It returns once the adapter polls for updates.
-func startTelegramServe(t *testing.T, tg *tgfake.Fake, extra func(*config.Telegram)) *telegramServe {
+// channels.telegram, more anything else. It returns once the adapter polls
+// for updates.
+func startTelegramServe(t *testing.T, tg *tgfake.Fake, extra func(*config.Telegram), more ...func(*config.Config)) *telegramServe {
 	t.Helper()
 	model := testkit.NewFakeLLM(t)
 	s := &telegramServe{tg: tg, net: newFlakyNet(t, tg.URL), model: model, modelScript: newModelScript(model), final: map[int64]int{}}
-	s.cfg = telegramConfig(t, s.net.URL, model, time.Second, extra)
+	s.cfg = telegramConfig(t, s.net.URL, model, time.Second, extra, more...)
 	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return tg.WaitCalls(ctx, "getUpdates", 1) })
 	return s
 }

@@ -201,6 +201,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
 	}
 	pacer := gcpace.New()
+	pacer.OnQuiet(st.ReleaseIdle)
 	g.pacer = pacer
 	g.closers.push(pacer.Stop)
 	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout, Location: loc, Logger: log,
@@ -222,6 +223,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Vision:             cfg.LLM.Vision,
 		FilesRoot:          cfg.Tools.Files.Root,
 		Preview:            map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
+		ToolProgress:       map[string]bool{"telegram": cfg.Channels.Telegram.ShowToolProgress, "discord": cfg.Channels.Discord.ShowToolProgress},
 		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
 		Location:           loc,
 		Logger:             log,

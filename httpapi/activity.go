@@ -121,6 +121,7 @@ func (a *Activity) Observe(in channels.Inbound, ev agent.Event) {
 		v.Text = clip(ev.Result, eventTextMax)
 	case agent.EventDone:
 		v.Text = clip(ev.Err, eventTextMax)
+	case agent.EventToolStart: // Text is the tool's description, not news
 	default:
 		v.Text = clip(ev.Text, eventTextMax)
 	}

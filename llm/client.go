@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +76,7 @@ const (
 type Client struct {
 	cfg     Config
 	api     *openai.Client
+	enc     *encoder
 	log     *slog.Logger
 	redact  redactor
 	retries int
@@ -120,7 +120,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 
-	c := &Client{cfg: cfg, redact: red, now: time.Now}
+	c := &Client{cfg: cfg, redact: red, now: time.Now, enc: newEncoder()}
 	c.cfg.FallbackModels = slices.Clone(cfg.FallbackModels)
 	c.limits = newLimits(cfg.MaxConcurrentRequests, append([]string{cfg.Model}, cfg.FallbackModels...))
 	switch {
@@ -173,7 +173,7 @@ type callState struct {
 // retries and falls back as Config describes. Errors are *Error, or wrap
 // ctx.Err() when ctx ended.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
-	base, err := toChatRequest(req)
+	base, err := c.enc.encode(req)
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: build request: %w", err)
 	}
@@ -212,7 +212,7 @@ func (c *Client) canFallBack(ctx context.Context, call *callState, err error) bo
 }
 
 // completeModel runs the attempts for one model.
-func (c *Client) completeModel(ctx context.Context, call *callState, model string, base openai.ChatCompletionRequest) (Response, error) {
+func (c *Client) completeModel(ctx context.Context, call *callState, model string, base *body) (Response, error) {
 	for attempt := 1; ; attempt++ {
 		resp, err := c.attempt(ctx, call, model, base)
 		if err == nil {
@@ -259,7 +259,7 @@ func (c *Client) backoff(attempt int) time.Duration {
 
 // attempt makes one request (two if the server rejects stream_options) and
 // reads its stream.
-func (c *Client) attempt(ctx context.Context, call *callState, model string, base openai.ChatCompletionRequest) (Response, error) {
+func (c *Client) attempt(ctx context.Context, call *callState, model string, base *body) (Response, error) {
 	release, err := c.slot(ctx, model)
 	if err != nil {
 		return Response{}, err
@@ -267,12 +267,13 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	defer release()
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	hdr := &captured{}
+	withOptions := !c.noStreamOptions.Load()
+	hdr := &captured{body: base.bytes(model, withOptions)}
 	actx = context.WithValue(actx, capturedKey{}, hdr)
 
-	req := base
-	req.Model = model
-	withOptions := !c.noStreamOptions.Load()
+	// go-openai checks and encodes this stand-in; headerCapture sends the
+	// body encoded by c.enc in its place (see encode.go).
+	req := openai.ChatCompletionRequest{Model: model, MaxTokens: base.maxTokens}
 	if withOptions {
 		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
@@ -285,7 +286,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		c.noStreamOptions.Store(true)
 		c.log.Info("llm: server rejects stream_options; continuing without (no usage reported)", "model", model)
 		req.StreamOptions = nil
-		*hdr = captured{}
+		*hdr = captured{body: base.bytes(model, false)}
 		if stream, err = c.api.CreateChatCompletionStream(actx, req); err != nil {
 			return Response{}, c.classify(ctx, actx, model, err, hdr, false)
 		}
@@ -522,6 +523,7 @@ type captured struct {
 	sawDone        bool   // the stream carried its [DONE]
 	retryAfterSecs string // Retry-After
 	retryAfterMS   string // retry-after-ms, sent by OpenAI and Azure
+	body           []byte // the request body, sent in place of go-openai's
 }
 
 func (h *captured) retryAfter(now time.Time) time.Duration {
@@ -534,6 +536,12 @@ func (h *captured) retryAfter(now time.Time) time.Duration {
 type headerCapture struct{ c *http.Client }
 
 func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
+	if hdr, ok := req.Context().Value(capturedKey{}).(*captured); ok && hdr.body != nil {
+		body := hdr.body
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.ContentLength = int64(len(body))
+	}
 	resp, err := h.c.Do(req)
 	if resp != nil {
 		if hdr, ok := req.Context().Value(capturedKey{}).(*captured); ok {
@@ -702,94 +710,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// --- mapping to go-openai ---------------------------------------------------
-
-// emptySchema is the parameters schema of a tool that declares none.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
-func toChatRequest(req Request) (openai.ChatCompletionRequest, error) {
-	out := openai.ChatCompletionRequest{MaxTokens: req.MaxTokens}
-	out.Messages = make([]openai.ChatCompletionMessage, 0, len(req.Messages))
-	for i, m := range req.Messages {
-		om, err := toChatMessage(m)
-		if err != nil {
-			return out, fmt.Errorf("message %d (%s): %w", i, m.Role, err)
-		}
-		out.Messages = append(out.Messages, om)
-	}
-	forced := false
-	for _, t := range req.Tools {
-		if t.Name == "" {
-			return out, errors.New("tool with an empty name")
-		}
-		params := t.Parameters
-		if len(params) == 0 {
-			params = emptySchema
-		} else if !json.Valid(params) {
-			return out, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
-		}
-		out.Tools = append(out.Tools, openai.Tool{
-			Type: openai.ToolTypeFunction,
-			Function: &openai.FunctionDefinition{
-				Name: t.Name, Description: t.Description, Parameters: params,
-			},
-		})
-		forced = forced || t.Name == req.ForceTool
-	}
-	if req.ForceTool != "" {
-		if !forced {
-			return out, fmt.Errorf("forced tool %s is not among the offered tools", req.ForceTool)
-		}
-		out.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: req.ForceTool}}
-	}
-	return out, nil
-}
-
-func toChatMessage(m Message) (openai.ChatCompletionMessage, error) {
-	om := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
-	switch m.Role {
-	case RoleTool:
-		om.ToolCallID = m.ToolCallID // Name stays ours: the API identifies the call by id
-	default:
-		om.Name = m.Name
-	}
-	for _, tc := range m.ToolCalls {
-		args := tc.Arguments
-		if strings.TrimSpace(args) == "" {
-			args = "{}"
-		}
-		om.ToolCalls = append(om.ToolCalls, openai.ToolCall{
-			ID: tc.ID, Type: openai.ToolTypeFunction,
-			Function: openai.FunctionCall{Name: tc.Name, Arguments: args},
-		})
-	}
-	if len(m.Images) == 0 {
-		return om, nil
-	}
-	if m.Role != RoleUser {
-		return om, errors.New("images are only supported on user messages")
-	}
-	om.Content = ""
-	if m.Content != "" {
-		om.MultiContent = append(om.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
-	}
-	for i, img := range m.Images {
-		u := img.URL
-		if len(img.Data) > 0 {
-			mime := img.MIME
-			if mime == "" {
-				mime = http.DetectContentType(img.Data)
-			}
-			u = "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
-		}
-		if u == "" {
-			return om, fmt.Errorf("image %d has neither data nor a URL", i)
-		}
-		om.MultiContent = append(om.MultiContent, openai.ChatMessagePart{
-			Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: u},
-		})
-	}
-	return om, nil
 }

@@ -115,10 +115,14 @@ type Config struct {
 	// Transcribe turns a voice message into text; nil: voice messages reach
 	// the model as a notice that transcription is not configured.
 	Transcribe func(ctx context.Context, name string, audio []byte) (string, error)
-	// Preview turns on streaming previews per channel (by name): one message
-	// edited as the model writes, replaced by the final reply.
+	// Preview turns on streaming previews per channel (by name): a draft,
+	// or one message edited as the model writes, which the final reply
+	// replaces (preview.go).
 	Preview map[string]bool
-	// Now is the clock for preview throttling; nil: time.Now.
+	// ToolProgress turns on, per channel, the line that says what tools
+	// running longer than a moment are doing (preview.go).
+	ToolProgress map[string]bool
+	// Now is the outbox's clock; nil: time.Now.
 	Now       func() time.Time
 	FilesRoot string // the only directory send_file may send from (the workspace)
 	ModelName string // for /status

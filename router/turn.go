@@ -129,7 +129,6 @@ func (r *Router) process(ctx context.Context, it item) error {
 	case res.StopReason == agent.StopStoreError:
 		return res.Err
 	case res.StopReason == agent.StopModelUnavailable:
-		binding.preview.abandon(context.WithoutCancel(ctx), "(interrupted: the language model stopped answering)")
 		return &modelOutage{turnID: res.TurnID, steps: res.Steps, err: res.Err}
 	case res.StopReason == agent.StopCancelled && r.base.Err() != nil:
 		// Shutdown: the message stays pending and the turn resumes later.
@@ -181,7 +180,14 @@ func (r *Router) prepare(ctx context.Context, in channels.Inbound) Prepared {
 // adds (prep, or computed when nil). mod adjusts it (resume, resolution).
 func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessionID, inboxID int64, binding *chatBinding, prep *Prepared, mod func(*agent.Turn)) agent.Turn {
 	if binding.preview == nil {
-		binding.preview = newPreviewer(r.cfg.Preview[binding.in.Channel], r.Channel(binding.in.Channel), binding.in, r.cfg.Now, r.Send)
+		name := binding.in.Channel
+		binding.preview = newPreviewer(r.cfg.Preview[name], r.cfg.ToolProgress[name], r.Channel(name), binding.in,
+			func(ctx context.Context, in channels.Inbound, text string) (string, error) {
+				if binding.sent.Load() {
+					in.ChatType = channels.DM // reply-to only on the first message
+				}
+				return r.Send(ctx, in, text)
+			})
 	}
 	turn := agent.Turn{
 		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
@@ -231,7 +237,7 @@ type chatBinding struct {
 	turnID  atomic.Int64
 	log     *slog.Logger
 	sent    atomic.Bool
-	preview *previewer // streaming preview, when on
+	preview *previewer // streaming preview and tool progress, when on
 	// fresh: the message was stored a moment ago, so no earlier process
 	// sent part of a reply to it; replies counts the replies delivered.
 	fresh   bool
@@ -253,13 +259,27 @@ func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
 	}
 	var id string
 	var err error
-	if pid := b.preview.claim(ctx, text); pid != "" && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
+	ctx = channels.WithPriority(ctx, channels.PriorityReply)
+	pid, edit := b.preview.claim(ctx)
+	if edit && b.preview.fits(text) && b.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
 		id = pid // the preview message becomes the reply: never both
-	} else if id, err = b.r.deliverReply(ctx, b.reply(in, text, nil, b.parts(ctx, text))); errors.Is(err, agent.ErrSendQueued) {
-		b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
-		return "", err
-	} else if err != nil {
-		return "", err
+	} else {
+		// A reply longer than one message goes out split, one behind a
+		// message sent since its preview, or the edit failed: the reply
+		// comes as a message of its own, then its preview goes.
+		id, err = b.r.deliverReply(ctx, b.reply(in, text, nil, b.parts(ctx, text)))
+		if err == nil || errors.Is(err, agent.ErrSendQueued) {
+			b.preview.bury()
+			if pid != "" {
+				b.preview.remove(context.WithoutCancel(ctx), pid)
+			}
+		}
+		if errors.Is(err, agent.ErrSendQueued) {
+			b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
+			return "", err
+		} else if err != nil {
+			return "", err
+		}
 	}
 	b.sent.Store(true)
 	b.replies.Add(1)
@@ -322,6 +342,9 @@ func (b *chatBinding) SendFile(ctx context.Context, ref, caption string, photo b
 		f.Path = path
 	}
 	id, err := b.r.deliverReply(ctx, b.reply(b.in, caption, &f, nil))
+	if err == nil || errors.Is(err, agent.ErrSendQueued) {
+		b.preview.bury() // replies previewed above the file come after it
+	}
 	if errors.Is(err, agent.ErrSendQueued) {
 		b.sent.Store(true) // kept in the outbox, delivered later (outbox.go)
 		return "", err

@@ -46,7 +46,16 @@ var ErrTurnNotRunning = errors.New("store: turn is not running")
 //     cut may lose the last commits but never corrupts the file.
 //   - _stmt_cache_size keeps each connection's prepared statements: parsing
 //     the same SQL again was a tenth of a busy gateway's CPU.
-const dsnOptions = "_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate&_stmt_cache_size=128"
+//   - _cache_size bounds each connection's page cache at pageCacheKiB
+//     (SQLite's default is 2000 KiB): it is C memory, which the Go
+//     collector does not see and glibc keeps, and with maxIdleConns
+//     connections it grew with the database, a few megabytes after a long
+//     conversation. The pages a turn needs (the tables' upper levels, the
+//     chat's latest rows) fit; the rest comes from the OS page cache.
+const dsnOptions = "_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL&_txlock=immediate&_stmt_cache_size=128&_cache_size=-" + pageCacheKiB
+
+// pageCacheKiB is each SQLite connection's page cache, in KiB.
+const pageCacheKiB = "512"
 
 // maxIdleConns keeps connections warm through a burst of turns: opening one
 // costs a schema parse, and with only a few kept, a busy gateway spent a
@@ -268,6 +277,16 @@ func (s *Store) Close() error {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
+}
+
+// ReleaseIdle closes the pool's idle connections but one, with their page
+// caches and prepared statements (C memory on SQLite, server sessions on
+// PostgreSQL); the pool opens connections again as turns need them. The
+// gateway calls it when it goes quiet (internal/gcpace), instead of
+// waiting connMaxIdleTime.
+func (s *Store) ReleaseIdle() {
+	s.raw.SetMaxIdleConns(1)
+	s.raw.SetMaxIdleConns(maxIdleConns)
 }
 
 // DB returns the underlying database, for packages that own their own

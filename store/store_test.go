@@ -52,9 +52,15 @@ func checkPragmas(t *testing.T, i int, c *sql.Conn) {
 	t.Helper()
 	ctx := t.Context()
 	var mode string
-	var fk, busy, sync int
+	var fk, busy, sync, cache int
 	if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&cache); err != nil {
+		t.Fatal(err)
+	}
+	if cache != -512 {
+		t.Errorf("conn %d: cache_size=%d, want -512 (KiB: the page cache bounded)", i, cache)
 	}
 	if err := c.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
 		t.Fatal(err)
@@ -644,4 +650,45 @@ func TestOpenSession(t *testing.T) {
 			t.Fatalf("OpenSession of a missing chat: %v", err)
 		}
 	})
+}
+
+// ReleaseIdle closes the idle connections but one, and the pool keeps
+// maxIdleConns afterwards.
+func TestReleaseIdle(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		releaseIdle(t, s)
+	})
+}
+
+func releaseIdle(t *testing.T, s *Store) {
+	ctx := t.Context()
+	hold := func() {
+		var conns []*sql.Conn
+		for range 4 {
+			c, err := s.DB().Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.PingContext(ctx); err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+	hold()
+	if n := s.DB().Stats().Idle; n < 4 {
+		t.Fatalf("%d idle connections after using 4, want at least 4", n)
+	}
+	s.ReleaseIdle()
+	if n := s.DB().Stats().Idle; n != 1 {
+		t.Errorf("%d idle connections after ReleaseIdle, want 1", n)
+	}
+	hold()
+	if n := s.DB().Stats().Idle; n < 4 {
+		t.Errorf("%d idle connections after using 4 again, want at least 4 (the pool's bound put back)", n)
+	}
 }

@@ -5,10 +5,12 @@
 //
 //	go run ./bench/suite
 //
-// Rows: process start to ready; idle RSS; per-message gateway overhead
-// p50/p99; wall time and throughput of N chats at once with a fixed model
-// latency; peak RSS under that load; prompt tokens at the last turn of a
-// long conversation against the naive full-history request. The README's
+// Rows: process start to ready; idle memory (RSS, RssAnon, PSS) of the
+// binary as built and as deployed; per-message gateway overhead p50/p99;
+// wall time and throughput of N chats at once with a fixed model latency;
+// peak RSS under that load; prompt tokens at the last turn of a long
+// conversation against the naive full-history request; memory after a
+// long conversation and 30 s later. The README's
 // "Benchmarks" section explains each row. Progress goes to stderr, the
 // table to stdout. It needs Linux (/proc) and the Go toolchain.
 package main
@@ -38,6 +40,8 @@ const (
 	targetBurstChat = 1000
 	targetPeakMB    = 150.0
 	targetTokens    = 0.40
+	targetPSSMB     = 24.0 // idle, as deployed (issue 22)
+	targetAnonMB    = 5.0  // RssAnon settleAfter a conversation, above idle (issue 22)
 )
 
 type options struct {
@@ -49,6 +53,8 @@ type options struct {
 	latency  time.Duration
 	turns    int
 	window   int
+	memTurns int
+	memOnly  bool
 	keep     bool
 	verbose  bool
 }
@@ -63,7 +69,9 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 3, "runs of each burst (rows 4 and 5 show the median and the range)")
 	flag.DurationVar(&o.latency, "latency", time.Second, "model latency for rows 4 and 5")
 	flag.IntVar(&o.turns, "turns", 100, "turns of the conversation of row 6")
-	flag.IntVar(&o.window, "context-window", 8192, "llm.context_window of every run")
+	flag.IntVar(&o.window, "context-window", 8192, "llm.context_window of every run but row 7's")
+	flag.IntVar(&o.memTurns, "memory-turns", 1000, "turns of the conversation of row 7")
+	flag.BoolVar(&o.memOnly, "memory-only", false, "measure rows 2 and 7 only")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, database, serve.log)")
 	flag.BoolVar(&o.verbose, "v", false, "print the timeline of each burst to stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the suite itself (the fakes) to this file")
@@ -76,8 +84,8 @@ func main() {
 		}
 		o.chats = append(o.chats, n)
 	}
-	if o.starts < 1 || o.messages < 1 || o.turns < 1 || o.repeat < 1 {
-		fmt.Fprintln(os.Stderr, "suite: -starts, -messages, -turns and -repeat must be at least 1")
+	if o.starts < 1 || o.messages < 1 || o.turns < 1 || o.repeat < 1 || o.memTurns < 1 {
+		fmt.Fprintln(os.Stderr, "suite: -starts, -messages, -turns, -repeat and -memory-turns must be at least 1")
 		os.Exit(2)
 	}
 	if *cpuprofile != "" {
@@ -124,10 +132,17 @@ func run(o options, out, progress io.Writer) error {
 	s.MaxConcurrentTurns = max(s.MaxConcurrentTurns, s.Users)
 	rep := report{opts: o, settings: s, date: time.Now(), machine: breport.Machine(), load: breport.LoadAverage()}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
-	fmt.Fprintf(progress, "rows 1-2: %d starts, then idle…\n", o.starts)
+	if o.memOnly {
+		if err := measureMemories(ctx, bin, root, s, o, &rep, progress); err != nil {
+			return err
+		}
+		rep.write(out)
+		return nil
+	}
+	fmt.Fprintf(progress, "row 1: %d starts…\n", o.starts)
 	st, r, err := measureStartup(ctx, bin, root, s, o.starts)
 	if err != nil {
 		return fmt.Errorf("start-up: %w", err)
@@ -163,7 +178,24 @@ func run(o options, out, progress io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("tokens: %w", err)
 	}
+	if err := measureMemories(ctx, bin, root, s, o, &rep, progress); err != nil {
+		return err
+	}
 	rep.load += " (start), " + breport.LoadAverage() + " (end)"
 	rep.write(out)
+	return nil
+}
+
+// measureMemories is rows 2 and 7: the binary as built, then as deployed.
+func measureMemories(ctx context.Context, bin, root string, s settings, o options, rep *report, progress io.Writer) error {
+	for _, deployed := range []bool{false, true} {
+		fmt.Fprintf(progress, "rows 2, 7: memory %s: idle, a conversation of %d turns, %s later…\n",
+			memoryResult{deployed: deployed}.how(), o.memTurns, breport.Secs(settleAfter))
+		m, err := measureMemory(ctx, bin, root, s, o.memTurns, deployed)
+		if err != nil {
+			return fmt.Errorf("memory %s: %w", m.how(), err)
+		}
+		rep.memory = append(rep.memory, m)
+	}
 	return nil
 }

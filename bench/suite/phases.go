@@ -15,11 +15,9 @@ import (
 	"github.com/switchboard-gateway/switchboard/llm"
 )
 
-// startupResult is rows 1 and 2.
+// startupResult is row 1.
 type startupResult struct {
-	ready  []time.Duration // one per start, in order
-	idleKB int             // VmRSS once idle, in the last start
-	anonKB int             // RssAnon then: what is not pages of the binary or libraries
+	ready []time.Duration // one per start, in order
 }
 
 // measureStartup starts serve runs times on a fresh database, each time
@@ -43,12 +41,6 @@ func measureStartup(ctx context.Context, bin, root string, s settings, runs int)
 		err = r.dc.WaitFor(ctx, func() bool { return r.dc.Identifies() > 0 })
 		if err == nil {
 			err = r.tg.WaitCalls(ctx, "getUpdates", r.tg.Calls("getUpdates")+3)
-		}
-		if err == nil {
-			res.idleKB, err = r.proc.StatusKB("VmRSS")
-		}
-		if err == nil {
-			res.anonKB, err = r.proc.StatusKB("RssAnon")
 		}
 		if err != nil {
 			r.kill()
@@ -259,12 +251,9 @@ func measureTokens(ctx context.Context, bin, root string, s settings, turns int)
 		return res, err
 	}
 	r.model.SetDefault(answer(0))
-	for t := 1; t <= turns; t++ {
-		r.tg.PushText(1, 1, "alice", userText(t))
-		if err := r.tg.WaitCalls(ctx, "sendMessage", t); err != nil {
-			r.kill()
-			return res, fmt.Errorf("turn %d: %w", t, err)
-		}
+	if _, err := converse(ctx, r, turns); err != nil {
+		r.kill()
+		return res, err
 	}
 	reqs := r.model.Requests()
 	if err := r.stop(); err != nil {

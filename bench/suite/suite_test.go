@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
 )
@@ -81,21 +82,28 @@ func TestMarks(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	rep := report{
 		opts:     options{latency: time.Second},
-		startup:  startupResult{ready: []time.Duration{ms(90), ms(200), ms(100)}, idleKB: 19000, anonKB: 5000},
+		startup:  startupResult{ready: []time.Duration{ms(90), ms(200), ms(100)}},
 		overhead: overheadResult{times: []time.Duration{ms(3), ms(4), ms(12)}, cpu: ms(3)},
 		bursts: []burstResult{
 			{chats: 1, wall: ms(1010), replies: []time.Duration{ms(1010)}, modelAt: []time.Duration{ms(5)}, peakKB: 30000},
 			{chats: 1000, wall: ms(2400), replies: []time.Duration{ms(2400)}, modelAt: []time.Duration{ms(1200)}, peakKB: 160000},
 		},
 		tokens: tokenResult{actual: []int{100, 300}, naive: []int{100, 1000}},
+		memory: []memoryResult{
+			{turns: 1000, idle: gateway.Memory{RSS: 19000, Anon: 5000, PSS: 18000}, after: gateway.Memory{Anon: 9000}},
+			{deployed: true, turns: 1000, idle: gateway.Memory{RSS: 25000, Anon: 5000, PSS: 24000}, after: gateway.Memory{Anon: 10000}},
+		},
 	}
 	want := map[string]string{
-		"1": "✓", // median 100 ms < 150 ms
-		"2": "✓", // 19000 kB = 19.5 MB
-		"3": "✗", // p99 of three is the largest, 12 ms
-		"4": "✓", // 1000 chats in 2.4 s; 1 chat has no target
-		"5": "✗", // 160000 kB = 163.8 MB
-		"6": "✓", // 30 %
+		"1":             "✓", // median 100 ms < 150 ms
+		"2 as built":    "✓", // RSS 19000 kB = 19.5 MB ≤ 20 MB
+		"2 as deployed": "✗", // PSS 24000 kB = 24.6 MB > 24 MB
+		"7 as built":    "✓", // RssAnon +4000 kB = 4.1 MB
+		"7 as deployed": "✗", // +5000 kB = 5.1 MB
+		"3":             "✗", // p99 of three is the largest, 12 ms
+		"4":             "✓", // 1000 chats in 2.4 s; 1 chat has no target
+		"5":             "✗", // 160000 kB = 163.8 MB
+		"6":             "✓", // 30 %
 	}
 	for _, r := range rep.rows() {
 		if r.n == "4" && strings.HasPrefix(r.what, "1 chat") {
@@ -104,9 +112,17 @@ func TestMarks(t *testing.T) {
 			}
 			continue
 		}
-		if got := r.mark(); got != want[r.n] {
-			t.Errorf("row %s (%s = %s): mark %q, want %q", r.n, r.what, r.result, got, want[r.n])
+		key := r.n
+		if r.n == "2" || r.n == "7" {
+			key += map[bool]string{true: " as deployed", false: " as built"}[strings.Contains(r.what, "as deployed")]
 		}
+		if got := r.mark(); got != want[key] {
+			t.Errorf("row %s (%s = %s): mark %q, want %q", key, r.what, r.result, got, want[key])
+		}
+		delete(want, key)
+	}
+	if len(want) > 0 {
+		t.Errorf("rows missing: %v", want)
 	}
 	var out bytes.Buffer
 	rep.write(&out)

@@ -481,6 +481,31 @@ func TestAdapter(t *testing.T) {
 		}
 	})
 
+	t.Run("delete, and a preview that does not wait out a rate limit", func(t *testing.T) {
+		id, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "g-text", Text: "searching…"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl.reset(nil)
+		f.FailNext(discordfake.RouteEditMessage, 429, discordfake.RateLimitBody(0.25, false))
+		err = a.Edit(channels.WithPriority(waitCtx(t), channels.PriorityPreview), "g-text", id, "a preview")
+		if !errors.Is(err, channels.ErrPaced) || len(sl.got()) != 0 {
+			t.Errorf("rate-limited preview edit: %v after sleeps %v; want ErrPaced at once", err, sl.got())
+		}
+		if err := a.Delete(waitCtx(t), "g-text", id); err != nil {
+			t.Fatal(err)
+		}
+		if d := f.Deleted(); len(d) != 1 || d[0] != (discordfake.Edit{ChannelID: "g-text", MessageID: id, Content: "searching…"}) {
+			t.Errorf("deleted = %+v", d)
+		}
+		if err := a.Delete(waitCtx(t), "g-text", id); err == nil {
+			t.Error("delete of a deleted message: no error")
+		}
+		if !a.Fits(strings.Repeat("word ", 380)) || a.Fits(strings.Repeat("word ", 500)) {
+			t.Error("Fits: want 1,900 characters in one message, 2,500 not")
+		}
+	})
+
 	t.Run("send file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "report.txt")
 		if err := os.WriteFile(path, []byte("the report"), 0o600); err != nil {

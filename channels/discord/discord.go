@@ -600,6 +600,8 @@ var (
 	_ channels.Typer      = (*Adapter)(nil)
 	_ channels.Reactor    = (*Adapter)(nil)
 	_ channels.Editor     = (*Adapter)(nil)
+	_ channels.Deleter    = (*Adapter)(nil)
+	_ channels.Fitter     = (*Adapter)(nil)
 	_ channels.FileSender = (*Adapter)(nil)
 	_ channels.Asker      = (*Adapter)(nil)
 )

@@ -256,6 +256,18 @@ func (a *Adapter) Edit(ctx context.Context, chatID, messageID, text string) erro
 	return a.redact.wrap(err, "discord: edit %s in %s", messageID, chatID)
 }
 
+// Fits reports whether text is sent as one message (channels.Fitter).
+func (a *Adapter) Fits(text string) bool { return len(splitMessage(text, splitLimit)) == 1 }
+
+// Delete deletes a message the bot sent (a preview or a progress line that
+// no reply took over).
+func (a *Adapter) Delete(ctx context.Context, chatID, messageID string) error {
+	err := a.retry(ctx, "delete", func(opts ...discordgo.RequestOption) error {
+		return a.s.ChannelMessageDelete(chatID, messageID, opts...)
+	})
+	return a.redact.wrap(err, "discord: delete %s in %s", messageID, chatID)
+}
+
 // SendFile uploads a local file, with the caption as its message text, or
 // posts an URL, which Discord previews.
 func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.OutboundFile) (string, error) {
@@ -309,7 +321,8 @@ func (p permanent) Unwrap() error { return p.error }
 // other chats go on), a 5xx or network error backs off exponentially, other
 // errors return at once. An error still worth retrying when the attempts
 // run out (or a rate limit longer than we wait) is marked
-// channels.ErrUnavailable.
+// channels.ErrUnavailable. A preview (channels.PriorityPreview) does not
+// wait out a rate limit: it fails with channels.ErrPaced.
 func (a *Adapter) retry(ctx context.Context, op string, call func(opts ...discordgo.RequestOption) error) error {
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
@@ -322,6 +335,8 @@ func (a *Adapter) retry(ctx context.Context, op string, call func(opts ...discor
 		}
 		wait, rateLimited, ok := retryWait(err, backoff)
 		switch {
+		case rateLimited && channels.PriorityOf(ctx) == channels.PriorityPreview:
+			return fmt.Errorf("%w: %w", channels.ErrPaced, err)
 		case !ok && rateLimited:
 			return channels.Unavailable(err) // a rate limit longer than we wait out
 		case !ok:

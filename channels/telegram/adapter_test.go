@@ -612,6 +612,26 @@ func TestSendHonoursRetryAfter(t *testing.T) {
 	}
 }
 
+func TestDeleteMessage(t *testing.T) {
+	e := newEnv(t, nil)
+	id, err := e.a.Send(t.Context(), channels.Outbound{ChatID: "42", Text: "reading a web page…"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.a.Delete(t.Context(), "42", id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if d := e.fake.Deleted(); len(d) != 1 || itoa(d[0].MessageID) != id || d[0].ChatID != 42 || d[0].Text != "reading a web page…" {
+		t.Errorf("deleted = %+v, want message %s", d, id)
+	}
+	if err := e.a.Delete(t.Context(), "42", id); err == nil {
+		t.Error("delete of a deleted message: no error")
+	}
+	if !e.a.Fits(strings.Repeat("word ", 790)) || e.a.Fits(strings.Repeat("word ", 900)) {
+		t.Error("Fits: want 3,950 characters in one message, 4,500 not")
+	}
+}
+
 func TestSendRetriesServerErrorsBounded(t *testing.T) {
 	e := newEnv(t, nil)
 	e.fake.FailNext("sendMessage", http.StatusInternalServerError, "", 0)

@@ -47,6 +47,14 @@ type Pacing struct {
 	PerGroup     rate.Limit // calls per second in one group (a chat with a negative id); its topics share it
 	GroupBurst   int
 	GroupReserve int
+	// MaxInFlight caps the bot's requests between taking their tokens and
+	// Telegram's answer (0: no cap). Requests paced apart can be delayed
+	// on their way (a busy host, network jitter) and arrive together;
+	// with at most MaxInFlight of them on the way, what arrives in any
+	// interval is at most MaxInFlight more than the buckets let out in
+	// it, so bursts smaller than Telegram's by MaxInFlight keep any
+	// delay from pushing a burst over Telegram's limit.
+	MaxInFlight int
 }
 
 // DefaultPacing keeps under Telegram's documented limits ("My bot is
@@ -58,9 +66,14 @@ type Pacing struct {
 //   - per chat: 1/s, burst 2, 1 left to replies: a preview goes only when
 //     the chat has been quiet for a second, and a reply right after it
 //     still goes at once;
-//   - per group: 20/min, burst 3, 1 left to replies.
+//   - per group: 20/min, burst 3, 1 left to replies;
+//   - at most 8 requests on their way at once: Telegram tolerates bursts of
+//     about 30, 10 more than ours (see MaxInFlight), and 2 are kept as a
+//     margin. At 30 requests a second that is room for a quarter of a
+//     second of latency each, above the Bot API's usual tens of
+//     milliseconds.
 var DefaultPacing = Pacing{
-	PerBot: 30, BotBurst: 20, BotReserve: 5,
+	PerBot: 30, BotBurst: 20, BotReserve: 5, MaxInFlight: 8,
 	PerChat: 1, ChatBurst: 2, ChatReserve: 1,
 	PerGroup: rate.Every(3 * time.Second), GroupBurst: 3, GroupReserve: 1,
 }
@@ -97,6 +110,7 @@ type pacer struct {
 	onPaced func(outcome string)
 
 	mu      sync.Mutex
+	slots   chan struct{} // the bot's places on the way (MaxInFlight); nil: no cap
 	chats   map[int64]*chatPace
 	sweepAt int // sweep idle chats when the map reaches this size
 }
@@ -120,8 +134,46 @@ func newPacer(cfg Pacing, onPaced func(outcome string)) *pacer {
 	if onPaced == nil {
 		onPaced = func(string) {}
 	}
-	return &pacer{cfg: cfg, bot: bucket(cfg.PerBot, cfg.BotBurst), onPaced: onPaced,
+	p := &pacer{cfg: cfg, bot: bucket(cfg.PerBot, cfg.BotBurst), onPaced: onPaced,
 		chats: map[int64]*chatPace{}, sweepAt: minSweep}
+	if cfg.MaxInFlight > 0 {
+		p.slots = make(chan struct{}, cfg.MaxInFlight)
+	}
+	return p
+}
+
+// acquire takes one of the bot's MaxInFlight places for a request: a
+// reply waits for it (ctx-aware), a preview gets it only if one is free.
+func (t *paced) acquire(ctx context.Context) error {
+	if t.p.slots == nil || t.slot {
+		return nil
+	}
+	select {
+	case t.p.slots <- struct{}{}:
+		t.slot = true
+		return nil
+	default:
+	}
+	if t.preview {
+		t.p.drop()
+		return channels.ErrPaced
+	}
+	t.waited()
+	select {
+	case t.p.slots <- struct{}{}:
+		t.slot = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release gives the request's place back (see acquire).
+func (t *paced) release() {
+	if t.slot {
+		t.slot = false
+		<-t.p.slots
+	}
 }
 
 // wait and drop count a call that waited or was dropped.
@@ -155,6 +207,7 @@ type paced struct {
 	preview  bool
 	cosmetic bool // typing or a reaction: the bot's bucket only
 	counted  bool // counted as a call that waited
+	slot     bool // holds one of the bot's MaxInFlight places
 }
 
 // waited counts the call as one that waited, once.
@@ -266,6 +319,9 @@ func (t *paced) admit(ctx context.Context) error {
 			p.drop()
 			return channels.ErrPaced
 		}
+		if err := t.acquire(ctx); err != nil {
+			return err
+		}
 		if t.cosmetic {
 			take(now, p.bot)
 		} else {
@@ -287,6 +343,12 @@ func (t *paced) admit(ctx context.Context) error {
 		if err := sleepCtx(ctx, d); err != nil {
 			return err
 		}
+	}
+	// A place on the way before the bot's token (see Pacing.MaxInFlight);
+	// not while waiting for the chat's own buckets, which would hold up
+	// other chats.
+	if err := t.acquire(ctx); err != nil {
+		return err
 	}
 	if p.bot != nil {
 		r := p.bot.Reserve()
@@ -376,8 +438,12 @@ func (t *paced) upload(ctx context.Context, a *Adapter, method string, p tgbotap
 
 func (t *paced) do(ctx context.Context, method string, fn func() ([]byte, error)) ([]byte, error) {
 	c := t.c
+	defer t.release()
 	if c.credit && !t.preview { // (typing and reactions are previews)
 		c.credit = false // the tokens of the last request, which did not count
+		if err := t.acquire(ctx); err != nil {
+			return nil, fmt.Errorf("telegram: %s: %w", method, err)
+		}
 	} else if err := t.admit(ctx); err != nil {
 		return nil, fmt.Errorf("telegram: %s: %w", method, err)
 	}

@@ -343,3 +343,60 @@ func TestPacingAfterA429(t *testing.T) {
 		t.Errorf("typing in another chat = %v", err)
 	}
 }
+
+// Requests held up on their way (a busy host, network jitter) must not pile
+// up and then reach Telegram together: at most MaxInFlight are between
+// their tokens and Telegram's answer; the others wait for a place, without
+// taking tokens.
+func TestPacingCapsRequestsOnTheirWay(t *testing.T) {
+	p := newPacer(DefaultPacing, nil)
+	const calls = 40
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	var wg sync.WaitGroup
+	for c := range calls {
+		wg.Go(func() {
+			pc, err := p.enter(t.Context(), int64(100+c), channels.PriorityReply)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer pc.leave()
+			_, err = pc.do(t.Context(), "sendMessage", func() ([]byte, error) {
+				mu.Lock()
+				inFlight++
+				most = max(most, inFlight)
+				mu.Unlock()
+				<-gate // held up on the way
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+				return nil, nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// Every call is either on its way or waiting for a place.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err := waitfor.Poll(ctx, time.Millisecond, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return inFlight == DefaultPacing.MaxInFlight && p.waited.Load() == calls-int64(DefaultPacing.MaxInFlight)
+	})
+	mu.Lock()
+	n, most0 := inFlight, most
+	mu.Unlock()
+	close(gate)
+	if err != nil {
+		t.Errorf("never %d requests on their way and %d waiting for a place: %d on their way (at most %d), %d waited",
+			DefaultPacing.MaxInFlight, calls-DefaultPacing.MaxInFlight, n, most0, p.waited.Load())
+	}
+	wg.Wait()
+	if most != DefaultPacing.MaxInFlight {
+		t.Errorf("%d requests were on their way at once, want at most %d", most, DefaultPacing.MaxInFlight)
+	}
+}

@@ -253,11 +253,7 @@ func (a *Adapter) htmlOrPlain(chat chatRef, p tgbotapi.Params, key string, send 
 // A preview longer than one message shows its first part. "Message is not
 // modified" counts as success.
 func (a *Adapter) Edit(ctx context.Context, chatID, messageID, text string) error {
-	chat, err := parseChatID(chatID)
-	if err != nil {
-		return err
-	}
-	id, err := parseMessageID(messageID)
+	chat, id, err := parseMessageRef(chatID, messageID)
 	if err != nil {
 		return err
 	}
@@ -339,11 +335,7 @@ func (a *Adapter) React(ctx context.Context, chatID, messageID, emoji string) er
 	if a.reactOff.Load() {
 		return ErrReactionsUnsupported
 	}
-	chat, err := parseChatID(chatID)
-	if err != nil {
-		return err
-	}
-	id, err := parseMessageID(messageID)
+	chat, id, err := parseMessageRef(chatID, messageID)
 	if err != nil {
 		return err
 	}

@@ -361,6 +361,16 @@ func parseMessageID(s string) (int, error) {
 	return id, nil
 }
 
+// parseMessageRef parses a message of the bot's: its chat and its id.
+func parseMessageRef(chatID, messageID string) (chatRef, int, error) {
+	chat, err := parseChatID(chatID)
+	if err != nil {
+		return chatRef{}, 0, err
+	}
+	id, err := parseMessageID(messageID)
+	return chat, id, err
+}
+
 // errTooLarge marks a file over the download cap.
 var errTooLarge = errors.New("file too large")
 

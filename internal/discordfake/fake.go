@@ -64,6 +64,7 @@ const (
 	RouteCreateMessage       = "POST /api/v9/channels/{channel}/messages"
 	RouteMessages            = "GET /api/v9/channels/{channel}/messages"
 	RouteEditMessage         = "PATCH /api/v9/channels/{channel}/messages/{message}"
+	RouteDeleteMessage       = "DELETE /api/v9/channels/{channel}/messages/{message}"
 	RouteTyping              = "POST /api/v9/channels/{channel}/typing"
 	RouteReaction            = "PUT /api/v9/channels/{channel}/messages/{message}/reactions/{emoji}/{user}"
 	RouteCommands            = "PUT /api/v9/applications/{app}/commands"
@@ -117,6 +118,7 @@ type Fake struct {
 	requests map[string]int
 	sent     []Sent
 	edits    []Edit
+	deleted  []Edit // the messages the bot deleted, with their last content
 	typing   []string
 	reacts   []Reaction
 	commands []Command
@@ -140,7 +142,8 @@ type Fake struct {
 type Sent struct {
 	ID              string
 	ChannelID       string
-	Content         string
+	Content         string // as it is now (edits change it)
+	Posted          string // the content as posted, before any edit
 	Nonce           string
 	Reference       *MessageReference
 	AllowedMentions json.RawMessage
@@ -265,6 +268,7 @@ func Start() *Fake {
 	f.route(RouteCreateMessage, true, f.handleCreateMessage)
 	f.route(RouteMessages, true, f.handleMessages)
 	f.route(RouteEditMessage, true, f.handleEditMessage)
+	f.route(RouteDeleteMessage, true, f.handleDeleteMessage)
 	f.route(RouteTyping, true, f.handleTyping)
 	f.route(RouteReaction, true, f.handleReaction)
 	f.route(RouteCommands, true, f.handleCommands)
@@ -607,7 +611,7 @@ func (f *Fake) handleCreateMessage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s := Sent{
-		ID: f.newIDLocked(), ChannelID: channelID, Content: body.Content, Nonce: nonce,
+		ID: f.newIDLocked(), ChannelID: channelID, Content: body.Content, Posted: body.Content, Nonce: nonce,
 		Reference: body.Reference, AllowedMentions: body.AllowedMentions, Files: files, Components: body.Components,
 		at: time.Now(),
 	}
@@ -673,6 +677,30 @@ func (f *Fake) handleEditMessage(w http.ResponseWriter, r *http.Request) {
 		f.notify()
 	}
 	writeJSON(w, http.StatusOK, f.botMessageLocked(f.sent[i]))
+}
+
+// handleDeleteMessage deletes a message the bot sent: it joins Deleted
+// (and stays in Sent, which lists what the bot posted).
+func (f *Fake) handleDeleteMessage(w http.ResponseWriter, r *http.Request) {
+	channelID, messageID := r.PathValue("channel"), r.PathValue("message")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.IndexFunc(f.sent, func(s Sent) bool { return s.ChannelID == channelID && s.ID == messageID })
+	gone := slices.ContainsFunc(f.deleted, func(e Edit) bool { return e.ChannelID == channelID && e.MessageID == messageID })
+	if i < 0 || gone {
+		writeJSON(w, http.StatusNotFound, json.RawMessage(ErrorBody(10008, "Unknown Message")))
+		return
+	}
+	f.deleted = append(f.deleted, Edit{ChannelID: channelID, MessageID: messageID, Content: f.sent[i].Content})
+	f.notify()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Deleted returns the messages the bot deleted, with their last content.
+func (f *Fake) Deleted() []Edit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deleted)
 }
 
 func (f *Fake) handleTyping(w http.ResponseWriter, r *http.Request) {

@@ -172,6 +172,7 @@ type Fake struct {
 	sent       []SentMessage
 	edits      []SentMessage
 	reactions  []Reaction
+	deleted    []SentMessage // deleteMessage calls that deleted a message, with its last text
 	commands   []BotCommand
 	calls      map[string]int
 	requests   map[string][]url.Values
@@ -1019,6 +1020,7 @@ func (f *Fake) handlers() map[string]handler {
 		"getupdates":      f.getUpdates,
 		"sendmessage":     f.sendMessage,
 		"editmessagetext": f.editMessageText,
+		"deletemessage":   f.deleteMessage,
 		"sendchataction":  f.sendChatAction,
 		"setmycommands":   f.setMyCommands,
 		"getfile":         f.getFile,
@@ -1549,4 +1551,34 @@ func (f *Fake) getWebhookInfo(*http.Request, url.Values) (any, *apiError) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return map[string]any{"url": f.webhookURL, "has_custom_certificate": false, "pending_update_count": len(f.updates)}, nil
+}
+
+// deleteMessage deletes a message the bot sent: it joins Deleted (and
+// stays in Sent, which lists what the bot sent).
+func (f *Fake) deleteMessage(_ *http.Request, p url.Values) (any, *apiError) {
+	chat, aerr := chatID(p)
+	if aerr != nil {
+		return nil, aerr
+	}
+	id, _ := strconv.Atoi(p.Get("message_id"))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := msgKey{chat, id}
+	cur, ok := f.texts[key]
+	if !ok {
+		return nil, badRequest("message to delete not found")
+	}
+	_, text, _ := strings.Cut(cur, "\x00")
+	delete(f.texts, key)
+	delete(f.markups, key)
+	f.deleted = append(f.deleted, SentMessage{Method: "deleteMessage", ChatID: chat, MessageID: id, Text: text})
+	f.notifyLocked()
+	return true, nil
+}
+
+// Deleted returns the messages the bot deleted, with their last text.
+func (f *Fake) Deleted() []SentMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deleted)
 }

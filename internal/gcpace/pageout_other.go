@@ -1,0 +1,6 @@
+//go:build !linux
+
+package gcpace
+
+// pageOutBinary does nothing off Linux (see pageout_linux.go).
+func pageOutBinary() {}
