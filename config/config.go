@@ -352,10 +352,10 @@ const (
 	// loop before it burns much money.
 	defaultMaxSteps = 50
 	// A turn waits on the network (the model, tools, the chat platform),
-	// not on the CPU: a burst of 50 turns at once costs the gateway about
-	// 10 % of one core over its 2 s and 0.25 MB of peak memory per turn
-	// (bench/burst; 1,000 at once peak at 140 MB, bench/suite), so 64 at
-	// once are at most some 16 MB. At 4, a burst of 50 users with a 2 s
+	// not on the CPU: a burst of 50 turns at once costs the gateway under
+	// 10 % of one core over its 3 s and about 0.2 MB of peak memory per
+	// turn (bench/burst; 1,000 at once peak at 140 MB, bench/suite), so 64
+	// at once are some 15 MB. At 4, a burst of 50 users with a 2 s
 	// model ran in rounds and the last waited 26 s; at 64 they are all
 	// answered in one model latency. A provider that rate-limits is capped
 	// with llm.max_concurrent_requests instead.
