@@ -25,6 +25,9 @@ type lineChannel struct {
 	mu        sync.Mutex
 	sent      map[string][]string
 	preview   map[string][]bool // per send: sent at channels.PriorityPreview
+	// pacePreviews drops every preview with channels.ErrPaced, as a
+	// channel's outbound pacing does under pressure.
+	pacePreviews bool
 }
 
 func newLineChannel(name string, inProcess bool) *lineChannel {
@@ -37,6 +40,9 @@ func (c *lineChannel) RepliesInProcess() bool                         { return c
 func (c *lineChannel) Send(ctx context.Context, m channels.Outbound) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.pacePreviews && channels.PriorityOf(ctx) == channels.PriorityPreview {
+		return "", channels.ErrPaced
+	}
 	c.sent[m.ChatID] = append(c.sent[m.ChatID], m.Text)
 	c.preview[m.ChatID] = append(c.preview[m.ChatID], channels.PriorityOf(ctx) == channels.PriorityPreview)
 	return fmt.Sprintf("out-%d", len(c.sent)), nil
@@ -123,6 +129,31 @@ func TestTurnQueueNotice(t *testing.T) {
 		}
 		if !strings.Contains(busyText(2), "2 people are ahead of you") || !strings.Contains(busyText(0), "you're next") {
 			t.Errorf("notices %q, %q", busyText(2), busyText(0))
+		}
+	})
+}
+
+// A queue notice that the channel's pacing drops is not a failed send: the
+// send metrics see only the answers, which went.
+func TestDroppedQueueNoticeIsNoFailedSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := openWaitStore(t)
+		var mu sync.Mutex
+		var outcomes []error
+		onSend := func(_ string, err error) { mu.Lock(); outcomes = append(outcomes, err); mu.Unlock() }
+		r, _ := startWaitRouter(t, Config{Store: st, Agent: slowRunner{}, MaxConcurrentTurns: 1, OnSend: onSend})
+		defer r.Shutdown(context.Background())
+		tg := newLineChannel("tg", false)
+		tg.pacePreviews = true
+		r.AddChannel(tg, everyone)
+		deliverAll(t, r, lineMsg("tg", "c1", "one"), lineMsg("tg", "c2", "two"))
+		if got, _ := tg.chat("c2"); !slices.Equal(got, []string{"echo: two"}) {
+			t.Errorf("c2 got %q, want its answer (the notice dropped)", got)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(outcomes) != 2 || outcomes[0] != nil || outcomes[1] != nil {
+			t.Errorf("send outcomes %v, want the two answers, both sent", outcomes)
 		}
 	})
 }

@@ -478,7 +478,9 @@ func (r *Router) send(ctx context.Context, in channels.Inbound, text string, par
 	// The mark tells a channel that pairs replies with requests (the HTTP
 	// API) which message this answers.
 	id, err := ch.Send(channels.WithInbound(ctx, in), out)
-	if r.cfg.OnSend != nil {
+	// A preview dropped by outbound pacing (a queue notice) is not a
+	// failed send; the adapter counts it as paced.
+	if r.cfg.OnSend != nil && !errors.Is(err, channels.ErrPaced) {
 		r.cfg.OnSend(in.Channel, err)
 	}
 	return id, err

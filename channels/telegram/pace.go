@@ -55,6 +55,11 @@ type Pacing struct {
 	// it, so bursts smaller than Telegram's by MaxInFlight keep any
 	// delay from pushing a burst over Telegram's limit.
 	MaxInFlight int
+	// PreviewPerBot caps what previews (drafts, preview edits, progress
+	// lines, typing, reactions) take of the bot's rate, so that when many
+	// chats stream at once the bot's bucket stays full for their replies.
+	PreviewPerBot rate.Limit
+	PreviewBurst  int
 }
 
 // DefaultPacing keeps under Telegram's documented limits ("My bot is
@@ -62,18 +67,21 @@ type Pacing struct {
 // second in a chat with short bursts allowed, 20 per minute in a group),
 // with smaller bursts than Telegram tolerates so that a request delayed on
 // its way cannot push a burst over them:
-//   - per bot: 30/s, burst 20, 5 left to replies (a sixth of a second's);
+//   - per bot: 30/s, burst 25, 5 left to replies (a sixth of a second's);
 //   - per chat: 1/s, burst 2, 1 left to replies: a preview goes only when
 //     the chat has been quiet for a second, and a reply right after it
 //     still goes at once;
 //   - per group: 20/min, burst 3, 1 left to replies;
-//   - at most 8 requests on their way at once: Telegram tolerates bursts of
-//     about 30, 10 more than ours (see MaxInFlight), and 2 are kept as a
-//     margin. At 30 requests a second that is room for a quarter of a
-//     second of latency each, above the Bot API's usual tens of
-//     milliseconds.
+//   - at most 5 requests on their way at once: Telegram tolerates bursts of
+//     about 30, 5 more than ours (see MaxInFlight). At 30 requests a
+//     second that is room for a sixth of a second of latency each, above
+//     the Bot API's usual tens of milliseconds;
+//   - previews take at most 10 of the bot's 30 a second (burst 5): when
+//     many chats stream at once, the bot's bucket refills for their
+//     replies.
 var DefaultPacing = Pacing{
-	PerBot: 30, BotBurst: 20, BotReserve: 5, MaxInFlight: 8,
+	PerBot: 30, BotBurst: 25, BotReserve: 5, MaxInFlight: 5,
+	PreviewPerBot: 10, PreviewBurst: 5,
 	PerChat: 1, ChatBurst: 2, ChatReserve: 1,
 	PerGroup: rate.Every(3 * time.Second), GroupBurst: 3, GroupReserve: 1,
 }
@@ -87,6 +95,7 @@ func (p Pacing) Scaled(k float64) Pacing {
 	p.PerBot *= rate.Limit(k)
 	p.PerChat *= rate.Limit(k)
 	p.PerGroup *= rate.Limit(k)
+	p.PreviewPerBot *= rate.Limit(k)
 	return p
 }
 
@@ -103,11 +112,13 @@ func (a *Adapter) PacingStats() PacingStats {
 
 // pacer implements Pacing.
 type pacer struct {
-	cfg     Pacing
-	bot     *rate.Limiter // nil: no limit
-	waited  atomic.Int64
-	dropped atomic.Int64
-	onPaced func(outcome string)
+	cfg Pacing
+	bot *rate.Limiter // nil: no limit
+	// previews is the share of the bot's rate previews may take (nil: all).
+	previews *rate.Limiter
+	waited   atomic.Int64
+	dropped  atomic.Int64
+	onPaced  func(outcome string)
 
 	mu      sync.Mutex
 	slots   chan struct{} // the bot's places on the way (MaxInFlight); nil: no cap
@@ -134,7 +145,7 @@ func newPacer(cfg Pacing, onPaced func(outcome string)) *pacer {
 	if onPaced == nil {
 		onPaced = func(string) {}
 	}
-	p := &pacer{cfg: cfg, bot: bucket(cfg.PerBot, cfg.BotBurst), onPaced: onPaced,
+	p := &pacer{cfg: cfg, bot: bucket(cfg.PerBot, cfg.BotBurst), previews: bucket(cfg.PreviewPerBot, cfg.PreviewBurst), onPaced: onPaced,
 		chats: map[int64]*chatPace{}, sweepAt: minSweep}
 	if cfg.MaxInFlight > 0 {
 		p.slots = make(chan struct{}, cfg.MaxInFlight)
@@ -311,7 +322,7 @@ func (t *paced) admit(ctx context.Context) error {
 		p.mu.Lock()
 		held := now.Before(c.until)
 		p.mu.Unlock()
-		short := lacking(p.bot, now, cfg.BotReserve) > 0
+		short := lacking(p.bot, now, cfg.BotReserve) > 0 || lacking(p.previews, now, 0) > 0
 		if !t.cosmetic {
 			short = short || lacking(c.chat, now, cfg.ChatReserve) > 0 || lacking(c.group, now, cfg.GroupReserve) > 0
 		}
@@ -323,9 +334,9 @@ func (t *paced) admit(ctx context.Context) error {
 			return err
 		}
 		if t.cosmetic {
-			take(now, p.bot)
+			take(now, p.bot, p.previews)
 		} else {
-			take(now, p.bot, c.chat, c.group)
+			take(now, p.bot, p.previews, c.chat, c.group)
 		}
 		return nil
 	}

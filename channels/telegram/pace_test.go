@@ -400,3 +400,32 @@ func TestPacingCapsRequestsOnTheirWay(t *testing.T) {
 		t.Errorf("%d requests were on their way at once, want at most %d", most, DefaultPacing.MaxInFlight)
 	}
 }
+
+// Previews take only their share of the bot's rate: when many chats stream
+// at once, most of the bot's bucket stays for their replies.
+func TestPacingPreviewsTakeTheirShare(t *testing.T) {
+	p := newPacer(DefaultPacing, nil)
+	passed := 0
+	for c := range 40 {
+		pc, err := p.enter(t.Context(), int64(100+c), channels.PriorityPreview)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = pc.do(t.Context(), "sendMessageDraft", func() ([]byte, error) { return nil, nil })
+		pc.leave()
+		switch {
+		case err == nil:
+			passed++
+		case !errors.Is(err, channels.ErrPaced):
+			t.Fatalf("preview %d: %v", c, err)
+		}
+	}
+	// 40 chats asking at once: the preview share's burst goes, the rest
+	// are dropped (a few more may pass as the share refills meanwhile).
+	if lo, hi := DefaultPacing.PreviewBurst, DefaultPacing.PreviewBurst+2; passed < lo || passed > hi {
+		t.Errorf("%d of 40 previews went out at once, want %d-%d", passed, lo, hi)
+	}
+	if left, want := p.bot.TokensAt(time.Now()), float64(DefaultPacing.BotBurst-DefaultPacing.PreviewBurst-2); left < want {
+		t.Errorf("the bot's bucket holds %.1f tokens after the previews, want at least %.0f for replies", left, want)
+	}
+}
