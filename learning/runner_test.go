@@ -319,14 +319,14 @@ func TestRunnerRunsAtEveryNthTurnOrWhenTheChatPauses(t *testing.T) {
 		}
 		turn("ada", 1, 1)
 		turn("ada", 1, 2)
-		time.Sleep(2 * time.Minute)
+		elapse(2 * time.Minute)
 		turn("bob", 1, 3) // the chat is not quiet yet
-		time.Sleep(2*time.Minute + 59*time.Second)
+		elapse(2*time.Minute + 59*time.Second)
 		synctest.Wait()
 		if n := rec.count(); n != 0 {
 			t.Fatalf("%d runs before the chat paused, want 0", n)
 		}
-		time.Sleep(time.Second)
+		elapse(time.Second)
 		synctest.Wait()
 		if got := rec.runs; len(got) != 2 || got[0].UserID != "ada" || got[0].TurnID != 2 || got[1].UserID != "bob" {
 			t.Fatalf("runs after the pause = %+v; want ada's (newest turn 2) and bob's", got)
@@ -340,16 +340,16 @@ func TestRunnerRunsAtEveryNthTurnOrWhenTheChatPauses(t *testing.T) {
 		if n := rec.count(); n != 3 || rec.runs[2].TurnID != 7 {
 			t.Fatalf("%d runs after four more turns (%+v), want a third at turn 7", n, rec.runs)
 		}
-		time.Sleep(time.Hour)
+		elapse(time.Hour)
 		synctest.Wait()
 		if n := rec.count(); n != 3 {
 			t.Errorf("%d runs after a pause with nothing new, want 3", n)
 		}
 		// Another chat's messages do not delay this one's pause.
 		turn("ada", 1, 8)
-		time.Sleep(2 * time.Minute)
+		elapse(2 * time.Minute)
 		turn("cy", 2, 9)
-		time.Sleep(time.Minute)
+		elapse(time.Minute)
 		synctest.Wait()
 		if n := rec.count(); n != 4 || rec.runs[3].TurnID != 8 {
 			t.Errorf("runs = %+v; want ada's turn 8 learned 3 minutes after it", rec.runs)
@@ -469,3 +469,6 @@ func TestUnsupported(t *testing.T) {
 		}
 	}
 }
+
+// elapse lets d of the synctest bubble's virtual clock pass (no real time).
+func elapse(d time.Duration) { <-time.After(d) }

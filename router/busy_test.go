@@ -82,7 +82,7 @@ func lineMsg(channel, chat, text string) channels.Inbound {
 type slowRunner struct{}
 
 func (slowRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
-	time.Sleep(5 * time.Second)
+	elapse(5 * time.Second)
 	if _, err := t.Chat.Send(ctx, "echo: "+t.Input.Content); err != nil {
 		return agent.Result{StopReason: agent.StopLLMError, Err: err}
 	}
@@ -179,7 +179,7 @@ func TestShortWaitNoNotice(t *testing.T) {
 type quickRunner struct{}
 
 func (quickRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
-	time.Sleep(900 * time.Millisecond)
+	elapse(900 * time.Millisecond)
 	_, _ = t.Chat.Send(ctx, "echo: "+t.Input.Content)
 	return agent.Result{StopReason: agent.StopEndTurn, Delivered: true}
 }

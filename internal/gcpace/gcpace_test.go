@@ -83,7 +83,7 @@ func TestPacerIdle(t *testing.T) {
 		p.OnQuiet(r.hook(t))
 		step := func(what string, d time.Duration, wantTargets []int, wantFrees int) {
 			t.Helper()
-			time.Sleep(d)
+			elapse(d)
 			synctest.Wait()
 			if targets, frees, _ := r.seen(); !slices.Equal(targets, wantTargets) || frees != wantFrees {
 				t.Fatalf("%s: targets %v, frees %d; want %v, %d", what, targets, frees, wantTargets, wantFrees)
@@ -155,3 +155,6 @@ func TestReadOnlyMappings(t *testing.T) {
 		t.Errorf("mappings %x, want %x", got, want)
 	}
 }
+
+// elapse lets d of the synctest bubble's virtual clock pass (no real time).
+func elapse(d time.Duration) { <-time.After(d) }

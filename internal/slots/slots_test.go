@@ -91,9 +91,9 @@ func TestNotifyAfterARealWait(t *testing.T) {
 			})
 			synctest.Wait()
 		}
-		time.Sleep(time.Second) // virtual: a slot comes back before anyone waited 2 s
+		elapse(time.Second) // virtual: a slot comes back before anyone waited 2 s
 		s.Release()
-		time.Sleep(5 * time.Second)
+		elapse(5 * time.Second)
 		synctest.Wait()
 		mu.Lock()
 		if len(told["first"]) != 0 || !slices.Equal(told["second"], []int{0}) || !slices.Equal(told["third"], []int{1}) {
@@ -162,3 +162,6 @@ func TestHandedOverWhileCancelled(t *testing.T) {
 		})
 	}
 }
+
+// elapse lets d of the synctest bubble's virtual clock pass (no real time).
+func elapse(d time.Duration) { <-time.After(d) }
