@@ -710,22 +710,11 @@ func BenchmarkReplyLatency(b *testing.B) {
 }
 
 // warnLog collects the WARN lines of a text log.
-type warnLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *warnLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
+type warnLog struct{ testkit.SyncBuffer }
 
 func (w *warnLog) warnings() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var out []string
-	for _, l := range strings.Split(w.buf.String(), "\n") {
+	for _, l := range strings.Split(w.String(), "\n") {
 		if strings.Contains(l, "level=WARN") {
 			out = append(out, l)
 		}
@@ -734,8 +723,8 @@ func (w *warnLog) warnings() []string {
 }
 
 // A model that answers forced calls with text: learning turns itself off
-// at the first pass with one warning, makes no further learning calls and
-// no retries, and `switchboard doctor` says so.
+// after three passes in a row with one warning, makes no further learning
+// calls and no retries, and `switchboard doctor` says so.
 func TestLearningTurnsItselfOffWhenTheModelCannotForceCalls(t *testing.T) {
 	logs := &warnLog{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

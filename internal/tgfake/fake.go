@@ -1049,6 +1049,25 @@ func (f *Fake) getMe(*http.Request, url.Values) (any, *apiError) {
 	return u, nil
 }
 
+// forgetLocked drops the updates a getUpdates offset confirms: those below
+// a positive offset; all but the last -offset for a negative one. f.mu is
+// held.
+func (f *Fake) forgetLocked(offset int) {
+	if offset < 0 { // the last -offset updates; everything before is forgotten
+		if n := len(f.updates) + offset; n > 0 {
+			f.updates = f.updates[n:]
+		}
+	} else if offset > 0 {
+		kept := f.updates[:0]
+		for _, u := range f.updates {
+			if u.id >= offset {
+				kept = append(kept, u)
+			}
+		}
+		f.updates = kept
+	}
+}
+
 func (f *Fake) getUpdates(r *http.Request, p url.Values) (any, *apiError) {
 	offset, _ := strconv.Atoi(p.Get("offset"))
 	timeout, _ := strconv.Atoi(p.Get("timeout"))
@@ -1062,6 +1081,9 @@ func (f *Fake) getUpdates(r *http.Request, p url.Values) (any, *apiError) {
 		return nil, &apiError{code: http.StatusConflict, description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first"}
 	}
 	f.offsets = append(f.offsets, offset)
+	// Forgotten as the offset is recorded, so that a test that saw the
+	// offset (WaitOffset) sees the confirmed updates gone (Pending).
+	f.forgetLocked(offset)
 	f.pollGen++
 	gen := f.pollGen
 	f.notifyLocked() // ends an older poll
@@ -1075,19 +1097,7 @@ func (f *Fake) getUpdates(r *http.Request, p url.Values) (any, *apiError) {
 			f.mu.Unlock()
 			return nil, &apiError{code: http.StatusConflict, description: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"}
 		}
-		if offset < 0 { // the last -offset updates; everything before is forgotten
-			if n := len(f.updates) + offset; n > 0 {
-				f.updates = f.updates[n:]
-			}
-		} else if offset > 0 {
-			kept := f.updates[:0]
-			for _, u := range f.updates {
-				if u.id >= offset {
-					kept = append(kept, u)
-				}
-			}
-			f.updates = kept
-		}
+		f.forgetLocked(offset)
 		out := make([]any, 0, limit)
 		for _, u := range f.updates[:min(limit, len(f.updates))] {
 			out = append(out, u.u)
