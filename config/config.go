@@ -148,6 +148,11 @@ type Telegram struct {
 	// ShowToolProgress shows one line saying what the tools do while they
 	// run longer than a moment.
 	ShowToolProgress bool `yaml:"show_tool_progress"`
+	// Pacing keeps what the bot sends within Telegram's documented rate
+	// limits (30 messages a second, 1 a second in a chat, 20 a minute in
+	// a group). Off only for a Bot API server without those limits (an
+	// emulator in a benchmark).
+	Pacing bool `yaml:"pacing"`
 }
 
 // Webhook receives Telegram updates by HTTPS push instead of long polling.
@@ -497,6 +502,7 @@ func Default() *Config {
 				APIEndpoint:      defaultTelegramEndpoint,
 				PollTimeout:      defaultPollTimeout,
 				StreamPreview:    true,
+				Pacing:           true,
 				ShowToolProgress: true,
 			},
 			Discord:     Discord{APIBase: defaultDiscordAPIBase, StreamPreview: true, ShowToolProgress: true},

@@ -42,6 +42,9 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 		if onPaced != nil {
 			o.OnPaced = func(outcome string) { onPaced("telegram", outcome) }
 		}
+		if !tg.Pacing {
+			o.Pacing = &telegram.NoPacing
+		}
 		if tg.Webhook.URL != "" {
 			o.Webhook = &telegram.WebhookOptions{URL: tg.Webhook.URL, Listen: tg.Webhook.Listen, SecretToken: tg.Webhook.SecretToken}
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
 
 // roleRecorder is a replica that grants the roles it is asked for: the
@@ -98,3 +100,39 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 type noInbox struct{}
 
 func (noInbox) LatestInbound(context.Context, string) (map[string]string, error) { return nil, nil }
+
+// channels.telegram.pacing: on (the default), quick replies to one chat
+// wait for Telegram's limit of one a second; off (a Bot API server
+// without limits), they go at once.
+func TestTelegramPacingSetting(t *testing.T) {
+	for _, pacing := range []bool{true, false} {
+		f := tgfake.New(t, "123:pace")
+		f.SetLimits(tgfake.NoLimits)
+		cfg := config.Default()
+		tg := &cfg.Channels.Telegram
+		tg.Enabled, tg.Token, tg.APIEndpoint, tg.Pacing = true, "123:pace", f.URL, pacing
+		var waited int
+		onPaced := func(_, outcome string) {
+			if outcome == "waited" {
+				waited++
+			}
+		}
+		var ch channels.Channel
+		for _, s := range channelSpecs(cfg, slog.New(slog.DiscardHandler), noInbox{}, nil, onPaced) {
+			if s.name == "telegram" {
+				var err error
+				if ch, err = s.build(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for i := range 3 { // the chat's burst is 2: the third waits
+			if _, err := ch.Send(t.Context(), channels.Outbound{ChatID: "42", Text: fmt.Sprint("reply ", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := waited > 0; got != pacing {
+			t.Errorf("pacing %v: %d replies waited", pacing, waited)
+		}
+	}
+}

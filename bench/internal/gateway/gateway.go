@@ -235,12 +235,17 @@ type Settings struct {
 // makes its own model calls after each reply, which would mix into the
 // request counts (its effect on reply latency is BenchmarkReplyLatency's
 // subject). poll_timeout is 1 s so that "idle" (three empty long polls) is
-// short. Write it with cfgfile.WriteFile.
+// short. Telegram's outbound pacing is off and the fake Telegram must have
+// no limits (tgfake.NoLimits): these runs measure the gateway, at rates no
+// real bot may send at (one chat answered back to back, 1,000 chats at
+// once); bench/burst measures with Telegram's limits. Write it with
+// cfgfile.WriteFile.
 func Config(s Settings, dir, modelURL, tgToken, tgURL string, dc *discordfake.Fake) *config.Config {
 	cfg := Shipped(s.Users, dir, modelURL, tgToken, tgURL)
 	cfg.LLM.ContextWindow = s.ContextWindow
 	cfg.Agent.MaxConcurrentTurns = s.MaxConcurrentTurns
 	cfg.Learning.Enabled = false
+	cfg.Channels.Telegram.Pacing = false
 	d := &cfg.Channels.Discord
 	d.Enabled, d.Token, d.APIBase, d.GatewayURL = true, dc.Token, dc.APIBase(), dc.GatewayURL()
 	d.AllowUsers = []string{"310000000000000001"}
