@@ -169,7 +169,7 @@ func (rep report) notes() []string {
 	s, t := rep.settings, rep.tokens
 	notes := []string{
 		fmt.Sprintf("Config of every run (as an operator sets it): `llm.context_window: %d`, `agent.max_concurrent_turns: %d` "+
-			"(default 4: 1000 chats with a 1 s model would take 250 s), `learning.enabled: false`, Telegram (`poll_timeout: 1s`, "+
+			"(the default 64 would run 1000 chats in 16 rounds of the model's latency), `learning.enabled: false`, Telegram (`poll_timeout: 1s`, `pacing: false` against a fake Bot API without rate limits, "+
 			"`allow_users` listing user ids 1–%d, one private chat each) and Discord enabled, `log.format: json` at level info, a fresh database per process.",
 			s.ContextWindow, s.MaxConcurrentTurns, s.Users),
 		"Times are taken at the fakes: from the update's arrival at the fake Telegram to the arrival of the reply's `sendMessage` there; " +
