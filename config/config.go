@@ -124,6 +124,9 @@ type Channels struct {
 // Console configures `switchboard chat`.
 type Console struct {
 	User string `yaml:"user"` // who you are in the terminal chat
+	// StreamPreview prints the reply as the model writes it; off, each
+	// reply is printed whole when it is sent.
+	StreamPreview bool `yaml:"stream_preview"`
 }
 
 // Telegram configures the Telegram Bot API adapter.
@@ -496,7 +499,7 @@ func Default() *Config {
 			ModelOutageMaxAge:   defaultModelOutageMaxAge,
 		},
 		Channels: Channels{
-			Console: Console{User: defaultConsoleUser},
+			Console: Console{User: defaultConsoleUser, StreamPreview: true},
 			// Replies that feel live: previews and progress are on.
 			Telegram: Telegram{
 				APIEndpoint:      defaultTelegramEndpoint,

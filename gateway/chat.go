@@ -30,6 +30,7 @@ func (g *Gateway) Chat(ctx context.Context, o ChatOptions) error {
 		color = console.IsTerminal(f)
 	}
 	con := console.New(console.Options{In: o.In, Out: o.Out, User: cfg.Channels.Console.User, Color: color, Verbose: o.Verbose,
+		Whole:  !cfg.Channels.Console.StreamPreview,
 		Logger: g.log.With("channel", "console")})
 	g.router.AddChannel(con, router.Access{AllowAll: true, AllAdmins: true}) // the local operator
 	if g.replica != nil {

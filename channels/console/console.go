@@ -36,6 +36,9 @@ type Options struct {
 	// Logger gets the errors the terminal shows as a plain sentence; nil
 	// discards them.
 	Logger *slog.Logger
+	// Whole prints each reply whole when it is sent, instead of as the
+	// model writes it (channels.console.stream_preview: false).
+	Whole bool
 }
 
 // Adapter is the terminal channel.
@@ -232,9 +235,11 @@ func (a *Adapter) endLine(callID string) {
 func (a *Adapter) TurnEvent(_ string, ev agent.Event) {
 	switch ev.Kind {
 	case agent.EventReplyDelta:
-		a.stream(ev.CallID, ev.Text)
+		if !a.o.Whole {
+			a.stream(ev.CallID, ev.Text)
+		}
 	case agent.EventTextDelta:
-		if a.o.Color { // on a terminal, where "not sent" can follow it
+		if a.o.Color && !a.o.Whole { // on a terminal, where "not sent" can follow it
 			a.stream("", ev.Text)
 		}
 	case agent.EventInterimText, agent.EventRetry:

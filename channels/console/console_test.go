@@ -25,9 +25,10 @@ func TestRepliesStreamAsWritten(t *testing.T) {
 	tests := []struct {
 		name  string
 		color bool
+		whole bool // stream_preview: false
 		steps []step
 	}{
-		{"a send_message call, shown as it streams", false, []step{
+		{"a send_message call, shown as it streams", false, false, []step{
 			{ev: delta("c1", "Hel"), want: "\rbot> Hel"},
 			{ev: delta("c1", "lo\nthere"), want: "\rbot> Hello\nthere"},
 			{send: "Hello\nthere", want: "\rbot> Hello\nthere\n"},
@@ -35,34 +36,39 @@ func TestRepliesStreamAsWritten(t *testing.T) {
 				want: "\rbot> Hello\nthere\n\r  · send_message({}) → ok (0s)\n"},
 			{ev: &agent.Event{Kind: agent.EventDone}, want: "\rbot> Hello\nthere\n\r  · send_message({}) → ok (0s)\n"},
 		}},
-		{"a refused call, then another text", false, []step{
+		{"a refused call, then another text", false, false, []step{
 			{ev: delta("c1", " Oops"), want: "\rbot> Oops"},
 			{ev: &agent.Event{Kind: agent.EventToolEnd, Tool: "send_message", CallID: "c1", IsError: true, Result: "error: bad", Args: "{}"},
 				want: "\rbot> Oops (not sent)\n\r  · send_message({}) → error: error: bad (0s)\n"},
 			{ev: delta("c1", " late"), want: "\rbot> Oops (not sent)\n\r  · send_message({}) → error: error: bad (0s)\n"},
 			{send: "Fixed.", want: "\rbot> Oops (not sent)\n\r  · send_message({}) → error: error: bad (0s)\n\rbot> Fixed.\n"},
 		}},
-		{"two calls streamed alongside: the second printed when sent", false, []step{
+		{"two calls streamed alongside: the second printed when sent", false, false, []step{
 			{ev: delta("a", "One"), want: "\rbot> One"},
 			{ev: delta("b", "Two"), want: "\rbot> One"},
 			{send: "One", want: "\rbot> One\n"},
 			{send: "Two", want: "\rbot> One\n\rbot> Two\n"},
 		}},
-		{"plain text is not streamed to a pipe", false, []step{
+		{"plain text is not streamed to a pipe", false, false, []step{
 			{ev: text("Just text."), want: ""},
 			{send: "Just text.", want: "\rbot> Just text.\n"},
 		}},
-		{"plain text on a terminal, then sent", true, []step{
+		{"plain text on a terminal, then sent", true, false, []step{
 			{ev: text("Just "), want: "\r\x1b[1;36mbot>\x1b[0m Just "},
 			{ev: text("text."), want: "\r\x1b[1;36mbot>\x1b[0m Just text."},
 			{send: "Just text.", want: "\r\x1b[1;36mbot>\x1b[0m Just text.\n\x1b[1myou>\x1b[0m "},
 		}},
-		{"interim text on a terminal, then a call", true, []step{
+		{"interim text on a terminal, then a call", true, false, []step{
 			{ev: text("Let me look."), want: "\r\x1b[1;36mbot>\x1b[0m Let me look."},
 			{ev: delta("c", "Found"), want: "\r\x1b[1;36mbot>\x1b[0m Let me look.\x1b[2m (not sent)\x1b[0m\n\r\x1b[1;36mbot>\x1b[0m Found"},
 			{send: "Found", want: "\r\x1b[1;36mbot>\x1b[0m Let me look.\x1b[2m (not sent)\x1b[0m\n\r\x1b[1;36mbot>\x1b[0m Found\n\x1b[1myou>\x1b[0m "},
 		}},
-		{"text after the reply is marked at the end", true, []step{
+		{"streaming off: the reply printed whole when sent", true, true, []step{
+			{ev: delta("c1", "Hel"), want: ""},
+			{ev: text("Hel"), want: ""},
+			{send: "Hello", want: "\r\x1b[1;36mbot>\x1b[0m Hello\n\x1b[1myou>\x1b[0m "},
+		}},
+		{"text after the reply is marked at the end", true, false, []step{
 			{ev: text("Done."), want: "\r\x1b[1;36mbot>\x1b[0m Done."},
 			{ev: &agent.Event{Kind: agent.EventDone, StopReason: agent.StopEndTurn}, want: "\r\x1b[1;36mbot>\x1b[0m Done.\x1b[2m (not sent)\x1b[0m\n"},
 		}},
@@ -70,7 +76,7 @@ func TestRepliesStreamAsWritten(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out testkit.SyncBuffer
-			a := New(Options{Out: &out, Color: tt.color})
+			a := New(Options{Out: &out, Color: tt.color, Whole: tt.whole})
 			for i, s := range tt.steps {
 				if s.ev != nil {
 					a.TurnEvent(ChatID, *s.ev)
