@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
+
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/router"
@@ -79,19 +81,8 @@ type channelState struct {
 }
 
 func newSupervisor(host channelHost, log *slog.Logger) *supervisor {
-	return &supervisor{host: host, log: log, wait: sleepCtx, now: time.Now,
+	return &supervisor{host: host, log: log, wait: waitfor.Sleep, now: time.Now,
 		minWait: restartMin, maxWait: restartMax, stableTime: stableAfter, state: map[string]*channelState{}}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // start builds every channel concurrently and returns once each first

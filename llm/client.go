@@ -23,6 +23,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
+
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/switchboard-gateway/switchboard/internal/slots"
@@ -136,7 +138,7 @@ func New(cfg Config) (*Client, error) {
 		c.cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.cfg.Sleep == nil {
-		c.cfg.Sleep = sleepCtx
+		c.cfg.Sleep = waitfor.Sleep
 	}
 	if c.cfg.Rand == nil {
 		c.cfg.Rand = rand.Float64
@@ -699,15 +701,4 @@ func (d *drainOnClose) Close() error {
 		io.CopyN(io.Discard, d.ReadCloser, 64<<10)
 	}
 	return d.ReadCloser.Close()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

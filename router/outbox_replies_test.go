@@ -62,9 +62,12 @@ func workspace(t *testing.T) (root string, content []byte) {
 	return root, content
 }
 
-// endOutageAt ends the fake's outages of methods once the virtual clock is
-// 45 s past now.
-func endOutageAt(clock *vclock, fake *tgfake.Fake, methods ...string) {
+// outage45s starts a 502 outage of methods at the fake and ends it once
+// the virtual clock is 45 s past now.
+func outage45s(clock *vclock, fake *tgfake.Fake, methods ...string) {
+	for _, m := range methods {
+		fake.Outage(m, http.StatusBadGateway, badGateway)
+	}
 	start := clock.Now()
 	clock.mu.Lock()
 	defer clock.mu.Unlock()
@@ -77,17 +80,23 @@ func endOutageAt(clock *vclock, fake *tgfake.Fake, methods ...string) {
 	}
 }
 
+// fileOutage starts a router whose model sends a workspace file, on a
+// virtual clock, against a fake whose method is out for 45 s.
+func fileOutage(t *testing.T, method string) (fake *tgfake.Fake, st *store.Store, root string, content []byte, clock *vclock, e *tgRouter) {
+	fake = tgfake.New(t, "123:ABC")
+	st = openStore(t, filepath.Join(t.TempDir(), "o.db"))
+	root, content = workspace(t)
+	clock = newVclock(t)
+	outage45s(clock, fake, method)
+	e = startTgRouterWith(t, st, fake, clock, 0, fileModel{}, root)
+	return fake, st, root, content, clock, e
+}
+
 // A file sent with send_file during a 45-second Telegram outage is kept
 // and uploaded once after it, read from the workspace then; its message
 // counts as answered once.
 func TestOutboxFileDuringOutage(t *testing.T) {
-	fake := tgfake.New(t, "123:ABC")
-	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
-	root, content := workspace(t)
-	clock := newVclock(t)
-	endOutageAt(clock, fake, "sendDocument")
-	fake.Outage("sendDocument", http.StatusBadGateway, badGateway)
-	e := startTgRouterWith(t, st, fake, clock, 0, fileModel{}, root)
+	fake, st, root, content, clock, e := fileOutage(t, "sendDocument")
 
 	fake.PushText(7, 7, "ada", "file")
 	e.events.wait(t, OutboxQueued, 1)
@@ -128,13 +137,7 @@ func TestOutboxFileDuringOutage(t *testing.T) {
 // A waiting file whose workspace file is gone when the platform is back is
 // dropped with an ERROR saying so (and the dropped event, the metric).
 func TestOutboxFileGone(t *testing.T) {
-	fake := tgfake.New(t, "123:ABC")
-	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
-	root, _ := workspace(t)
-	clock := newVclock(t)
-	endOutageAt(clock, fake, "sendDocument")
-	fake.Outage("sendDocument", http.StatusBadGateway, badGateway)
-	e := startTgRouterWith(t, st, fake, clock, 0, fileModel{}, root)
+	fake, st, root, _, clock, e := fileOutage(t, "sendDocument")
 	fake.PushText(7, 7, "ada", "file")
 	e.events.wait(t, OutboxQueued, 1)
 	if err := e.r.Drain(t.Context()); err != nil {
@@ -160,13 +163,7 @@ func TestOutboxFileGone(t *testing.T) {
 // A text waiting in the outbox holds back a file for the same chat, though
 // Telegram takes files: both go out after the outage, text first.
 func TestOutboxKeepsOrderOfTextAndFile(t *testing.T) {
-	fake := tgfake.New(t, "123:ABC")
-	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
-	root, content := workspace(t)
-	clock := newVclock(t)
-	endOutageAt(clock, fake, "sendMessage")
-	fake.Outage("sendMessage", http.StatusBadGateway, badGateway)
-	e := startTgRouterWith(t, st, fake, clock, 0, fileModel{}, root)
+	fake, st, _, content, clock, e := fileOutage(t, "sendMessage")
 
 	fake.PushText(7, 7, "ada", "text and file")
 	e.events.wait(t, OutboxQueued, 2)
@@ -195,8 +192,7 @@ func TestOutboxReminderDuringOutage(t *testing.T) {
 	fake := tgfake.New(t, "123:ABC")
 	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
 	clock := newVclock(t)
-	endOutageAt(clock, fake, "sendMessage")
-	fake.Outage("sendMessage", http.StatusBadGateway, badGateway)
+	outage45s(clock, fake, "sendMessage")
 	e := startTgRouter(t, st, fake, clock, 0)
 	runID := scheduleRun(t, st)
 
@@ -253,8 +249,7 @@ func TestOutboxCommandConfirmations(t *testing.T) {
 	fake := tgfake.New(t, "123:ABC")
 	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
 	clock := newVclock(t)
-	endOutageAt(clock, fake, "sendMessage")
-	fake.Outage("sendMessage", http.StatusBadGateway, badGateway)
+	outage45s(clock, fake, "sendMessage")
 	e := startTgRouter(t, st, fake, clock, 0)
 
 	fake.PushText(7, 7, "ada", "/new")

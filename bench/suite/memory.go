@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
+
 	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
 	"github.com/switchboard-gateway/switchboard/config"
 )
@@ -61,7 +63,7 @@ func measureMemory(ctx context.Context, bin, root string, s settings, turns int,
 	if err := r.dc.WaitFor(ctx, func() bool { return r.dc.Identifies() > 0 }); err != nil {
 		return fail(err)
 	}
-	if !sleepCtx(ctx, settle-time.Since(ready)) {
+	if waitfor.Sleep(ctx, settle-time.Since(ready)) != nil {
 		return fail(ctx.Err())
 	}
 	if res.idle, err = r.proc.Memory(); err != nil {
@@ -73,7 +75,7 @@ func measureMemory(ctx context.Context, bin, root string, s settings, turns int,
 	if res.end, err = r.proc.Memory(); err != nil {
 		return fail(err)
 	}
-	if !sleepCtx(ctx, settleAfter) {
+	if waitfor.Sleep(ctx, settleAfter) != nil {
 		return fail(ctx.Err())
 	}
 	if res.after, err = r.proc.Memory(); err != nil {
@@ -97,19 +99,4 @@ func converse(ctx context.Context, r *rig, turns int) ([]time.Duration, error) {
 		times = append(times, time.Since(start))
 	}
 	return times, nil
-}
-
-// sleepCtx waits d, or less if ctx ends first (false then).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

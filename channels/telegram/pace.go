@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
+
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 	"golang.org/x/time/rate"
 
@@ -351,7 +353,7 @@ func (t *paced) admit(ctx context.Context) error {
 			break
 		}
 		waited = true
-		if err := sleepCtx(ctx, d); err != nil {
+		if err := waitfor.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -365,7 +367,7 @@ func (t *paced) admit(ctx context.Context) error {
 		r := p.bot.Reserve()
 		if d := r.Delay(); d > 0 {
 			waited = true
-			if err := sleepCtx(ctx, d); err != nil {
+			if err := waitfor.Sleep(ctx, d); err != nil {
 				r.Cancel()
 				return err
 			}

@@ -28,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
+
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/switchboard-gateway/switchboard/channels"
@@ -135,7 +137,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 		o.Logger = slog.Default()
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleepCtx
+		o.Sleep = waitfor.Sleep
 	}
 	if o.Pacing == nil {
 		o.Pacing = &DefaultPacing
@@ -187,17 +189,6 @@ func httpClient(c *http.Client, poll time.Duration) *http.Client {
 		return &cc
 	}
 	return c
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // botCommands are registered with setMyCommands; the router implements them.

@@ -43,3 +43,17 @@ func Poll(ctx context.Context, every time.Duration, cond func() bool) error {
 	}
 	return nil
 }
+
+// Sleep waits d, or less if ctx ends first: nil after d, ctx.Err() if ctx
+// ended. The retry and backoff waits of the adapters, the model client and
+// the supervisor.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestCond(t *testing.T) {
@@ -28,5 +29,16 @@ func TestCond(t *testing.T) {
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Cond = %v; want context.Canceled when ctx ends first", err)
+	}
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(t.Context(), 0); err != nil {
+		t.Errorf("Sleep(0) = %v, want nil", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep after cancel = %v, want context.Canceled", err)
 	}
 }
