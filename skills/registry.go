@@ -30,8 +30,8 @@ type Registry struct {
 	triggers map[string][]*regexp.Regexp
 	problems []error
 	// withheld are the skills not offered because they ask for more than
-	// they are granted, with what they lack (*Problem).
-	withheld map[string][]error
+	// they are granted, with what they lack.
+	withheld []Withheld
 	version  string
 }
 
@@ -48,10 +48,15 @@ func (r *Registry) Get(name string) (*Skill, bool) {
 // skipped (or, for a bad tool definition, loaded without that tool).
 func (r *Registry) Problems() []error { return r.problems }
 
-// Withheld lists, by skill name, the valid skills that are not offered
-// because their tools ask for a host or a variable the operator has not
-// granted them (skills.grants), each with what it lacks.
-func (r *Registry) Withheld() map[string][]error { return r.withheld }
+// Withheld is a valid skill that is not offered because its tools ask for
+// a host or a variable the operator has not granted it (skills.grants).
+type Withheld struct {
+	Skill *Skill
+	Lacks []error // *Problem: each host or variable, with file and line
+}
+
+// Withheld lists the skills not offered for lack of a grant, by name.
+func (r *Registry) Withheld() []Withheld { return r.withheld }
 
 // Version identifies the files the registry was loaded from.
 func (r *Registry) Version() string { return r.version }
@@ -78,7 +83,7 @@ func Load(dir, builtin fs.FS, env Env) *Registry {
 
 func build(files []file, env Env) *Registry {
 	r := &Registry{byName: map[string]*Skill{}, tools: map[string][]*agent.Tool{},
-		triggers: map[string][]*regexp.Regexp{}, withheld: map[string][]error{}, version: fingerprint(files)}
+		triggers: map[string][]*regexp.Regexp{}, version: fingerprint(files)}
 	origin := map[string]string{}
 	nodes := map[string]*yaml.Node{} // by skill name: where its fields are
 	for _, f := range files {
@@ -149,7 +154,7 @@ func build(files []file, env Env) *Registry {
 		if len(lacks) > 0 {
 			// Neither its instructions nor any of its tools: a skill that
 			// asks for more than it has is not offered at all.
-			r.withheld[name] = lacks
+			r.withheld = append(r.withheld, Withheld{Skill: s, Lacks: lacks})
 			delete(r.byName, name)
 			continue
 		}
@@ -329,9 +334,9 @@ func (w *Watcher) report(r *Registry) {
 	for _, p := range r.problems {
 		w.log.Warn("skill skipped or incomplete", "problem", p.Error())
 	}
-	for _, name := range sortedKeys(r.withheld) {
-		for _, p := range r.withheld[name] {
-			w.log.Warn("skill not offered: it asks for more than skills.grants gives it", "skill", name, "lacks", p.Error())
+	for _, wh := range r.withheld {
+		for _, p := range wh.Lacks {
+			w.log.Warn("skill not offered: it asks for more than skills.grants gives it", "skill", wh.Skill.Name, "lacks", p.Error())
 		}
 	}
 }
