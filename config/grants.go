@@ -57,7 +57,9 @@ func (c *Config) validateGrants(v *checker) {
 			k := fmt.Sprintf("%s.env[%d]", key, i)
 			switch {
 			case !envName.MatchString(e):
-				v.add(k, fmt.Sprintf("%q is not a variable name: letters, digits and _, without ${ }, such as WEATHER_API_KEY", e))
+				// Not quoted: a ${VAR} written here was already expanded by
+				// the loader, and its value may be a secret.
+				v.add(k, "is not a variable name: write the name alone, letters, digits and _, such as WEATHER_API_KEY (not ${WEATHER_API_KEY}, which the configuration expands to the value)")
 			case IsGatewaySecretEnv(e):
 				v.add(k, fmt.Sprintf("%s holds the gateway's own secret or setting; a skill never gets it. Give the skill its own key in another variable", e))
 			}
