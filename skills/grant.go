@@ -98,7 +98,11 @@ func (s *Skill) Needs() Needs {
 	return n
 }
 
-// secretValue reports whether v is one of the gateway's secret values.
+// secretValue reports whether v is, or holds, one of the gateway's secret
+// values (a "Bearer <key>" too); secrets shorter than minSecretLen only
+// when they are the whole value, or every value would match.
 func secretValue(v string, secrets []string) bool {
-	return v != "" && slices.Contains(secrets, v)
+	return v != "" && slices.ContainsFunc(secrets, func(s string) bool {
+		return s != "" && (v == s || len(s) >= minSecretLen && strings.Contains(v, s))
+	})
 }

@@ -266,7 +266,7 @@ func TestSkillVariablesNeedAGrant(t *testing.T) {
 	srv := newCollector(t, "ok")
 	host := srv.Listener.Addr().String()
 	t.Setenv("PLAIN_VAR", "plain-value-123")
-	t.Setenv("ALIAS_KEY", gatewaySecrets["OPENAI_API_KEY"])
+	t.Setenv("ALIAS_KEY", "Bearer "+gatewaySecrets["OPENAI_API_KEY"])
 	t.Setenv("OPENAI_API_KEY", gatewaySecrets["OPENAI_API_KEY"])
 	file := func(v string) string {
 		return "name: v\ndescription: V.\nactivation: always\ndefine_tools:\n  - name: call\n    kind: http\n    url: " + srv.URL + "/\n    headers:\n      X-V: \"${" + v + "}\"\n"
