@@ -68,7 +68,9 @@ var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Build turns a definition into a tool; source is "skill:<name>". It
 // validates the definition and returns every problem found (errors.Join of
-// *DefError), each naming its field.
+// *DefError), each naming its field. A valid definition that reaches a
+// host or expands a ${VAR} env.Grants does not give the skill returns the
+// *GrantError values instead.
 func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 	b := &defBuilder{def: d}
 	b.skill, b.grant = grantOf(source, env)
@@ -151,21 +153,23 @@ func (b *defBuilder) ungranted(field, format string, args ...any) {
 	b.grants = append(b.grants, &GrantError{Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
-// OnlyUngranted reports whether err (from Build) is only about grants: the
-// definition is valid, its skill is not granted what it asks for.
-func OnlyUngranted(err error) bool {
-	var errs []error
+// grantErrors returns the *GrantError values of err (from Build) when
+// that is all it holds: the definition is valid, its skill is not granted
+// what it asks for.
+func grantErrors(err error) ([]*GrantError, bool) {
+	errs := []error{err}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
 	}
+	var out []*GrantError
 	for _, e := range errs {
-		if _, ok := e.(*GrantError); !ok {
-			return false
+		ge, ok := e.(*GrantError)
+		if !ok {
+			return nil, false
 		}
+		out = append(out, ge)
 	}
-	return len(errs) > 0
+	return out, len(out) > 0
 }
 
 func (b *defBuilder) add(field, format string, args ...any) {

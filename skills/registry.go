@@ -135,12 +135,12 @@ func build(files []file, env Env) *Registry {
 		for i, d := range s.DefineTools {
 			t, err := d.Build("skill:"+s.Name, env)
 			at := &Problem{File: s.File, Line: lineOf(nodes[name], "define_tools", i), Field: fmt.Sprintf("define_tools[%d]", i)}
+			ges, ungranted := grantErrors(err)
 			switch {
 			case err == nil:
 				built = append(built, t)
-			case OnlyUngranted(err):
-				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					ge := e.(*GrantError)
+			case ungranted:
+				for _, ge := range ges {
 					p := *at
 					p.Line = lineOf(nodes[name], append([]any{"define_tools", i}, grantPath(ge.Field)...)...)
 					p.Msg = fmt.Sprintf("tool %q: %s", d.Name, ge.Error())
