@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -167,7 +168,9 @@ func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 // which supersedes the paused call.
 func TestChatAPIApprovalNotDeliveredIsNotApproved(t *testing.T) {
 	var ran atomic.Int32
-	undelivered := signalHandler{text: "approval question for a request that is no longer waiting", ch: make(chan struct{}, 1)}
+	// The question (or, before approvals had their own delivery, any reply)
+	// found no request waiting.
+	undelivered := signalHandler{text: "for a request that is no longer waiting", ch: make(chan struct{}, 1)}
 	s := newStack(t, testToken, stackExtras{tools: []*agent.Tool{deleteTool(&ran)}, approvals: true, log: slog.New(undelivered)})
 
 	release := make(chan struct{})
@@ -200,9 +203,27 @@ func TestChatAPIApprovalNotDeliveredIsNotApproved(t *testing.T) {
 	}
 
 	s.fake.Push(testkit.Reply{Text: "Yes to what?"})
-	got, resp := s.chat("ada", "yes")
-	if got != "Yes to what?" || resp[ApprovalField] != nil {
-		t.Errorf("the yes of a client that never got the question: %q, want an ordinary turn's reply", got)
+	// Bounded: a yes taken as the answer used to get no answer at all.
+	yctx, cancelYes := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancelYes()
+	req, _ = http.NewRequestWithContext(yctx, "POST", s.url+"/v1/chat/completions",
+		strings.NewReader(`{"user":"ada","messages":[{"role":"user","content":"yes"}]}`))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the yes of a client that never got the question got no answer: %v (the tool ran %d times)", err, ran.Load())
+	}
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Approval any `json:"switchboard_approval"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if err != nil || len(out.Choices) != 1 || out.Choices[0].Message.Content != "Yes to what?" || out.Approval != nil {
+		t.Errorf("the yes of a client that never got the question: %+v (%v), want an ordinary turn's reply", out, err)
 	}
 	if ran.Load() != 0 {
 		t.Errorf("the tool ran %d times on a yes to a question nobody received", ran.Load())
