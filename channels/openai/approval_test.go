@@ -229,3 +229,23 @@ func TestChatAPIApprovalNotDeliveredIsNotApproved(t *testing.T) {
 		t.Errorf("the tool ran %d times on a yes to a question nobody received", ran.Load())
 	}
 }
+
+// A yes to a delivered question that meanwhile stopped waiting (expired
+// here) is told so, and nothing runs.
+func TestChatAPIApprovalStaleAnswer(t *testing.T) {
+	var ran atomic.Int32
+	s := newStack(t, testToken, stackExtras{tools: []*agent.Tool{deleteTool(&ran)}, approvals: true})
+	scriptDelete(s.fake, nil)
+	_, resp := s.chat("ada", "delete old.txt")
+	id := int64(approvalOf(t, "the paused request's response", resp)["id"].(float64))
+	if won, err := s.store.DecideApproval(t.Context(), id, "expired", "nobody approved it in time (expired)"); err != nil || !won {
+		t.Fatalf("expire approval %d: %v %v", id, won, err)
+	}
+	got, resp := s.chat("ada", "yes")
+	if !strings.Contains(got, "no longer waiting") || resp[ApprovalField] != nil {
+		t.Errorf("a yes to an expired question: %q", got)
+	}
+	if ran.Load() != 0 {
+		t.Errorf("the tool ran %d times on a yes to an expired question", ran.Load())
+	}
+}
