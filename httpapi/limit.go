@@ -5,7 +5,6 @@ package httpapi
 // request bodies must arrive within a deadline.
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -160,37 +159,17 @@ func tooManyGuesses(w http.ResponseWriter, wait time.Duration) {
 	http.Error(w, "too many wrong tokens from this address: wait "+wait.Round(time.Millisecond).String()+" before trying again", http.StatusTooManyRequests)
 }
 
-// bodyDeadline gives a request's body timeout to arrive: the read deadline
-// is set before the handler reads it and lifted once it has been read (a
-// deadline left on the connection would cancel a streaming answer). The
-// headers have readHeaderTimeout.
+// bodyDeadline gives a request's body timeout to arrive: the read
+// deadline is set before the handler reads it. net/http lifts it once the
+// body has been read to its end (its background read, which notices a
+// client that hangs up, runs without one), so a long streamed answer is
+// not cut off. The headers have readHeaderTimeout.
 func bodyDeadline(timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
-			return
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			// Fails only where there is no connection to time (recorders).
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 		}
-		rc := http.NewResponseController(w)
-		if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-			next.ServeHTTP(w, r) // not a connection we can time (tests' recorders)
-			return
-		}
-		r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// deadlineBody lifts the read deadline once the body is read to its end.
-type deadlineBody struct {
-	io.ReadCloser
-	lift func()
-	once sync.Once
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF { // after a timeout the deadline stays: nothing more is read
-		b.once.Do(b.lift)
-	}
-	return n, err
 }

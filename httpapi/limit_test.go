@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // clock is a time the test moves by hand.
@@ -266,5 +268,15 @@ func TestUnauthenticatedBodyIsNotRead(t *testing.T) {
 		if !strings.Contains(status, "401") {
 			t.Errorf("%s: %q, want 401", tt.what, status)
 		}
+	}
+}
+
+// The body deadline ends with the body: a turn that runs longer than it
+// (the model takes 4× the deadline here) is answered, not cut off.
+func TestBodyDeadlineSparesLongTurns(t *testing.T) {
+	s := newStack(t, func(o *Options) { o.Token = testToken; o.BodyTimeout = 100 * time.Millisecond })
+	s.fake.Push(testkit.Reply{Text: "Worth the wait.", Delay: 400 * time.Millisecond})
+	if got, _ := s.chat("ada", "take your time"); got != "Worth the wait." {
+		t.Errorf("a turn longer than the body deadline: %q", got)
 	}
 }
