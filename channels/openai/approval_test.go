@@ -249,3 +249,25 @@ func TestChatAPIApprovalStaleAnswer(t *testing.T) {
 		t.Errorf("the tool ran %d times on a yes to an expired question", ran.Load())
 	}
 }
+
+// The official openai npm client sees the question and its field, and its
+// streamed yes gets the resumed turn's reply.
+func TestOpenAINodeClientApproval(t *testing.T) {
+	var ran atomic.Int32
+	s := newStack(t, testToken, stackExtras{tools: []*agent.Tool{deleteTool(&ran)}, approvals: true})
+	scriptDelete(s.fake, nil)
+	s.fake.Push(testkit.Reply{Text: "Deleted old.txt."})
+	out := testkit.NodeScript(t, openaiClientDir, "approve.mjs", s.url+"/v1", testToken)
+	var got struct {
+		Question string
+		Approval map[string]any
+		Answer   string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	q := approvalOf(t, "the node client's response", map[string]any{ApprovalField: got.Approval})
+	if got.Question != q["question"] || got.Answer != "Deleted old.txt." || ran.Load() != 1 {
+		t.Errorf("node client: question %q, answer %q, tool ran %d times", got.Question, got.Answer, ran.Load())
+	}
+}
