@@ -2,14 +2,8 @@
 // carries the question (content, and the switchboard_approval field the
 // client passes through), and a streamed "yes" gets the resumed turn's
 // reply. Prints what it got as one JSON line.
-import OpenAI from "openai";
+import { client } from "./gateway.mjs";
 
-const client = new OpenAI({
-  baseURL: process.env.SB_BASE_URL,
-  apiKey: process.env.SB_TOKEN,
-  maxRetries: 0,
-  timeout: 30_000,
-});
 const user = "node-approver";
 const out = {};
 
