@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
@@ -112,6 +113,10 @@ func (ap *Approvals) Paused(ctx context.Context, in channels.Inbound, inboxID in
 	for _, c := range res.Pending {
 		fmt.Fprintf(&b, "- %s %s\n", c.Name, clip(strings.TrimSpace(c.Arguments), 300))
 	}
+	if qa, ok := ap.chats.Channel(in.Channel).(channels.ApprovalAsker); ok {
+		ap.askDelivered(ctx, qa, in, id, res.Pending, b.String())
+		return
+	}
 	asker, hasButtons := ap.chats.Channel(in.Channel).(channels.Asker)
 	out := channels.Outbound{ChatID: in.ChatID}
 	if in.ChatType == channels.Group {
@@ -147,13 +152,8 @@ func decision(in channels.Inbound, pendingID int64) (approve, ok bool, stale boo
 		}
 		return verb == "approve", true, false
 	}
-	switch strings.ToLower(strings.Trim(strings.TrimSpace(in.Text), ".!")) {
-	case "yes", "y", "approve", "ok", "okay", "go", "go ahead", "sure":
-		return true, true, false
-	case "no", "n", "deny", "don't", "dont", "stop", "cancel":
-		return false, true, false
-	}
-	return false, false, false
+	approve, ok = channels.ApprovalAnswer(in.Text)
+	return approve, ok, false
 }
 
 // Intercept implements router.Interceptor: it handles a message that
@@ -164,6 +164,9 @@ func (ap *Approvals) Intercept(ctx context.Context, in channels.Inbound) (bool, 
 	button := strings.HasPrefix(in.Action, "approve:") || strings.HasPrefix(in.Action, "deny:")
 	if in.Action != "" && !button {
 		return false, nil // another feature's button
+	}
+	if _, ok := ap.chats.Channel(in.Channel).(channels.ApprovalAsker); ok {
+		return ap.interceptDelivered(ctx, in, button)
 	}
 	pending, found, err := ap.cfg.Store.PendingApproval(ctx, in.Channel, in.ChatID)
 	if err != nil {
@@ -273,4 +276,65 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// askDelivered asks through a channel that delivers the question itself
+// (channels.ApprovalAsker: the chat API), with the calls as data.
+func (ap *Approvals) askDelivered(ctx context.Context, qa channels.ApprovalAsker, in channels.Inbound, id int64, calls []llm.ToolCall, text string) {
+	q := channels.ApprovalQuestion{ID: id, Question: text + "\nReply yes to approve or no to deny."}
+	for _, c := range calls {
+		q.Calls = append(q.Calls, channels.ApprovalCall{Tool: c.Name, Arguments: c.Arguments})
+	}
+	if _, err := qa.AskApproval(channels.WithInbound(ctx, in), channels.Outbound{ChatID: in.ChatID, Text: q.Question}, q); err != nil {
+		ap.log.Warn("could not ask for approval", "err", err)
+	}
+}
+
+// interceptDelivered is Intercept for a channel that delivers questions
+// itself: only its answers (Action "approve:ID" or "deny:ID", set when the
+// client that got the question said yes or no) decide; any other message,
+// a text "yes" included, supersedes the pending calls. An answer to a
+// question no longer pending is told so, and nothing runs.
+func (ap *Approvals) interceptDelivered(ctx context.Context, in channels.Inbound, button bool) (bool, error) {
+	pending, found, err := ap.cfg.Store.PendingApproval(ctx, in.Channel, in.ChatID)
+	if err != nil {
+		return false, fmt.Errorf("router: pending approval: %w", err)
+	}
+	if !button {
+		if found {
+			ap.supersede(ctx, in, pending)
+		}
+		return false, nil
+	}
+	approve, _, stale := decision(in, pending.ID)
+	won := false
+	if found && !stale && (pending.UserID == "" || in.UserID == pending.UserID) {
+		status, reason := statusDenied, "the user denied it"
+		if approve {
+			status, reason = statusApproved, ""
+		}
+		if won, err = ap.cfg.Store.DecideApproval(ctx, pending.ID, status, reason); err != nil {
+			return true, err
+		}
+		if won {
+			ap.queue(in, resolution{approval: pending, res: agent.Resolution{Approved: approve, Reason: reason, Continue: true}})
+		}
+	}
+	if !won {
+		if _, err := ap.chats.Send(ctx, in, "That question is no longer waiting for an answer (it was answered, replaced by a newer message, or expired), so nothing was run."); err != nil {
+			ap.log.Warn("could not answer a stale approval", "err", err)
+		}
+	}
+	return true, nil
+}
+
+// supersede drops the pending calls: a new message came instead of an
+// answer.
+func (ap *Approvals) supersede(ctx context.Context, in channels.Inbound, pending store.Approval) {
+	const why = "the user sent a new message instead of answering (superseded)"
+	if won, err := ap.cfg.Store.DecideApproval(ctx, pending.ID, statusSuperseded, why); err != nil {
+		ap.log.Warn("supersede approval", "err", err)
+	} else if won {
+		ap.queue(in, resolution{approval: pending, res: agent.Resolution{Reason: why}})
+	}
 }

@@ -6,6 +6,7 @@ package channels
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -236,3 +237,39 @@ func PriorityOf(ctx context.Context) Priority {
 // ErrPaced is returned for a PriorityPreview call that outbound pacing
 // dropped instead of waiting for the platform's rate limit.
 var ErrPaced = errors.New("channels: dropped by outbound pacing (rate limit)")
+
+// ApprovalCall is one tool call waiting for approval.
+type ApprovalCall struct {
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"` // as the model wrote them (JSON)
+}
+
+// ApprovalQuestion is a paused turn's question to its user.
+type ApprovalQuestion struct {
+	ID       int64          `json:"id"` // answers name it: Action "approve:ID" or "deny:ID"
+	Calls    []ApprovalCall `json:"calls"`
+	Question string         `json:"question"` // in words, as other channels show it
+}
+
+// ApprovalAsker is a channel that delivers approval questions itself, in a
+// form its clients can read (the chat API answers the paused request with
+// the question and a structured field). Its users answer only through
+// Inbound.Action ("approve:ID" or "deny:ID"), which the channel sets when
+// the client the question was delivered to answers yes or no: a text "yes"
+// from such a channel is an ordinary message. The ctx of AskApproval is
+// marked with the message whose turn paused (WithInbound).
+type ApprovalAsker interface {
+	AskApproval(ctx context.Context, m Outbound, q ApprovalQuestion) (string, error)
+}
+
+// ApprovalAnswer reads a reply in words to an approval question: yes
+// (approve is true), no, or neither (ok is false).
+func ApprovalAnswer(text string) (approve, ok bool) {
+	switch strings.ToLower(strings.Trim(strings.TrimSpace(text), ".!")) {
+	case "yes", "y", "approve", "ok", "okay", "go", "go ahead", "sure":
+		return true, true
+	case "no", "n", "deny", "don't", "dont", "stop", "cancel":
+		return false, true
+	}
+	return false, false
+}

@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/httpapi"
 )
 
 // initOptions are the flags of `switchboard init`. They are parsed with
@@ -83,7 +86,10 @@ type channelSetup struct {
 type setup struct {
 	modelURL, model, httpListen string
 	apiKey                      secret
-	telegram, discord           channelSetup
+	// httpToken guards an HTTP server beyond loopback: from
+	// SWITCHBOARD_HTTP_TOKEN, or made up by init.
+	httpToken         secret
+	telegram, discord channelSetup
 }
 
 // initCommand is `switchboard init`: it writes a first configuration to
@@ -153,6 +159,12 @@ func (o *initOptions) setup() (*setup, error) {
 		httpListen: o.httpListen,
 		apiKey:     pick(o.apiKey, "api-key", "OPENAI_API_KEY"),
 	}
+	if s.httpListen != "" && !httpapi.IsLoopback(s.httpListen) {
+		s.httpToken = pick("", "", "SWITCHBOARD_HTTP_TOKEN")
+		if s.httpToken.value == "" {
+			s.httpToken = secret{value: newHTTPToken()}
+		}
+	}
 	s.telegram.token = pick(o.telegramToken, "telegram-token", "TELEGRAM_BOT_TOKEN")
 	s.telegram.api = o.telegramAPI
 	s.discord.token = pick(o.discordToken, "discord-token", "DISCORD_BOT_TOKEN")
@@ -197,6 +209,7 @@ func (s *setup) config() *config.Config {
 	if s.httpListen != "" {
 		cfg.HTTP.Listen = s.httpListen
 	}
+	cfg.HTTP.Token = s.httpToken.value
 	tg := &cfg.Channels.Telegram
 	tg.Enabled, tg.Token, tg.AllowUsers, tg.Pairing = s.telegram.token.value != "", s.telegram.token.value, s.telegram.users, len(s.telegram.users) == 0
 	tg.Admins = s.telegram.users
@@ -305,6 +318,9 @@ llm:
 	}
 	if s.httpListen != "" {
 		fmt.Fprintf(&b, "\nhttp:\n  listen: %s\n", quote(s.httpListen))
+		if s.httpToken.value != "" {
+			fmt.Fprintf(&b, "  # The API's bearer token and the dashboard's login: beyond loopback\n  # every route but /healthz needs it.\n  token: %s\n", s.httpToken.yaml())
+		}
 	}
 	return []byte(b.String())
 }
@@ -345,6 +361,13 @@ func (s *setup) nextSteps(path string) string {
 		b.WriteString("Discord: the bot admits nobody yet. Write to it: it answers with your user\n  id. Add that to channels.discord.allow_users, then reload (SIGHUP) or restart.\n")
 	}
 	return b.String()
+}
+
+// newHTTPToken is a random http.token: 32 bytes, 64 hex characters.
+func newHTTPToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // writeConfigFile writes body to path with mode 0600 (through a temporary

@@ -27,7 +27,7 @@ const (
 // empty working directory.
 func initEnv(t *testing.T) string {
 	t.Helper()
-	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN"} {
+	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SWITCHBOARD_HTTP_TOKEN"} {
 		t.Setenv(k, "")
 	}
 	dir := t.TempDir()
@@ -235,6 +235,30 @@ func TestInitWrites(t *testing.T) {
 			func(t *testing.T, cfg *config.Config) {
 				if cfg.LLM.APIKey != "sk-$HOME-x" || cfg.Channels.Telegram.Enabled || !slices.Equal(cfg.Channels.Discord.AllowUsers, []string{"310000000000000001", "310000000000000002"}) {
 					t.Errorf("loaded back: key %q, discord %+v", cfg.LLM.APIKey, cfg.Channels.Discord)
+				}
+			}},
+		{"HTTP beyond loopback gets a long random token", nil, []string{"--model", "m", "--http-listen", "0.0.0.0:8080"},
+			ExitOK, []string{`listen: "0.0.0.0:8080"`, "  token: \""},
+			func(t *testing.T, cfg *config.Config) {
+				if len(cfg.HTTP.Token) < 32 || strings.Trim(cfg.HTTP.Token, "0123456789abcdef") != "" {
+					t.Errorf("http.token %q: want at least 32 random hex characters", cfg.HTTP.Token)
+				}
+				if err := cfg.Validate(); err != nil {
+					t.Errorf("the file does not validate: %v", err)
+				}
+			}},
+		{"HTTP token from the environment", map[string]string{"SWITCHBOARD_HTTP_TOKEN": "env-http-token-0123456789abcdef"},
+			[]string{"--model", "m", "--http-listen", ":8080"}, ExitOK, []string{`token: "${SWITCHBOARD_HTTP_TOKEN}"`},
+			func(t *testing.T, cfg *config.Config) {
+				if cfg.HTTP.Token != "env-http-token-0123456789abcdef" {
+					t.Errorf("http.token %q", cfg.HTTP.Token)
+				}
+			}},
+		{"HTTP on loopback writes no token", nil, []string{"--model", "m", "--http-listen", "127.0.0.1:9090"},
+			ExitOK, []string{`listen: "127.0.0.1:9090"`},
+			func(t *testing.T, cfg *config.Config) {
+				if cfg.HTTP.Token != "" {
+					t.Errorf("http.token %q on loopback", cfg.HTTP.Token)
 				}
 			}},
 		{"no model", nil, nil, ExitConfig, []string{"--model is required"}, nil},

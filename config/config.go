@@ -571,3 +571,8 @@ func (s *source) fromEnv(key string) string {
 	}
 	return s.env[key]
 }
+
+// MinHTTPTokenLen is the shortest http.token accepted when http.listen is
+// not a loopback address: the login form and the bearer check are slowed
+// per client, but a short token still falls to a patient botnet.
+const MinHTTPTokenLen = 16

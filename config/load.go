@@ -34,7 +34,8 @@ import (
 // Settings that are empty after decoding are taken from the environment:
 // llm.base_url from OPENAI_BASE_URL, llm.api_key from OPENAI_API_KEY,
 // llm.model from OPENAI_MODEL, channels.telegram.token from
-// TELEGRAM_BOT_TOKEN and channels.discord.token from DISCORD_BOT_TOKEN. A value
+// TELEGRAM_BOT_TOKEN, channels.discord.token from DISCORD_BOT_TOKEN and
+// http.token from SWITCHBOARD_HTTP_TOKEN. A value
 // in the file wins over the environment, which wins over the built-in default.
 //
 // A SQLite store.path the file does not set defaults to switchboard.db in the
@@ -87,6 +88,7 @@ var envFallbacks = []struct {
 	{"llm.model", "OPENAI_MODEL", func(c *Config) *string { return &c.LLM.Model }},
 	{"channels.telegram.token", "TELEGRAM_BOT_TOKEN", func(c *Config) *string { return &c.Channels.Telegram.Token }},
 	{"channels.discord.token", "DISCORD_BOT_TOKEN", func(c *Config) *string { return &c.Channels.Discord.Token }},
+	{"http.token", "SWITCHBOARD_HTTP_TOKEN", func(c *Config) *string { return &c.HTTP.Token }},
 }
 
 // parse is Load without the file system: file names the source in messages

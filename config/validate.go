@@ -171,6 +171,8 @@ func (c *Config) Validate() error {
 			v.add("http.listen", fmt.Sprintf(`%q is not host:port; write it like "127.0.0.1:8080", or leave it empty to disable the HTTP API`, listen))
 		} else if !isLoopback(host) && c.HTTP.Token == "" {
 			v.add("http.token", fmt.Sprintf(`required when http.listen (%q) is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`, listen))
+		} else if !isLoopback(host) && len(c.HTTP.Token) < MinHTTPTokenLen {
+			v.add("http.token", fmt.Sprintf(`is %d characters, too short to guard http.listen (%q), which is not a loopback address: use at least %d random characters (openssl rand -hex 32), or listen on 127.0.0.1`, len(c.HTTP.Token), listen, MinHTTPTokenLen))
 		}
 	}
 

@@ -202,7 +202,12 @@ func TestValidate(t *testing.T) {
 			[]string{`http.token: required when http.listen ("0.0.0.0:8080") is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`}},
 		{"listen hostname without token", func(c *Config) { c.HTTP.Listen = "gateway.internal:8080" },
 			[]string{`http.token: required when http.listen ("gateway.internal:8080") is not a loopback address; set it, for example to ${SWITCHBOARD_HTTP_TOKEN}, or listen on 127.0.0.1`}},
-		{"listen public with token", func(c *Config) { c.HTTP.Listen = ":8080"; c.HTTP.Token = "secret" }, nil},
+		{"listen public with token", func(c *Config) { c.HTTP.Listen = ":8080"; c.HTTP.Token = "0123456789abcdef" }, nil},
+		{"listen public with a 1-character token", func(c *Config) { c.HTTP.Listen = "0.0.0.0:8080"; c.HTTP.Token = "x" },
+			[]string{`http.token: is 1 characters, too short to guard http.listen ("0.0.0.0:8080"), which is not a loopback address: use at least 16 random characters (openssl rand -hex 32), or listen on 127.0.0.1`}},
+		{"listen public with a 15-character token", func(c *Config) { c.HTTP.Listen = ":8080"; c.HTTP.Token = "0123456789abcde" },
+			[]string{`http.token: is 15 characters, too short to guard http.listen (":8080"), which is not a loopback address: use at least 16 random characters (openssl rand -hex 32), or listen on 127.0.0.1`}},
+		{"listen loopback with a short token", func(c *Config) { c.HTTP.Listen = "127.0.0.1:8080"; c.HTTP.Token = "x" }, nil},
 		{"public hosts", func(c *Config) {
 			c.HTTP.PublicHosts = []string{"bot.example.com", "Dash.Example.com:8443", "10.0.0.5", "[2001:db8::1]:80", "localhost."}
 		}, nil},

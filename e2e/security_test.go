@@ -291,6 +291,11 @@ func TestSecurityServe(t *testing.T) {
 					if code, body := s.api(t, "POST", "/v1/chat/completions", auth, chat); code != http.StatusUnauthorized {
 						t.Errorf("chat with Authorization %q: %d %s, want 401", auth, code, body)
 					}
+					// Wrong bearer tokens count against the client (three
+					// are free, then it waits), so each is sent only once.
+					if strings.HasPrefix(auth, "Bearer ") {
+						continue
+					}
 					if code, _ := s.api(t, "GET", "/v1/models", auth, ""); code != http.StatusUnauthorized {
 						t.Errorf("models with Authorization %q: %d, want 401", auth, code)
 					}

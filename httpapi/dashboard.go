@@ -115,7 +115,7 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, m
 		next = "/"
 	}
 	s.render(w, code, "login.html", map[string]any{"Title": "Sign in", "Error": msg, "Next": next,
-		"CSRF": csrfToken(w, r), "Head": s.head()})
+		"CSRF": csrfToken(w, r), "Head": head{Agent: s.opts.AgentName, AuthOn: s.opts.Token != ""}}) // no model, version or uptime for strangers
 }
 
 // head is what every page shows at the top.

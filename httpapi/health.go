@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"sync"
@@ -37,12 +38,29 @@ type probeState struct {
 	busy chan struct{} // non-nil while a probe runs; closed when it ends
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+// healthz answers "ok" and nothing more: it needs no token and passes the
+// Host check, so it must tell a stranger (or a web page) nothing. A caller
+// with the token gets the version and uptime as JSON.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Token == "" {
+		writeOK(w)
+		return
+	}
+	if c, _ := s.checkBearer(r); c != credOK {
+		writeOK(w)
+		return
+	}
 	httpjson.Write(w, http.StatusOK, map[string]any{
 		"status":         "ok",
 		"version":        s.opts.Version,
 		"uptime_seconds": int(s.opts.Now().Sub(s.started).Seconds()),
 	})
+}
+
+func writeOK(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, "ok")
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

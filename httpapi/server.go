@@ -7,7 +7,7 @@
 //
 // Routes:
 //
-//	GET  /healthz               the process is up (never needs the token)
+//	GET  /healthz               the process is up: "ok" (never needs the token; with it, JSON with version and uptime)
 //	GET  /readyz                store writable, channels connected, model reachable recently
 //	GET  /metrics               Prometheus text format
 //	POST /v1/chat/completions   the chat API (ChatAPI), OpenAI-compatible, streaming or not
@@ -19,7 +19,9 @@
 // When a token is configured every route but /healthz requires it, as
 // "Authorization: Bearer TOKEN" (the dashboard also accepts a cookie set by
 // its login form). Without a token the server refuses to listen anywhere
-// but on a loopback address.
+// but on a loopback address. Wrong tokens slow their client down, and a
+// request without the token never has its body read (limit.go); every body
+// must arrive within Options.BodyTimeout.
 //
 // Token or not, no web page can use the server through a browser
 // (guard.go): the Host header must be a loopback name, an IP address or one
@@ -205,6 +207,9 @@ type Options struct {
 
 	Now    func() time.Time
 	Logger *slog.Logger
+	// BodyTimeout bounds the time a request body takes to arrive;
+	// default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // Server is the HTTP server. Create it with New.
@@ -219,6 +224,7 @@ type Server struct {
 
 	draining atomic.Bool
 	probe    probeState
+	guesses  *guessLimiter // wrong tokens per client
 }
 
 // New checks opts and builds the routes.
@@ -235,6 +241,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.ModelWindow <= 0 {
 		opts.ModelWindow = DefaultModelWindow
 	}
@@ -245,7 +254,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now(), hosts: hosts}
+	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now(), hosts: hosts,
+		guesses: newGuessLimiter(opts.Now)}
 	pg, err := newPages()
 	if err != nil {
 		return nil, err
@@ -308,7 +318,7 @@ func (s *Server) routes() http.Handler {
 		}
 	}
 	s.dashboardRoutes(mux)
-	return securityHeaders(s.hostGuard(s.crossOrigin(mux)))
+	return securityHeaders(bodyDeadline(s.opts.BodyTimeout, s.hostGuard(s.crossOrigin(mux))))
 }
 
 // securityHeaders sets headers every response should carry.

@@ -62,9 +62,15 @@ type API struct {
 	log      *slog.Logger
 	shutdown func(error) bool // reports whether a Deliver error means shutting down
 
-	mu      sync.Mutex
-	sink    channels.Sink
-	waiters map[string]*waiter // by inbound message id
+	mu   sync.Mutex
+	sink channels.Sink
+	// waiters are the requests waiting for their turns, by inbound message
+	// id; a request that answers an approval question is also listed under
+	// the id of the message whose turn it resumes and under resumeKey.
+	waiters map[string]*waiter
+	// asked is the approval question delivered to each user (chat) and not
+	// answered since: only then is a bare "yes" or "no" an answer.
+	asked   map[string]askedQuestion
 	seq     atomic.Int64
 	started chan struct{} // closed when Run first takes requests
 	once    sync.Once
@@ -81,7 +87,8 @@ func New(agentName string, isShutdown func(error) bool, log *slog.Logger) *API {
 		isShutdown = func(error) bool { return false }
 	}
 	return &API{modelID: ModelID(agentName), created: time.Now().Unix(), shutdown: isShutdown,
-		log: log.With("channel", ChannelName), waiters: map[string]*waiter{}, started: make(chan struct{})}
+		log: log.With("channel", ChannelName), waiters: map[string]*waiter{}, asked: map[string]askedQuestion{},
+		started: make(chan struct{})}
 }
 
 // ModelID turns the agent's name into the model id the API lists:
@@ -136,7 +143,7 @@ func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
 	a.mu.Lock()
 	var w *waiter
 	if in, ok := channels.InboundOf(ctx); ok && in.Channel == ChannelName {
-		w = a.waiters[in.MessageID]
+		w = a.waiters[waiterKey(in)]
 	}
 	a.mu.Unlock()
 	if w == nil {
@@ -178,6 +185,10 @@ func (a *API) Observe(in channels.Inbound, ev agent.Event) {
 	a.mu.Lock()
 	stopped := a.sink == nil
 	a.mu.Unlock()
+	if ev.StopReason == agent.StopRequiresApproval {
+		w.pause(ev.Usage) // the question follows (AskApproval)
+		return
+	}
 	if ev.StopReason == agent.StopCancelled && stopped {
 		// Shutting down: the router keeps the message pending, and the
 		// turn resumes after the restart.
@@ -217,6 +228,10 @@ type waiter struct {
 	errMsg   string
 	notify   chan struct{} // signalled (cap 1) on every change
 	finished chan struct{} // closed when done
+	// question is the approval question the turn paused on (it ends the
+	// request); noQuestion answers the request if it never comes.
+	question   *channels.ApprovalQuestion
+	noQuestion *time.Timer
 }
 
 func newWaiter(stream bool) *waiter {
@@ -243,22 +258,33 @@ func (w *waiter) start() {
 // send adds a reply. A reply that comes before any turn started answers a
 // command (/new, /status, /help): it is the whole answer.
 func (w *waiter) send(text string) {
-	w.mu.Lock()
-	if w.done {
-		w.mu.Unlock()
+	started, ok := w.add(text, nil)
+	if !ok {
 		return
+	}
+	if command := !started; command {
+		w.finish(llm.Usage{}, agent.StopEndTurn, "")
+		return
+	}
+	w.poke()
+}
+
+// add adds a message the turn sent (q: it is that approval question),
+// reporting whether a turn had started; ok is false once the request ended.
+func (w *waiter) add(text string, q *channels.ApprovalQuestion) (started, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return false, false
+	}
+	if q != nil {
+		w.question = q
 	}
 	w.texts = append(w.texts, text)
 	if w.live != nil {
 		w.live.confirm(text)
 	}
-	command := !w.started
-	w.mu.Unlock()
-	if command {
-		w.finish(llm.Usage{}, agent.StopEndTurn, "")
-		return
-	}
-	w.poke()
+	return w.started, true
 }
 
 func (w *waiter) finish(u llm.Usage, stop agent.StopReason, errMsg string) {
@@ -268,6 +294,9 @@ func (w *waiter) finish(u llm.Usage, stop agent.StopReason, errMsg string) {
 		return
 	}
 	w.done, w.usage, w.stop, w.errMsg = true, u, stop, errMsg
+	if w.noQuestion != nil {
+		w.noQuestion.Stop()
+	}
 	w.mu.Unlock()
 	close(w.finished)
 	w.poke()
@@ -462,12 +491,28 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		UserID: user, DisplayName: user, Text: text, Attachments: atts, Mentioned: true, Time: time.Now(),
 	}
 	wt := newWaiter(req.Stream)
+	keys := []string{msgID}
+	if q, ok := a.takeAsked(user); ok {
+		if action, ok := answerOf(q, text, atts); ok {
+			// The answer to the question this client got: it waits for
+			// the resumed turn, whose events name the paused request and
+			// whose replies name none.
+			in.Action = action
+			keys = append(keys, q.origin, resumeKey(user))
+		}
+	}
 	a.mu.Lock()
-	a.waiters[msgID] = wt
+	for _, k := range keys {
+		a.waiters[k] = wt
+	}
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		delete(a.waiters, msgID)
+		for _, k := range keys {
+			if a.waiters[k] == wt {
+				delete(a.waiters, k)
+			}
+		}
 		a.mu.Unlock()
 	}()
 	log := a.log.With("chat", user, "message_id", msgID)
@@ -486,7 +531,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	log.Debug("API message accepted", "stream", req.Stream)
 
-	c := completion{id: "chatcmpl-" + msgID, model: model, created: time.Now().Unix()}
+	c := completion{id: "chatcmpl-" + msgID, model: model, created: time.Now().Unix(), user: user, request: msgID}
 	if req.Stream {
 		a.stream(w, r, wt, c, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 		return
@@ -498,13 +543,13 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wt.mu.Lock()
-	texts, usage, stop, errMsg := wt.texts, wt.usage, wt.stop, wt.errMsg
+	texts, usage, stop, errMsg, question := wt.texts, wt.usage, wt.stop, wt.errMsg, wt.question
 	wt.mu.Unlock()
 	if len(texts) == 0 && stop == agent.StopCancelled && errMsg == errShutdownMsg {
 		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "shutting_down", errMsg)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"id": c.id, "object": "chat.completion", "created": c.created, "model": c.model,
 		"choices": []map[string]any{{
 			"index":         0,
@@ -512,6 +557,13 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			"finish_reason": finishReason(stop),
 		}},
 		"usage": usageJSON(usage),
+	}
+	if question != nil {
+		body[ApprovalField] = question
+	}
+	a.deliverQuestion(user, msgID, question, func() bool {
+		httpjson.Write(w, http.StatusOK, body)
+		return flushed(w)
 	})
 }
 
@@ -519,6 +571,8 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 type completion struct {
 	id, model string
 	created   int64
+	// user and request are the chat and the message it answers.
+	user, request string
 }
 
 func (c completion) chunk(delta map[string]any, finish any) map[string]any {
@@ -575,13 +629,22 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c compl
 		}
 	}
 	wt.mu.Lock()
-	usage, stop, errMsg := wt.usage, wt.stop, wt.errMsg
+	usage, stop, errMsg, question := wt.usage, wt.stop, wt.errMsg, wt.question
 	wt.mu.Unlock()
 	if !wrote && stop == agent.StopCancelled && errMsg == errShutdownMsg {
 		write(map[string]any{"error": map[string]any{"message": errMsg, "type": "server_error", "code": "shutting_down"}})
 		return
 	}
-	if !write(c.chunk(map[string]any{}, finishReason(stop))) {
+	final := c.chunk(map[string]any{}, finishReason(stop))
+	if question != nil {
+		final[ApprovalField] = question
+	}
+	ok := false
+	a.deliverQuestion(c.user, c.request, question, func() bool {
+		ok = write(final)
+		return ok
+	})
+	if !ok {
 		return
 	}
 	if includeUsage {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/approvals"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/httpjson"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -43,10 +45,22 @@ type stack struct {
 	stopAPI func() // ends the API channel's Run, as serve's context does at SIGTERM
 }
 
+// stackExtras adds to a stack: tools, the approvals interceptor, a logger
+// for the API channel.
+type stackExtras struct {
+	tools     []*agent.Tool
+	approvals bool
+	log       *slog.Logger
+}
+
 // newStack starts the gateway with the chat API's routes; with a token,
 // requests without it are refused.
-func newStack(t *testing.T, token string) *stack {
+func newStack(t *testing.T, token string, extras ...stackExtras) *stack {
 	t.Helper()
+	var ex stackExtras
+	for _, e := range extras {
+		ex = e
+	}
 	s := &stack{t: t, fake: testkit.NewFakeLLM(t), token: token}
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "switchboard.db"))
 	if err != nil {
@@ -58,12 +72,16 @@ func newStack(t *testing.T, token string) *stack {
 		t.Fatal(err)
 	}
 	ag, err := agent.New(agent.Config{Model: client, Store: st,
-		Sources: []agent.Source{agent.Builtin(nil, time.UTC), agent.ChannelContext()}})
+		Sources: []agent.Source{agent.Builtin(nil, time.UTC), agent.ChannelContext(), agent.StaticSource{SourceName: "test", List: ex.tools}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.api = New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
-	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model",
+	s.api = New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, ex.log)
+	var interceptors []router.Interceptor
+	if ex.approvals {
+		interceptors = append(interceptors, approvals.New(approvals.Config{Store: st}))
+	}
+	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model", Interceptors: interceptors,
 		OnEvent: func(in channels.Inbound, ev agent.Event) { s.api.Observe(in, ev) }})
 	if err != nil {
 		t.Fatal(err)

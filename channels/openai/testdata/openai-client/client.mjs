@@ -1,13 +1,8 @@
 // Talks to Switchboard's OpenAI-compatible API with the official client,
 // not streaming and streaming, and prints what it got as one JSON line.
 import OpenAI from "openai";
+import { client } from "./gateway.mjs";
 
-const client = new OpenAI({
-  baseURL: process.env.SB_BASE_URL,
-  apiKey: process.env.SB_TOKEN,
-  maxRetries: 0,
-  timeout: 30_000,
-});
 const user = "node-user";
 const out = {};
 

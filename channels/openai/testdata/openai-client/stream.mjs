@@ -3,14 +3,8 @@
 // then SB_STREAMS (default 1) measured ones. Prints, as one JSON line, each
 // measured stream's content chunks with the wall-clock time each arrived
 // (ms since the epoch, fractional), its finish reason and usage.
-import OpenAI from "openai";
+import { client } from "./gateway.mjs";
 
-const client = new OpenAI({
-  baseURL: process.env.SB_BASE_URL,
-  apiKey: process.env.SB_TOKEN,
-  maxRetries: 0,
-  timeout: 30_000,
-});
 const now = () => performance.timeOrigin + performance.now();
 const ask = (user, content) =>
   client.chat.completions.create({
