@@ -149,3 +149,6 @@ func Run(ctx context.Context, s Spec, stdout, stderr io.Writer) (Outcome, error)
 	return Outcome{Confirmed: r.AllEnded, ExitCode: r.ExitCode, Signal: r.Signal, ProgramStopped: r.ProgramStopped,
 		Leftovers: r.Leftovers, Landlock: r.Landlock}, nil
 }
+
+// LandlockABI is this kernel's Landlock ABI version, 0 without Landlock.
+func LandlockABI() int { return landlockABI() }

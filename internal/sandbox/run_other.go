@@ -55,3 +55,6 @@ func Run(ctx context.Context, s Spec, stdout, stderr io.Writer) (Outcome, error)
 	}
 	return Outcome{Confirmed: confirmed, ProgramStopped: ctx.Err() != nil}, nil
 }
+
+// LandlockABI is 0: Landlock is Linux's.
+func LandlockABI() int { return 0 }
