@@ -38,8 +38,20 @@ func fileTools(cfg *config.Config, current func() *skills.Registry) agent.Source
 		}
 		return out
 	}
+	// The folders and extensions of the scripts they run are read-only to
+	// it too: python3 scripts/report.py would import scripts/json.py.
+	scripts := func() []string {
+		var out []string
+		if cfg.Tools.Command.Enabled {
+			out = current().CommandScripts(cfg.Tools.Command.Workspace)
+		}
+		for _, s := range cfg.MCP.Servers {
+			out = append(out, skills.ArgvScripts("", s.Command)...)
+		}
+		return out
+	}
 	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes,
-		Protected: protected})
+		Protected: protected, Scripts: scripts})
 }
 
 // transcriber returns the voice transcription hook, or nil when no

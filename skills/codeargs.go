@@ -28,6 +28,9 @@ type codeProgram struct {
 	// scriptFlags are the options whose next argument is code (sh -c,
 	// perl -e, sed -e, git -c, find -exec).
 	scriptFlags []string
+	// file: the script argument names a file to run (interpreters,
+	// shells), rather than holding the program's text (awk, sed).
+	file bool
 	// valued are options whose next argument is a plain value (awk -F ,).
 	valued []string
 	// any: every argument may choose what runs (env, xargs: the program
@@ -41,8 +44,8 @@ type codeProgram struct {
 // codePrograms are the programs docs/tools.md names as running their
 // arguments as code, by base name.
 var codePrograms = func() map[string]codeProgram {
-	shell := codeProgram{script: true, scriptFlags: []string{"-c"}}
-	interp := codeProgram{script: true, scriptFlags: []string{"-c", "-e", "-E", "-r", "--eval", "-m"}, valued: []string{"-W", "-X"}}
+	shell := codeProgram{script: true, file: true, scriptFlags: []string{"-c"}}
+	interp := codeProgram{script: true, file: true, scriptFlags: []string{"-c", "-e", "-E", "-r", "--eval", "-m"}, valued: []string{"-W", "-X"}}
 	awk := codeProgram{script: true, scriptFlags: []string{"-f", "--file", "-e", "--source"}, valued: []string{"-F", "-v", "--assign", "--field-separator"}}
 	m := map[string]codeProgram{
 		"sed":     {script: true, scriptFlags: []string{"-e", "--expression", "-f", "--file"}, valued: []string{"-l"}, safe: "--sandbox"},
@@ -96,18 +99,7 @@ func CodeArguments(argv []string) []string {
 		return nil
 	}
 	prog := filepath.Base(argv[0])
-	script := 0 // the argument that is the program text or script file
-	for j := 1; p.script && j < len(argv); j++ {
-		a := argv[j]
-		switch {
-		case slices.Contains(p.scriptFlags, a):
-			j = len(argv) // sed -e SCRIPT, awk -f FILE: no positional program
-		case slices.Contains(p.valued, a):
-			j++ // awk -F , and the like: the next one is a value
-		case !strings.HasPrefix(a, "-") || a == "-":
-			script, j = j, len(argv)
-		}
-	}
+	script := p.scriptIndex(argv)
 	var out []string
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
@@ -125,6 +117,61 @@ func CodeArguments(argv []string) []string {
 		case i == script:
 			out = append(out, fmt.Sprintf("argv[%d] %q: %s runs this argument as its program (or script file), so the model writes that code", i, a, prog))
 		}
+	}
+	return out
+}
+
+// scriptIndex is the index in argv of the argument that is the program
+// text or script file (0: none).
+func (p codeProgram) scriptIndex(argv []string) int {
+	for j := 1; p.script && j < len(argv); j++ {
+		a := argv[j]
+		switch {
+		case slices.Contains(p.scriptFlags, a):
+			return 0 // sed -e SCRIPT, awk -f FILE: no positional program
+		case slices.Contains(p.valued, a):
+			j++ // awk -F , and the like: the next one is a value
+		case !strings.HasPrefix(a, "-") || a == "-":
+			return j
+		}
+	}
+	return 0
+}
+
+// ArgvScripts returns the files of code a command line runs, relative
+// paths taken from base (the working directory when empty): argv[0] when
+// it is a path, the script an interpreter or shell is given (python3
+// scripts/report.py), and the file after -f or --file (awk -f, sed -f).
+// They are absolute, with symbolic links resolved where they exist.
+// Arguments with placeholders are left out (check reports them).
+func ArgvScripts(base string, argv []string) []string {
+	if len(argv) == 0 {
+		return nil
+	}
+	base = resolved(base)
+	var files []string
+	if strings.ContainsRune(argv[0], filepath.Separator) {
+		files = append(files, argv[0])
+	}
+	if p, ok := codeProgramOf(argv[0]); ok {
+		if i := p.scriptIndex(argv); i > 0 && p.file {
+			files = append(files, argv[i])
+		}
+		for i := 1; i+1 < len(argv); i++ {
+			if argv[i] == "-f" || argv[i] == "--file" {
+				files = append(files, argv[i+1])
+			}
+		}
+	}
+	var out []string
+	for _, f := range files {
+		if strings.ContainsAny(f, "{}") || strings.TrimSpace(f) == "" {
+			continue
+		}
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(base, f)
+		}
+		out = append(out, resolved(f))
 	}
 	return out
 }

@@ -297,6 +297,20 @@ func (r *Registry) CommandFiles(ws string) []string {
 	return out
 }
 
+// CommandScripts returns the files of code that the registry's command
+// tools run (ArgvScripts), under the command workspace ws.
+func (r *Registry) CommandScripts(ws string) []string {
+	var out []string
+	for _, s := range r.skills {
+		for _, d := range s.DefineTools {
+			if d.Kind == "command" {
+				out = append(out, ArgvScripts(ws, d.Argv)...)
+			}
+		}
+	}
+	return out
+}
+
 // ArgvFiles returns the files a command line runs or names literally,
 // relative paths taken from base (the process's working directory when
 // empty): argv[0] when it is a path rather than a program on PATH, and

@@ -150,5 +150,34 @@ func Run(ctx context.Context, s Spec, stdout, stderr io.Writer) (Outcome, error)
 		Leftovers: r.Leftovers, Landlock: r.Landlock}, nil
 }
 
+// Reachable says whether commands can reach dir by its full path: when
+// the gateway runs as root they run as nobody, and a parent of dir that
+// others may not pass (/root is 0700) leaves them only relative paths
+// (they start inside dir): python3 and git, which look at their folder by
+// its full path, fail there. nil when it is reachable or the gateway is
+// not root.
+func Reachable(dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("commands run as uid %d (nobody) since the gateway runs as root, and %s (mode %04o) does not let them reach %s by its full path; "+
+				"allow others through it (chmod o+x %s), move the workspace, or run the gateway as another user", SandboxUID, p, fi.Mode().Perm(), abs, p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
 // LandlockABI is this kernel's Landlock ABI version, 0 without Landlock.
 func LandlockABI() int { return landlockABI() }
