@@ -33,7 +33,7 @@ func TestFileToolsLeaveCommandScripts(t *testing.T) {
 	if err := os.Symlink("scripts/report.sh", filepath.Join(ws, "link.sh")); err != nil {
 		t.Fatal(err)
 	}
-	reg := skills.Load(fstest.MapFS{"ops.yaml": {Data: []byte(`name: ops
+	reg, cfg, src := commandFiles(t, ws, `name: ops
 description: o
 instructions: i
 define_tools:
@@ -41,14 +41,7 @@ define_tools:
     description: r
     kind: command
     argv: [./scripts/report.sh, notes.txt]
-`)}}, nil, skills.Env{})
-	if len(reg.Problems()) > 0 {
-		t.Fatal(reg.Problems())
-	}
-	cfg := config.Default()
-	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
-	cfg.Tools.Command.Enabled, cfg.Tools.Command.Workspace = true, ws
-	src := fileTools(cfg, func() *skills.Registry { return reg })
+`, skills.Env{})
 	for _, tc := range []struct{ tool, path string }{
 		{"file_write", "scripts/report.sh"},
 		{"file_edit", "scripts/report.sh"},
@@ -80,6 +73,20 @@ define_tools:
 	if _, err := callTool(t, off, "file_edit", map[string]string{"path": "scripts/report.sh", "old_text": "echo report", "new_text": "echo changed"}); err != nil {
 		t.Errorf("with command tools off, file_edit of the script: %v", err)
 	}
+}
+
+// commandFiles loads one skill file and returns the file tools with
+// command tools and the file tools on, both in ws (the defaults share it).
+func commandFiles(t *testing.T, ws, skill string, env skills.Env) (*skills.Registry, *config.Config, agent.Source) {
+	t.Helper()
+	reg := skills.Load(fstest.MapFS{"ops.yaml": {Data: []byte(skill)}}, nil, env)
+	if len(reg.Problems()) > 0 {
+		t.Fatal(reg.Problems())
+	}
+	cfg := config.Default()
+	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
+	cfg.Tools.Command.Enabled, cfg.Tools.Command.Workspace = true, ws
+	return reg, cfg, fileTools(cfg, func() *skills.Registry { return reg })
 }
 
 // callTool calls the source's tool name with args, as a turn in chat c1.
@@ -180,14 +187,7 @@ define_tools:
     argv: [git, status, --short]
 `
 	policy := skills.CommandPolicy{Enabled: true, Workspace: ws, Timeout: 20 * time.Second}
-	reg := skills.Load(fstest.MapFS{"ops.yaml": {Data: []byte(skill)}}, nil, skills.Env{Command: policy})
-	if len(reg.Problems()) > 0 {
-		t.Fatal(reg.Problems())
-	}
-	cfg := config.Default()
-	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
-	cfg.Tools.Command.Enabled, cfg.Tools.Command.Workspace = true, ws
-	files := fileTools(cfg, func() *skills.Registry { return reg })
+	reg, _, files := commandFiles(t, ws, skill, skills.Env{Command: policy})
 
 	gitconfig := "[core]\n\tfsmonitor = \"echo PWNED-GIT; touch pwned-git; false\"\n[safe]\n\tdirectory = *\n"
 	for _, tc := range []struct{ path, content string }{
