@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,13 +35,10 @@ func Protections() []Protection {
 	} else {
 		out = append(out, Protection{"landlock", false, "this kernel has no Landlock (Linux 5.13+ with lsm=landlock): commands may read and write whatever their uid may"})
 	}
-	d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
-	switch {
-	case err != nil:
-		out = append(out, Protection{"non-dumpable", false, "prctl(PR_GET_DUMPABLE): " + err.Error()})
-	case d == 0:
-		out = append(out, Protection{"non-dumpable", true, "this process is non-dumpable"})
-	default:
+	// What serve and chat do first; doctor needs no dumpability either.
+	if err := HardenGateway(); err != nil {
+		out = append(out, Protection{"non-dumpable", false, err.Error()})
+	} else {
 		out = append(out, Protection{"non-dumpable", true, "serve and chat set PR_SET_DUMPABLE 0: a same-uid process cannot read the gateway's /proc environ or memory"})
 	}
 	if os.Geteuid() == 0 {
@@ -48,7 +46,8 @@ func Protections() []Protection {
 	} else {
 		out = append(out, Protection{"separate uid", false, fmt.Sprintf("commands run as the gateway's uid %d (it is not root); Landlock and non-dumpable keep them out of the gateway", os.Geteuid())})
 	}
-	if _, err := unix.PrctlRetInt(unix.PR_GET_CHILD_SUBREAPER, 0, 0, 0, 0); err != nil {
+	var reaper int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&reaper)), 0, 0, 0); err != nil {
 		out = append(out, Protection{"descendant sweep", false, "prctl(PR_GET_CHILD_SUBREAPER): " + err.Error() + "; only the process group is killed"})
 	} else {
 		out = append(out, Protection{"descendant sweep", true, "a subreaper launcher kills every process a command started, setsid ones included"})
