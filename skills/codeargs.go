@@ -103,8 +103,8 @@ func CodeArguments(argv []string) []string {
 	var out []string
 	for i := 1; i < len(argv); i++ {
 		a := argv[i]
-		if !strings.Contains(strings.ReplaceAll(a, "{{", ""), "{") {
-			continue
+		if t, err := parseTemplate(a, false); err != nil || !t.hasPlaceholders() {
+			continue // a literal (or a broken template, which Build reports)
 		}
 		prev := argv[i-1]
 		switch {
