@@ -17,11 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The launcher: a process started by Run with envSpec set runs launch and
-// exits, before main (or a test binary's TestMain) ever runs. Package init
-// order puts this before every package that imports sandbox.
+// The launcher: a process started by Run (argv[0] launcherName, envSpec
+// set) runs launch and exits, before main (or a test binary's TestMain)
+// ever runs. Package init order puts this before every package that
+// imports sandbox.
 func init() {
-	if raw, ok := os.LookupEnv(envSpec); ok {
+	if raw, ok := os.LookupEnv(envSpec); ok && len(os.Args) == 1 && os.Args[0] == launcherName {
 		os.Exit(launch(raw))
 	}
 }

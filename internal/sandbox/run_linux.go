@@ -111,7 +111,7 @@ func Run(ctx context.Context, s Spec, stdout, stderr io.Writer) (Outcome, error)
 	defer lifeW.Close()
 
 	cmd := exec.CommandContext(ctx, exe)
-	cmd.Args = []string{"switchboard-sandbox"}
+	cmd.Args = []string{launcherName}
 	cmd.Env = []string{envSpec + "=" + string(raw)}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{repW, lifeR}

@@ -31,9 +31,12 @@ import (
 // root: nobody.
 const SandboxUID = 65534
 
-// envSpec carries the launcher's Spec; its presence makes a process the
-// launcher.
-const envSpec = "SWITCHBOARD_SANDBOX_SPEC"
+// envSpec carries the launcher's Spec; with argv[0] launcherName it makes
+// a process the launcher.
+const (
+	envSpec      = "SWITCHBOARD_SANDBOX_SPEC"
+	launcherName = "switchboard-sandbox"
+)
 
 // Spec is one confined run.
 type Spec struct {

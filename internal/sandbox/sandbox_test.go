@@ -66,7 +66,9 @@ func TestRunExitCode(t *testing.T) {
 // Every process the program started is stopped when it ends, and when the
 // run is stopped, setsid ones included; the outcome counts them.
 func TestRunStopsEveryDescendant(t *testing.T) {
-	script := `sleep 1000 & setsid sleep 1000 & (setsid sh -c 'sleep 1000 &' &) ; echo started`
+	// Three left behind: a background job, a setsid one, and one whose
+	// parent (the inner sh) has exited already.
+	script := `sleep 1000 & setsid sleep 1000 & sh -c 'setsid sleep 1000 &'; echo started`
 	oc, out, _ := run(t, t.Context(), script)
 	if out != "started\n" || !oc.Confirmed || oc.Leftovers != 3 || oc.ProgramStopped {
 		t.Errorf("ended: %q, %+v; want 3 leftovers stopped", out, oc)
