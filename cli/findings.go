@@ -113,7 +113,7 @@ func offlineFindings(cfg *config.Config, cfgPath string) []Finding {
 	found = append(found, Finding{Where: "agent", Message: fmt.Sprintf("%s, max %d steps, %d concurrent turns, zone %s",
 		r.Agent.Name, r.Agent.MaxSteps, r.Agent.MaxConcurrentTurns, r.Agent.Timezone)})
 	found = append(found, channelFindings(cfg)...)
-	found = append(found, skillsFinding(cfg))
+	found = append(found, skillsFindings(cfg)...)
 	found = append(found, codeArgumentFindings(cfg)...)
 	if cmd := cfg.Tools.Command; cmd.Enabled {
 		found = append(found, Finding{Where: "commands", Message: "enabled, confined to " + cmd.Workspace})
@@ -217,24 +217,30 @@ func channelFindings(cfg *config.Config) []Finding {
 	return found
 }
 
-// skillsFinding loads the skills as serve would, tool schemas included.
-// A skill with a problem is skipped by serve (which keeps running), so it
-// fails here: the operator meant it to work.
-func skillsFinding(cfg *config.Config) Finding {
+// skillsFindings loads the skills as serve would, tool schemas and grants
+// included. A skill with a problem is skipped by serve (which keeps
+// running), so it fails here: the operator meant it to work. Then, per
+// skill that asks for anything, what it asks for and what it is granted
+// (skillGrantFindings).
+func skillsFindings(cfg *config.Config) []Finding {
 	cmd := cfg.Tools.Command
 	reg := skills.Load(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{Command: skills.CommandPolicy{
-		Enabled: cmd.Enabled, Workspace: cmd.Workspace, Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars}})
+		Enabled: cmd.Enabled, Workspace: cmd.Workspace, Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars},
+		Grants: cfg.Skills.Grants, Secrets: cfg.Secrets()})
+	var found []Finding
 	if probs := reg.Problems(); len(probs) > 0 {
 		var b strings.Builder
 		for _, p := range probs {
 			b.WriteString("\n                  " + p.Error())
 		}
-		return Finding{SevFail, "skills", fmt.Sprintf("%d problem(s); serve skips those skills and tools:%s", len(probs), b.String()),
-			"fix the files and lines named above (the skills folder reloads by itself)"}
+		found = append(found, Finding{SevFail, "skills", fmt.Sprintf("%d problem(s); serve skips those skills and tools:%s", len(probs), b.String()),
+			"fix the files and lines named above (the skills folder reloads by itself)"})
+	} else {
+		var names []string
+		for _, s := range reg.Skills() {
+			names = append(names, s.Name)
+		}
+		found = append(found, Finding{Where: "skills", Message: fmt.Sprintf("%d from %s and built in: %s", len(names), cfg.Skills.Dir, strings.Join(names, ", "))})
 	}
-	var names []string
-	for _, s := range reg.Skills() {
-		names = append(names, s.Name)
-	}
-	return Finding{Where: "skills", Message: fmt.Sprintf("%d from %s and built in: %s", len(names), cfg.Skills.Dir, strings.Join(names, ", "))}
+	return append(found, skillGrantFindings(cfg, reg)...)
 }

@@ -19,7 +19,7 @@ import (
 // written; a running server uses the change from its next turn.
 func skillsCommand(ctx context.Context, c *adminRun, args []string) error {
 	cfg, st, out := c.cfg, c.st, c.out
-	files := skills.Load(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{})
+	files := skills.Load(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{Grants: cfg.Skills.Grants})
 	overlay := skills.NewOverlay(st, nil)
 	if len(args) == 1 {
 		return listProposals(ctx, overlay, files, out)

@@ -212,6 +212,19 @@ type Skills struct {
 	// from the next turn as a learned overlay, revertable; the files are
 	// never rewritten).
 	SelfImprove string `yaml:"self_improve"`
+	// Grants says, per skill name, what a skill may reach: a skill whose
+	// tools need a host or a ${VAR} it is not granted is not offered.
+	Grants map[string]SkillGrant `yaml:"grants,omitempty"`
+}
+
+// SkillGrant is what the operator lets one skill use (skills.grants.NAME).
+type SkillGrant struct {
+	// Hosts are the hosts, or host:port, its http tools may reach (also
+	// where the outbound guard would refuse them: loopback, private).
+	Hosts []string `yaml:"hosts"`
+	// Env are the environment variables its ${VAR} may expand; the
+	// gateway's own secrets are never expanded, even if named here.
+	Env []string `yaml:"env"`
 }
 
 // Learning configures what the bot learns after each turn, in the
@@ -511,7 +524,7 @@ func Default() *Config {
 			Discord:     Discord{APIBase: defaultDiscordAPIBase, StreamPreview: true, ShowToolProgress: true},
 			ReplyMaxAge: defaultReplyMaxAge,
 		},
-		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove},
+		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove, Grants: map[string]SkillGrant{}},
 		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, IdleAfter: defaultIdleAfter, JobTimeout: defaultJobTimeout,
 			QueueSize: defaultLearningQueue, MemoryPromptTokens: defaultMemoryPromptTokens},
 		Tools: Tools{

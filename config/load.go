@@ -246,6 +246,8 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, key string) {
 			w.src.lines[itemKey] = item.Line
 			w.walk(item, t.Elem(), itemKey)
 		}
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
+		w.namedMapping(n, t, key)
 	case t.Kind() == reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			w.errorf(n.Line, key, "%s: expected a string, got %s", key, w.describe(n))
@@ -320,6 +322,31 @@ func (w *walker) mapping(n *yaml.Node, t reflect.Type, key string) {
 		}
 		w.src.lines[full] = k.Line
 		w.walk(v, ft, full)
+	}
+}
+
+// namedMapping checks a mapping whose keys are names the operator chooses
+// (skills.grants: skill names) and whose values are of t's element type.
+func (w *walker) namedMapping(n *yaml.Node, t reflect.Type, key string) {
+	if n.Kind != yaml.MappingNode {
+		w.errorf(n.Line, key, "%s: expected a mapping of names, got %s", keyOrTop(key), w.describe(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolveAlias(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+			w.errorf(k.Line, key, "%s: expected a name, got %s", keyOrTop(key), w.describe(k))
+			continue
+		}
+		full := joinKey(key, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			w.errorf(k.Line, full, "%s: set twice (first at line %d); keep one", full, first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		w.src.lines[full] = k.Line
+		w.walk(v, t.Elem(), full)
 	}
 }
 

@@ -124,6 +124,11 @@ func fill(v reflect.Value) {
 	case v.Kind() == reflect.Slice:
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		fill(v.Index(0))
+	case v.Kind() == reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		e := reflect.New(v.Type().Elem()).Elem()
+		fill(e)
+		v.SetMapIndex(reflect.ValueOf("s").Convert(v.Type().Key()), e)
 	case v.Kind() == reflect.String:
 		v.SetString("s")
 	case v.Kind() == reflect.Int:

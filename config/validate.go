@@ -68,6 +68,7 @@ func (c *Config) Validate() error {
 	v.positiveDuration("agent.model_outage_max_age", c.Agent.ModelOutageMaxAge, "1h")
 	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "skills" (it may be empty)`)
 	v.oneOf("skills.self_improve", c.Skills.SelfImprove, "off", "propose", "apply")
+	c.validateGrants(v)
 	if l := c.Learning; l.Enabled {
 		v.positive("learning.every_n_turns", l.EveryNTurns, "1 to learn after every turn")
 		if l.IdleAfter < 0 {

@@ -254,7 +254,8 @@ func exampleKeys(t *testing.T) []string {
 }
 
 // structKeys returns the dotted path of every key config.Config decodes,
-// read from its yaml tags; the keys of list items appear as `list[].key`.
+// read from its yaml tags; the keys of list items appear as `list[].key`,
+// those of named mappings as `map.NAME.key`.
 // config.example.yaml leaves its lists empty (their items are comments), so
 // this is where schedule.jobs[].name and mcp.servers[].command come from.
 func structKeys() []string {
@@ -267,6 +268,8 @@ func structKeys() []string {
 		switch t.Kind() {
 		case reflect.Slice:
 			walk(prefix+"[]", t.Elem())
+		case reflect.Map: // keyed by a name the operator picks: skills.grants.NAME.hosts
+			walk(prefix+".NAME", t.Elem())
 		case reflect.Struct:
 			if t.PkgPath() == "time" {
 				return

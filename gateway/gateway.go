@@ -171,6 +171,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Model: mon.model,
 		Command: skills.CommandPolicy{Enabled: cmd.Enabled, Workspace: cmd.Workspace,
 			Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars},
+		Grants: cfg.Skills.Grants, Secrets: cfg.Secrets(),
 	}, log.With("component", "skills"))
 	g.skills = watcher
 	ag, err := agent.New(agent.Config{

@@ -59,6 +59,9 @@ func (g *Gateway) skillsView() httpapi.Skills {
 	for _, p := range reg.Problems() {
 		v.Problems = append(v.Problems, p.Error())
 	}
+	for _, w := range reg.Withheld() {
+		v.Problems = append(v.Problems, withheldNote(w))
+	}
 	return v
 }
 

@@ -43,7 +43,7 @@ func (g *Gateway) Reload() {
 			g.log.Info("reload: access rules changed", "channel", name)
 		}
 	}
-	reg := g.skills.Current()
+	reg := g.skills.SetGrants(cfg.Skills.Grants, cfg.Secrets())
 	g.log.Info("reload: skills reloaded", "skills", len(reg.Skills()), "problems", len(reg.Problems()))
 	if keys := restartKeys(g.cfg, cfg); len(keys) > 0 {
 		g.log.Warn("reload: these settings changed but only take effect after a restart", "keys", keys)
@@ -54,6 +54,7 @@ func (g *Gateway) Reload() {
 	applied.Channels.Discord.AllowUsers = cfg.Channels.Discord.AllowUsers
 	applied.Channels.Discord.AllowGuilds, applied.Channels.Discord.AllowChannels = cfg.Channels.Discord.AllowGuilds, cfg.Channels.Discord.AllowChannels
 	applied.Channels.Telegram.Admins, applied.Channels.Discord.Admins = cfg.Channels.Telegram.Admins, cfg.Channels.Discord.Admins
+	applied.Skills.Grants = cfg.Skills.Grants
 	g.cfg = &applied
 }
 
@@ -67,6 +68,7 @@ func restartKeys(old, now *config.Config) []string {
 	n.Channels.Discord.AllowUsers, n.Channels.Discord.AllowGuilds, n.Channels.Discord.AllowChannels =
 		o.Channels.Discord.AllowUsers, o.Channels.Discord.AllowGuilds, o.Channels.Discord.AllowChannels
 	n.Channels.Telegram.Admins, n.Channels.Discord.Admins = o.Channels.Telegram.Admins, o.Channels.Discord.Admins
+	n.Skills.Grants = o.Skills.Grants
 	var keys []string
 	ov, nv := reflect.ValueOf(o), reflect.ValueOf(n)
 	t := ov.Type()

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/httpapi"
@@ -16,8 +17,12 @@ import (
 func statusNotes(watcher *skills.Watcher, mcp *mcpclient.Manager, chans func() []httpapi.ChannelStatus) func() []string {
 	return func() []string {
 		var notes []string
-		for _, p := range watcher.Current().Problems() {
+		reg := watcher.Current()
+		for _, p := range reg.Problems() {
 			notes = append(notes, "Skill problem: "+p.Error())
+		}
+		for _, w := range reg.Withheld() {
+			notes = append(notes, withheldNote(w))
 		}
 		if chans != nil {
 			for _, c := range chans() {
@@ -48,4 +53,14 @@ func nextRetry(at time.Time) string {
 		return "now"
 	}
 	return "in " + d.String()
+}
+
+// withheldNote says that a skill is not offered for lack of a grant, and
+// what it lacks.
+func withheldNote(w skills.Withheld) string {
+	lacks := make([]string, len(w.Lacks))
+	for i, p := range w.Lacks {
+		lacks[i] = p.Error()
+	}
+	return fmt.Sprintf("Skill %s is not offered: it asks for more than skills.grants.%s gives it: %s", w.Skill.Name, w.Skill.Name, strings.Join(lacks, "; "))
 }

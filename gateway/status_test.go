@@ -51,3 +51,14 @@ func TestStatusNotesShowAFailedChannel(t *testing.T) {
 		t.Errorf("status notes = %q, want telegram failing and nothing about discord", notes)
 	}
 }
+
+// /status (for admins) names a skill withheld for lack of a grant.
+func TestStatusNotesShowAWithheldSkill(t *testing.T) {
+	mcp, _ := mcpclient.Connect(t.Context(), nil, nil)
+	t.Cleanup(func() { mcp.Close() })
+	watcher := skills.NewWatcher(fstest.MapFS{"w.yaml": {Data: []byte("name: w\ndescription: W.\ndefine_tools:\n  - name: get\n    kind: http\n    url: http://127.0.0.1:9/x\n")}}, nil, skills.Env{}, nil)
+	notes := strings.Join(statusNotes(watcher, mcp, nil)(), "\n")
+	if !strings.Contains(notes, `Skill w is not offered: it asks for more than skills.grants.w gives it: w.yaml:6: define_tools[0]: tool "get": url: the host 127.0.0.1:9 is not granted`) {
+		t.Errorf("status notes = %q", notes)
+	}
+}

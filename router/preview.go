@@ -106,6 +106,9 @@ type previewer struct {
 	toolsFrom time.Time
 	line      string
 	sending   string
+	// delivered: a send_message call succeeded, so the model's plain text
+	// will never be sent (fallback.Decide) and is not previewed either.
+	delivered bool
 }
 
 // newPreviewer returns the previewer of the turn answering in on ch: stream
@@ -152,6 +155,8 @@ func (p *previewer) event(ctx context.Context, ev agent.Event) {
 		key := "text"
 		if ev.Kind == agent.EventReplyDelta {
 			key = "call:" + ev.CallID
+		} else if p.delivered {
+			return // text after a delivered reply is never sent: never shown
 		}
 		s := p.writing(key, now)
 		s.buf.WriteString(ev.Text)
@@ -178,6 +183,7 @@ func (p *previewer) event(ctx context.Context, ev agent.Event) {
 	case agent.EventToolEnd:
 		if ev.Tool == "send_message" {
 			p.sending = ""
+			p.delivered = p.delivered || !ev.IsError
 			// A call that sent nothing leaves its preview to the next reply.
 			p.takeBack(func(s *slot) bool { return s.key == "call:"+ev.CallID })
 		}

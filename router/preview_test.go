@@ -568,6 +568,24 @@ func TestPreviewHidesNoReply(t *testing.T) {
 	})
 }
 
+// The model's text after a delivered send_message is never sent (the
+// fallback sends nothing then), so it is never previewed either: no message
+// shown and taken back (which a crash could leave in the chat).
+func TestPreviewSkipsTextAfterDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ch := newLiveChannel(false)
+		liveRun(t, ch, channels.Group, true, func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
+			sendCall(ctx, tt, "a", answer)
+			stream(tt, agent.EventTextDelta, "", "final words that are never sent, streamed slowly", 300*time.Millisecond)
+			tt.OnEvent(agent.Event{Kind: agent.EventUsage})
+			return endTurn
+		})
+		if got := kinds(ch.calls(true)); !slices.Equal(got, []string{"send out-1 [r] " + answer}) {
+			t.Fatalf("calls %q; want the reply alone", got)
+		}
+	})
+}
+
 // With previews and progress off, the reply just arrives.
 func TestPreviewOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/confine"
 )
 
@@ -172,7 +173,8 @@ func (rt *recordingTransport) take() (*http.Request, []byte) {
 // JSON body when the template's body is JSON.
 func FuzzHTTPArguments(f *testing.F) {
 	rt := &recordingTransport{}
-	env := Env{HTTPClient: &http.Client{Transport: rt}, Getenv: func(string) string { return "env-secret-value" }}
+	env := Env{HTTPClient: &http.Client{Transport: rt}, Getenv: func(string) string { return "env-secret-value" },
+		Grants: map[string]config.SkillGrant{"fuzz": {Hosts: []string{"api.example.com", "search.internal:8080"}, Env: []string{"API_TOKEN"}}}}
 	defs := []ToolDef{
 		{Name: "get_item", Kind: "http", URL: "https://api.example.com/v1/items/{id}?q={query}&lang=en", Parameters: schema("id", "query")},
 		{Name: "post_item", Kind: "http", Method: "POST", URL: "https://api.example.com/v1/items",

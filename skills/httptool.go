@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 const (
@@ -50,11 +52,12 @@ type httpTool struct {
 	timeout  time.Duration
 	max      int
 	getenv   func(string) string
+	secrets  []string // the gateway's secret values, never sent
 }
 
 func (b *defBuilder) http(env Env) (func(context.Context, json.RawMessage) (string, error), int) {
 	d := b.def
-	h := &httpTool{method: strings.ToUpper(d.Method), timeout: d.Timeout, max: d.MaxResponseChars, getenv: env.Getenv}
+	h := &httpTool{method: strings.ToUpper(d.Method), timeout: d.Timeout, max: d.MaxResponseChars, getenv: env.Getenv, secrets: env.Secrets}
 	if h.method == "" {
 		h.method = http.MethodGet
 	}
@@ -75,6 +78,9 @@ func (b *defBuilder) http(env Env) (func(context.Context, json.RawMessage) (stri
 		b.add("url", "required: the request URL, such as https://api.example.com/items/{id}?q={query}")
 	} else if t, ok := b.template("url", d.URL, false); ok {
 		h.url = b.urlModes("url", t, &h.scheme, &h.host)
+		if h.host != "" && !hostGranted(b.grant, h.scheme, h.host) {
+			b.ungranted("url", "the host %s is not granted to skill %q; the operator may grant it under skills.grants.%s.hosts", h.host, b.skill, b.skill)
+		}
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(d.Headers)) {
@@ -107,7 +113,11 @@ func (b *defBuilder) http(env Env) (func(context.Context, json.RawMessage) (stri
 		c := *env.HTTPClient
 		h.client = &c
 	} else {
-		h.client = &http.Client{Timeout: h.timeout}
+		// The outbound guard of web_fetch, with the skill's granted hosts
+		// allowed: a granted name that resolves to a private address, or a
+		// granted loopback service, is reachable; nothing else that is not
+		// public is.
+		h.client = &http.Client{Timeout: h.timeout, Transport: tools.GuardedTransport(b.grant.Hosts, env.Resolver, env.InterfaceAddrs)}
 	}
 	h.client.CheckRedirect = sameHostRedirects(h.client.CheckRedirect)
 	return h.call, h.max
@@ -290,6 +300,9 @@ func (h *httpTool) call(parent context.Context, raw json.RawMessage) (string, er
 				v := h.getenv(s.env)
 				if v == "" {
 					return "", fmt.Errorf("header %s: the environment variable %s is not set; ask the operator to set it", hd.name, s.env)
+				}
+				if secretValue(v, h.secrets) {
+					return "", fmt.Errorf("header %s: the environment variable %s holds one of the gateway's own secrets; a skill never gets it", hd.name, s.env)
 				}
 				if len(v) >= minSecretLen {
 					secrets = append(secrets, v)

@@ -11,11 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
 
 const (
@@ -36,8 +39,18 @@ type Env struct {
 	HTTPClient *http.Client
 	Command    CommandPolicy
 	// Getenv expands ${VAR} in http header values at call time; nil means
-	// os.Getenv.
+	// os.Getenv. Only the variables granted to the skill are read.
 	Getenv func(string) string
+	// Grants are skills.grants: by skill name, the hosts its http tools may
+	// reach and the variables its ${VAR} may expand.
+	Grants map[string]config.SkillGrant
+	// Secrets are the gateway's secret values (config.Secrets): a ${VAR}
+	// whose value is one of them is never sent.
+	Secrets []string
+	// Resolver and InterfaceAddrs are for the outbound guard of http tools
+	// (tests set them); nil: the system's resolver, net.InterfaceAddrs.
+	Resolver       tools.Resolver
+	InterfaceAddrs func() ([]netip.Addr, error)
 }
 
 // DefError is one problem with a tool definition, naming the field as it is
@@ -55,9 +68,12 @@ var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Build turns a definition into a tool; source is "skill:<name>". It
 // validates the definition and returns every problem found (errors.Join of
-// *DefError), each naming its field.
+// *DefError), each naming its field. A valid definition that reaches a
+// host or expands a ${VAR} env.Grants does not give the skill returns the
+// *GrantError values instead.
 func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 	b := &defBuilder{def: d}
+	b.skill, b.grant = grantOf(source, env)
 	if !toolNameRE.MatchString(d.Name) {
 		b.add("name", "%q must be letters, digits, _ or - (up to 64)", d.Name)
 	}
@@ -106,6 +122,9 @@ func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 	if len(b.errs) > 0 {
 		return nil, errors.Join(b.errs...)
 	}
+	if len(b.grants) > 0 { // a valid definition asking for more than its skill has
+		return nil, errors.Join(b.grants...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +144,33 @@ type defBuilder struct {
 	def    ToolDef
 	params map[string]bool // declared parameter names
 	errs   []error
+	skill  string            // the skill defining the tool
+	grant  config.SkillGrant // what the operator granted it
+	grants []error           // *GrantError: what it asks for beyond the grant
+}
+
+// ungranted records that the tool asks for more than its skill is granted.
+func (b *defBuilder) ungranted(field, format string, args ...any) {
+	b.grants = append(b.grants, &GrantError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// grantErrors returns the *GrantError values of err (from Build) when
+// that is all it holds: the definition is valid, its skill is not granted
+// what it asks for.
+func grantErrors(err error) ([]*GrantError, bool) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var out []*GrantError
+	for _, e := range errs {
+		ge, ok := e.(*GrantError)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, ge)
+	}
+	return out, len(out) > 0
 }
 
 func (b *defBuilder) add(field, format string, args ...any) {
@@ -203,6 +249,15 @@ func (b *defBuilder) template(field, s string, withEnv bool) (tmpl, bool) {
 			hint = "${VAR} environment references are only allowed in http header values"
 		}
 		b.add(field, "placeholder {%s} is not a declared parameter; %s", seg.param, hint)
+	}
+	for _, seg := range t.segs {
+		switch {
+		case seg.env == "":
+		case config.IsGatewaySecretEnv(seg.env):
+			b.ungranted(field, "${%s} is the gateway's own secret; a skill never gets it, even if granted", seg.env)
+		case !slices.Contains(b.grant.Env, seg.env):
+			b.ungranted(field, "${%s} is not granted to skill %q; the operator may grant it under skills.grants.%s.env", seg.env, b.skill, b.skill)
+		}
 	}
 	return t, ok
 }

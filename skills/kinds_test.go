@@ -13,11 +13,16 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 // buildTool builds d or fails the test.
 func buildTool(t *testing.T, d ToolDef, env Env) *agent.Tool {
 	t.Helper()
+	if env.Grants == nil { // grant what the tool asks for, as an operator would
+		needs := (&Skill{DefineTools: []ToolDef{d}}).Needs()
+		env.Grants = map[string]config.SkillGrant{"test": {Hosts: needs.Hosts, Env: needs.Env}}
+	}
 	tool, err := d.Build("skill:test", env)
 	if err != nil {
 		t.Fatalf("Build(%s): %v", d.Name, err)

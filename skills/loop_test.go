@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/skills"
@@ -244,7 +245,7 @@ define_tools:
     url: ` + srv.URL + `/v1/weather?q={city}
     headers: {X-Key: "${WEATHER_KEY}"}
     parameters: {type: object, properties: {city: {type: string}}, required: [city]}
-`}, skills.Env{Getenv: func(k string) string {
+`}, skills.Env{Grants: map[string]config.SkillGrant{"weather": {Hosts: []string{srv.Listener.Addr().String()}, Env: []string{"WEATHER_KEY"}}}, Getenv: func(k string) string {
 		if k == "WEATHER_KEY" {
 			return "k-123456"
 		}

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -28,6 +29,9 @@ type Registry struct {
 	tools    map[string][]*agent.Tool // skill name → its defined tools
 	triggers map[string][]*regexp.Regexp
 	problems []error
+	// withheld are the skills not offered because they ask for more than
+	// they are granted, with what they lack.
+	withheld []Withheld
 	version  string
 }
 
@@ -43,6 +47,16 @@ func (r *Registry) Get(name string) (*Skill, bool) {
 // Problems lists what was wrong in the files; the skills concerned were
 // skipped (or, for a bad tool definition, loaded without that tool).
 func (r *Registry) Problems() []error { return r.problems }
+
+// Withheld is a valid skill that is not offered because its tools ask for
+// a host or a variable the operator has not granted it (skills.grants).
+type Withheld struct {
+	Skill *Skill
+	Lacks []error // *Problem: each host or variable, with file and line
+}
+
+// Withheld lists the skills not offered for lack of a grant, by name.
+func (r *Registry) Withheld() []Withheld { return r.withheld }
 
 // Version identifies the files the registry was loaded from.
 func (r *Registry) Version() string { return r.version }
@@ -116,22 +130,52 @@ func build(files []file, env Env) *Registry {
 	}
 	for _, name := range sortedKeys(r.byName) {
 		s := r.byName[name]
+		var built []*agent.Tool
+		var lacks []error
+		for i, d := range s.DefineTools {
+			t, err := d.Build("skill:"+s.Name, env)
+			at := &Problem{File: s.File, Line: lineOf(nodes[name], "define_tools", i), Field: fmt.Sprintf("define_tools[%d]", i)}
+			ges, ungranted := grantErrors(err)
+			switch {
+			case err == nil:
+				built = append(built, t)
+			case ungranted:
+				for _, ge := range ges {
+					p := *at
+					p.Line = lineOf(nodes[name], append([]any{"define_tools", i}, grantPath(ge.Field)...)...)
+					p.Msg = fmt.Sprintf("tool %q: %s", d.Name, ge.Error())
+					lacks = append(lacks, &p)
+				}
+			default:
+				at.Msg = fmt.Sprintf("tool %q: %v; the tool is left out", d.Name, err)
+				r.problems = append(r.problems, at)
+			}
+		}
+		if len(lacks) > 0 {
+			// Neither its instructions nor any of its tools: a skill that
+			// asks for more than it has is not offered at all.
+			r.withheld = append(r.withheld, Withheld{Skill: s, Lacks: lacks})
+			delete(r.byName, name)
+			continue
+		}
 		r.skills = append(r.skills, s)
+		r.tools[name] = built
 		for _, tr := range s.Triggers {
 			re, _ := compileTrigger(tr) // validated
 			r.triggers[name] = append(r.triggers[name], re)
 		}
-		for i, d := range s.DefineTools {
-			t, err := d.Build("skill:"+s.Name, env)
-			if err != nil {
-				r.problems = append(r.problems, &Problem{File: s.File, Line: lineOf(nodes[name], "define_tools", i), Field: fmt.Sprintf("define_tools[%d]", i),
-					Msg: fmt.Sprintf("tool %q: %v; the tool is left out", d.Name, err)})
-				continue
-			}
-			r.tools[name] = append(r.tools[name], t)
-		}
 	}
 	return r
+}
+
+// grantPath is the YAML path of a definition field ("url",
+// "headers.X-Key") for lineOf.
+func grantPath(field string) []any {
+	first, rest, ok := strings.Cut(field, ".")
+	if !ok {
+		return []any{first}
+	}
+	return []any{first, rest}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -272,9 +316,28 @@ func (w *Watcher) Current() *Registry {
 	return r
 }
 
+// SetGrants replaces the grants and the gateway's secret values (on a
+// configuration reload) and loads the skills again with them: a skill
+// granted what it lacked is offered from the next turn, one whose grant
+// was taken away no longer is.
+func (w *Watcher) SetGrants(grants map[string]config.SkillGrant, secrets []string) *Registry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.env.Grants, w.env.Secrets = grants, secrets
+	r := Load(w.dir, w.builtin, w.env)
+	w.report(r)
+	w.current = r
+	return r
+}
+
 func (w *Watcher) report(r *Registry) {
 	for _, p := range r.problems {
 		w.log.Warn("skill skipped or incomplete", "problem", p.Error())
+	}
+	for _, wh := range r.withheld {
+		for _, p := range wh.Lacks {
+			w.log.Warn("skill not offered: it asks for more than skills.grants gives it", "skill", wh.Skill.Name, "lacks", p.Error())
+		}
 	}
 }
 

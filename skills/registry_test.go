@@ -11,6 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -38,6 +39,10 @@ func summary(r *Registry) string {
 	return b.String()
 }
 
+// goldenGrants grant the golden skills what they ask for, as an operator
+// would (skills.grants).
+var goldenGrants = map[string]config.SkillGrant{"weather": {Hosts: []string{"api.example.com"}, Env: []string{"WEATHER_KEY"}}}
+
 func TestGolden(t *testing.T) {
 	cases, err := os.ReadDir("testdata/golden")
 	if err != nil {
@@ -46,7 +51,7 @@ func TestGolden(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.Name(), func(t *testing.T) {
 			dir := filepath.Join("testdata/golden", c.Name())
-			r := Load(os.DirFS(filepath.Join(dir, "skills")), Builtin(), Env{})
+			r := Load(os.DirFS(filepath.Join(dir, "skills")), Builtin(), Env{Grants: goldenGrants})
 			got := summary(r)
 			want := filepath.Join(dir, "want.golden")
 			if *update {

@@ -41,9 +41,11 @@ type Skill struct {
 	// empty means everywhere.
 	Channels  []string `yaml:"channels"`
 	ChatTypes []string `yaml:"chat_types"`
-	// Tools names existing tools the skill may use while active. When any
-	// active skill lists tools, the step offers only the union of those,
-	// the active skills' own tools, and send_message.
+	// Tools names existing tools the skill may use while active. When a
+	// skill the turn activated (command, trigger, use_skill) lists tools,
+	// the step offers only the union of those, the active skills' own
+	// tools, send_message and use_skill. An always-on skill's list does not
+	// narrow: it is in every turn.
 	Tools       []string  `yaml:"tools"`
 	DefineTools []ToolDef `yaml:"define_tools"`
 	ToolRules   Rules     `yaml:"tool_rules"`
@@ -72,7 +74,8 @@ type ToolDef struct {
 	MaxResponseChars int `yaml:"max_response_chars"`
 
 	// kind http: {param} placeholders in URL are URL-escaped, in Body
-	// JSON-escaped; ${VAR} in header values comes from the environment.
+	// JSON-escaped; ${VAR} in header values comes from the environment,
+	// only for variables granted to the skill (skills.grants.NAME.env).
 	Method  string            `yaml:"method"`
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`

@@ -163,7 +163,8 @@ func (t *Turn) loadable() []string {
 }
 
 // Rules implements agent.RuleSource: the active skills' rules, and their
-// allowlists united when any active skill has one.
+// allowlists united when any skill the turn activated has one (an
+// always-on skill's allowlist does not narrow).
 func (t *Turn) Rules(info agent.TurnInfo) agent.ToolRules {
 	var rules agent.ToolRules
 	var allow []string
@@ -173,7 +174,11 @@ func (t *Turn) Rules(info agent.TurnInfo) agent.ToolRules {
 		r := s.ToolRules
 		rules = rules.Merge(agent.ToolRules{Terminal: r.Terminal, RequiredBeforeExit: r.RequiredBeforeExit,
 			MaxCount: r.MaxCount, Children: r.Children})
-		if len(s.Tools) > 0 {
+		// An always-on skill is in every turn: its tools: list would narrow
+		// every turn's tools, not its own, so it does not narrow (check
+		// says so). The skills a turn activates (command, trigger,
+		// use_skill) narrow that turn.
+		if len(s.Tools) > 0 && s.Activation != Always {
 			restricted = true
 			allow = append(allow, s.Tools...)
 		}

@@ -37,6 +37,13 @@ var systemRead = []string{
 // systemWrite are the device files every command may write.
 var systemWrite = []string{"/dev/null", "/dev/zero", "/dev/full"}
 
+// rulesetAttr is struct landlock_ruleset_attr as of ABI 6, kept here: the
+// kernel accepts it whole from ABI 1 on (the fields it does not know are
+// zero), and x/sys's copy grows and renames fields with new ABIs.
+type rulesetAttr struct {
+	handledFS, handledNet, scoped uint64
+}
+
 // landlockABI is the kernel's Landlock ABI version, 0 without Landlock.
 func landlockABI() int {
 	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
@@ -75,9 +82,9 @@ func confineThread(s Spec) (int, error) {
 		return 0, nil
 	}
 	h := handled(abi)
-	attr := unix.LandlockRulesetAttr{Access_fs: h}
+	attr := rulesetAttr{handledFS: h}
 	if abi >= 6 {
-		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+		attr.scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 	}
 	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if e != 0 {

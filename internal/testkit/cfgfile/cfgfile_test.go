@@ -49,6 +49,14 @@ func fill(v reflect.Value, name string, n *int) {
 			fill(s.Index(i), fmt.Sprint(name, i), n)
 		}
 		v.Set(s)
+	case reflect.Map: // skills.grants
+		m := reflect.MakeMap(v.Type())
+		k := reflect.New(v.Type().Key()).Elem()
+		fill(k, name+"key", n)
+		e := reflect.New(v.Type().Elem()).Elem()
+		fill(e, name+"value", n)
+		m.SetMapIndex(k, e)
+		v.Set(m)
 	default:
 		panic("cfgfile test: fill " + v.Kind().String())
 	}
