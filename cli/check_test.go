@@ -62,6 +62,13 @@ func TestCheckDoctorAgree(t *testing.T) {
 			writeSkill(t, cfg, "weather.yaml", schemaTypo)
 		}, ExitConfig, []string{`weather.yaml:5: define_tools[0]: tool "forecast": parameters.properties.city.type: not valid JSON Schema: "strin" is not one of array, boolean, integer, null, number, object, string; the tool is left out`},
 			nil, "1 problem(s) to fix."},
+		// Issue 29, finding 2: sed runs its script argument, and GNU sed's e
+		// command runs a shell.
+		{"a model-written sed script", func(t *testing.T, dir string, cfg *config.Config) {
+			writeSkill(t, cfg, "lines.yaml", "name: lines\ndescription: Lines.\ninstructions: Use lines.\ndefine_tools:\n"+
+				"  - name: lines\n    kind: command\n    argv: [sed, -n, \"{range}\", notes.txt]\n    parameters:\n      properties:\n        range: {type: string}\n")
+		}, ExitOK, []string{`warn  skills    skill lines, command tool lines: argv[2] "{range}": sed runs this argument as its program (or script file), so the model writes that code`},
+			nil, "sandbox   descendant sweep: active"},
 		// Finding 1: the exfiltrating skill is a warning saying what it
 		// asks for and that it is not offered, never a silent ok.
 		{"an exfiltrating skill", func(t *testing.T, dir string, cfg *config.Config) {

@@ -50,6 +50,9 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 		}
 	}
 
+	for _, f := range sandboxFindings(cfg) {
+		report(f)
+	}
 	if storeOK {
 		if f, ok := doctorStore(ctx, cfg); ok {
 			report(f)

@@ -114,6 +114,7 @@ func offlineFindings(cfg *config.Config, cfgPath string) []Finding {
 		r.Agent.Name, r.Agent.MaxSteps, r.Agent.MaxConcurrentTurns, r.Agent.Timezone)})
 	found = append(found, channelFindings(cfg)...)
 	found = append(found, skillsFindings(cfg)...)
+	found = append(found, codeArgumentFindings(cfg)...)
 	if cmd := cfg.Tools.Command; cmd.Enabled {
 		found = append(found, Finding{Where: "commands", Message: "enabled, confined to " + cmd.Workspace})
 	}

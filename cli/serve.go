@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/gateway"
 	"github.com/switchboard-gateway/switchboard/internal/logging"
+	"github.com/switchboard-gateway/switchboard/internal/sandbox"
 )
 
 // serve runs the gateway until ctx ends (SIGINT, SIGTERM), reloading what
@@ -33,6 +34,7 @@ func serve(ctx context.Context, cfg *config.Config, opts gateway.Options, stderr
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+	harden(log)
 	// From the start, so that a SIGHUP while starting waits for the reload
 	// instead of ending the process.
 	hup := make(chan os.Signal, 1)
@@ -53,6 +55,15 @@ func serve(ctx context.Context, cfg *config.Config, opts gateway.Options, stderr
 		return ExitFail // Serve logged it
 	}
 	return ExitOK
+}
+
+// harden makes the gateway process non-dumpable before it holds a secret
+// a command could read: a process of its uid (a command tool's program)
+// cannot read its /proc environ or memory then.
+func harden(log *slog.Logger) {
+	if err := sandbox.HardenGateway(); err != nil {
+		log.Warn("the gateway stays dumpable", "err", err)
+	}
 }
 
 // chat runs a terminal conversation. It ends at end of input or on
@@ -85,6 +96,7 @@ func chat(ctx context.Context, cfg *config.Config, opts gateway.Options, stdio S
 		fmt.Fprintf(stdio.Err, "switchboard: %v\n", err)
 		return ExitConfig
 	}
+	harden(log)
 	opts.Logger = log
 	g, err := gateway.Build(ctx, cfg, opts)
 	if err != nil {

@@ -28,18 +28,26 @@ func webTools(cfg *config.Config) agent.Source {
 // choose what the next command, or the server's next start, runs.
 func fileTools(cfg *config.Config, current func() *skills.Registry) agent.Source {
 	f := cfg.Tools.Files
-	protected := func() []string {
-		var out []string
-		if cfg.Tools.Command.Enabled {
-			out = current().CommandFiles(cfg.Tools.Command.Workspace)
+	// paths is what of finds in the command lines: the command tools'
+	// (while they are on) and the MCP servers'.
+	paths := func(ofSkills func(*skills.Registry, string) []string, of func(string, []string) []string) func() []string {
+		return func() []string {
+			var out []string
+			if cfg.Tools.Command.Enabled {
+				out = ofSkills(current(), cfg.Tools.Command.Workspace)
+			}
+			for _, s := range cfg.MCP.Servers {
+				out = append(out, of("", s.Command)...)
+			}
+			return out
 		}
-		for _, s := range cfg.MCP.Servers {
-			out = append(out, skills.ArgvFiles("", s.Command)...)
-		}
-		return out
 	}
+	// The folders and extensions of the scripts they run are read-only to
+	// it too: python3 scripts/report.py would import scripts/json.py.
+	protected := paths((*skills.Registry).CommandFiles, skills.ArgvFiles)
+	scripts := paths((*skills.Registry).CommandScripts, skills.ArgvScripts)
 	return tools.Files(tools.FilesConfig{Enabled: f.Enabled, Root: f.Root, PerChat: f.PerChat, MaxBytes: f.MaxBytes,
-		Protected: protected})
+		Protected: protected, Scripts: scripts})
 }
 
 // transcriber returns the voice transcription hook, or nil when no

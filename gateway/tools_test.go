@@ -2,14 +2,18 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/skills"
 )
 
@@ -29,7 +33,7 @@ func TestFileToolsLeaveCommandScripts(t *testing.T) {
 	if err := os.Symlink("scripts/report.sh", filepath.Join(ws, "link.sh")); err != nil {
 		t.Fatal(err)
 	}
-	reg := skills.Load(fstest.MapFS{"ops.yaml": {Data: []byte(`name: ops
+	reg, cfg, src := commandFiles(t, ws, `name: ops
 description: o
 instructions: i
 define_tools:
@@ -37,14 +41,7 @@ define_tools:
     description: r
     kind: command
     argv: [./scripts/report.sh, notes.txt]
-`)}}, nil, skills.Env{})
-	if len(reg.Problems()) > 0 {
-		t.Fatal(reg.Problems())
-	}
-	cfg := config.Default()
-	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
-	cfg.Tools.Command.Enabled, cfg.Tools.Command.Workspace = true, ws
-	src := fileTools(cfg, func() *skills.Registry { return reg })
+`, skills.Env{})
 	for _, tc := range []struct{ tool, path string }{
 		{"file_write", "scripts/report.sh"},
 		{"file_edit", "scripts/report.sh"},
@@ -59,8 +56,13 @@ define_tools:
 	if b, _ := os.ReadFile(script); string(b) != "#!/bin/sh\necho report\n" {
 		t.Errorf("the script was changed: %q", b)
 	}
-	if _, err := callTool(t, src, "file_write", map[string]string{"path": "scripts/other.txt", "content": "fine"}); err != nil {
+	if _, err := callTool(t, src, "file_write", map[string]string{"path": "other.txt", "content": "fine"}); err != nil {
 		t.Errorf("file_write of another file: %v", err)
+	}
+	// The script's folder is its program's too (what it sources, imports).
+	if _, err := callTool(t, src, "file_write", map[string]string{"path": "scripts/other.txt", "content": "fine"}); err == nil ||
+		!strings.Contains(err.Error(), "is in the folder of report.sh") {
+		t.Errorf("file_write in the script's folder: %v, want it refused", err)
 	}
 	if out, err := callTool(t, src, "file_read", map[string]string{"path": "scripts/report.sh"}); err != nil || !strings.Contains(out, "echo report") {
 		t.Errorf("file_read of the script: %q, %v", out, err)
@@ -71,6 +73,20 @@ define_tools:
 	if _, err := callTool(t, off, "file_edit", map[string]string{"path": "scripts/report.sh", "old_text": "echo report", "new_text": "echo changed"}); err != nil {
 		t.Errorf("with command tools off, file_edit of the script: %v", err)
 	}
+}
+
+// commandFiles loads one skill file and returns the file tools with
+// command tools and the file tools on, both in ws (the defaults share it).
+func commandFiles(t *testing.T, ws, skill string, env skills.Env) (*skills.Registry, *config.Config, agent.Source) {
+	t.Helper()
+	reg := skills.Load(fstest.MapFS{"ops.yaml": {Data: []byte(skill)}}, nil, env)
+	if len(reg.Problems()) > 0 {
+		t.Fatal(reg.Problems())
+	}
+	cfg := config.Default()
+	cfg.Tools.Files.Enabled, cfg.Tools.Files.Root = true, ws
+	cfg.Tools.Command.Enabled, cfg.Tools.Command.Workspace = true, ws
+	return reg, cfg, fileTools(cfg, func() *skills.Registry { return reg })
 }
 
 // callTool calls the source's tool name with args, as a turn in chat c1.
@@ -118,5 +134,111 @@ func TestFileToolsLeaveMCPServerScripts(t *testing.T) {
 	}
 	if _, err := callTool(t, src, "file_write", map[string]string{"path": "notes.txt", "content": "fine"}); err != nil {
 		t.Errorf("file_write of another file: %v", err)
+	}
+}
+
+// What the operator's commands load is not writable by the model. With
+// py_report: [python3, scripts/report.py], file_write of scripts/json.py
+// (or json.py, or any .py) is refused, and the report runs the real json
+// module; with git_status: [git, status], a .gitconfig whose
+// core.fsmonitor runs a command, written by the file tools or already in
+// the workspace, never runs: the file tools refuse dotfiles and .git/, and
+// commands get a private HOME. Issue 29, finding 3.
+func TestPlantedCodeNeverRuns(t *testing.T) {
+	t.Setenv("PATH", "/usr/local/bin:/usr/bin:/bin") // the system's programs, not a user's shims
+	for _, prog := range []string{"python3", "git"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			testkit.Missing(t, "%s is not installed (apt-get install python3 git)", prog)
+		}
+	}
+	ws := filepath.Join(t.TempDir(), "workspace")
+	if err := os.MkdirAll(filepath.Join(ws, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Programs look at the workspace by its full path: its parents must
+	// let the commands' uid (nobody, under root) pass.
+	for _, d := range []string{filepath.Dir(ws), filepath.Dir(filepath.Dir(ws))} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "scripts", "report.py"), []byte("import json\nprint(json.dumps({'report': 1}))\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	if os.Geteuid() == 0 { // commands run as nobody then: the repository is theirs
+		if out, err := exec.Command("chown", "-R", "65534:65534", filepath.Join(ws, ".git")).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v %s", err, out)
+		}
+	}
+	skill := `name: ops
+description: o
+instructions: i
+define_tools:
+  - name: py_report
+    description: r
+    kind: command
+    argv: [python3, scripts/report.py]
+  - name: git_status
+    description: s
+    kind: command
+    argv: [git, status, --short]
+`
+	policy := skills.CommandPolicy{Enabled: true, Workspace: ws, Timeout: 20 * time.Second}
+	reg, _, files := commandFiles(t, ws, skill, skills.Env{Command: policy})
+
+	gitconfig := "[core]\n\tfsmonitor = \"echo PWNED-GIT; touch pwned-git; false\"\n[safe]\n\tdirectory = *\n"
+	for _, tc := range []struct{ path, content string }{
+		{"scripts/json.py", "print('PWNED')\n"},
+		{"json.py", "print('PWNED')\n"},
+		{"scripts/json/__init__.py", "print('PWNED')\n"},
+		{".gitconfig", gitconfig},
+		{".git/config", gitconfig},
+	} {
+		if _, err := callTool(t, files, "file_write", map[string]string{"path": tc.path, "content": tc.content}); err == nil {
+			t.Errorf("file_write %s was accepted", tc.path)
+		}
+	}
+	// A .gitconfig already in the workspace (from before, or put there by
+	// a command) is not the commands' HOME.
+	if err := os.WriteFile(filepath.Join(ws, ".gitconfig"), []byte(gitconfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(name string) string {
+		t.Helper()
+		for _, s := range reg.Skills() {
+			for _, d := range s.DefineTools {
+				if d.Name != name {
+					continue
+				}
+				tool, err := d.Build("skill:ops", skills.Env{Command: policy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := tool.Fn(t.Context(), nil)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				return out
+			}
+		}
+		t.Fatalf("no tool %s", name)
+		return ""
+	}
+	if got := run("py_report"); got != "{\"report\": 1}\n" {
+		t.Errorf("py_report = %q, want the report from the real json module", got)
+	}
+	got := run("git_status")
+	if strings.Contains(got, "PWNED") {
+		t.Errorf("git status ran the planted fsmonitor: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "pwned-git")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the planted fsmonitor ran: pwned-git exists (%v); git status said %q", err, got)
+	}
+	if !strings.Contains(got, "?? scripts/") {
+		t.Errorf("git status = %q, want it to have run and listed scripts/", got)
 	}
 }

@@ -12,10 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/internal/confine"
+	"github.com/switchboard-gateway/switchboard/internal/sandbox"
 )
 
 const (
@@ -23,9 +23,6 @@ const (
 	defaultCommandTimeout = 30 * time.Second
 	// tailBytes is how much of a command's output is kept for its error.
 	tailBytes = 2000
-	// killGrace is how long a killed command's pipes may stay open (held by
-	// a process that escaped the group) before Wait stops waiting for them.
-	killGrace = 2 * time.Second
 )
 
 // CommandPolicy governs command tools (from config tools.command.*).
@@ -52,10 +49,12 @@ type commandTool struct {
 	argv0    string // the program as written
 	program  string // resolved at build time
 	lookErr  error
+	safe     string // the program's safe-mode option, put first ("" for none)
 	argv     []tmpl // argv[1:]
 	optsEnd  int    // index in argv after a literal "--" (len(argv) when none)
 	ws       confine.Dir
 	environ  []string
+	readOnly []string // what the command line names outside the workspace
 	timeout  time.Duration
 	maxChars int
 }
@@ -103,7 +102,7 @@ func (b *defBuilder) command(p CommandPolicy) (func(context.Context, json.RawMes
 	if err != nil {
 		return nil, 0, fmt.Errorf("tools.command.workspace: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(ws, ".tmp"), 0o750); err != nil {
+	if err := os.MkdirAll(ws, 0o750); err != nil {
 		return nil, 0, fmt.Errorf("tools.command.workspace: create: %w", err)
 	}
 	if c.ws, err = confine.At(ws); err != nil {
@@ -114,13 +113,29 @@ func (b *defBuilder) command(p CommandPolicy) (func(context.Context, json.RawMes
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
-	c.environ = []string{"PATH=" + path, "HOME=" + dir, "LANG=C.UTF-8", "TMPDIR=" + filepath.Join(dir, ".tmp")}
+	// An allowlist: the gateway's own environment never reaches a command.
+	// The sandbox adds HOME and TMPDIR: a private folder per run, outside
+	// the workspace, so nothing the file tools write is read as a dotfile.
+	c.environ = []string{"PATH=" + path, "LANG=C.UTF-8"}
 
 	prog := d.Argv[0]
 	if strings.ContainsRune(prog, filepath.Separator) && !filepath.IsAbs(prog) {
 		prog = filepath.Join(dir, prog) // a script in the workspace
 	}
-	c.program, c.lookErr = exec.LookPath(prog)
+	if c.program, c.lookErr = exec.LookPath(prog); c.lookErr == nil {
+		if abs, err := filepath.Abs(c.program); err == nil {
+			c.program = abs
+		}
+		c.safe = safeMode(d.Argv[0], c.program, d.Argv[1:])
+	}
+	for _, t := range c.argv {
+		if pre := t.prefix(); filepath.IsAbs(pre) {
+			if t.hasPlaceholders() {
+				pre = filepath.Dir(pre + "x") // the folder the placeholder names a file in
+			}
+			c.readOnly = append(c.readOnly, pre)
+		}
+	}
 	return c.call, c.maxChars, nil
 }
 
@@ -144,43 +159,50 @@ func (c *commandTool) call(parent context.Context, raw json.RawMessage) (string,
 
 	ctx, cancel := context.WithTimeout(parent, c.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.program, argv...)
-	cmd.Args[0] = c.argv0 // as written, for the program's messages
-	cmd.Dir = c.ws.Path()
-	cmd.Env = c.environ
+	args0 := []string{c.argv0} // as written, for the program's messages
+	if c.safe != "" {
+		args0 = append(args0, c.safe)
+	}
 	out := &outputCap{max: c.maxChars}
-	cmd.Stdout, cmd.Stderr = out, out
-	// A process group of its own, so a timeout kills what the program
-	// started too, not just the program.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = killGrace
-	err = cmd.Run()
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers started in the background
+	// The sandbox stops the program and every process it started, setsid
+	// ones included, when it ends or ctx is done, and says what it stopped.
+	oc, err := sandbox.Run(ctx, sandbox.Spec{Program: c.program, Args: append(args0, argv...), Dir: c.ws.Path(),
+		Env: c.environ, ReadOnly: c.readOnly}, out, out)
+	if err != nil {
+		return "", fmt.Errorf("run %s: %w", c.name, err)
 	}
 
 	switch {
 	case parent.Err() != nil:
-		return "", fmt.Errorf("%s was stopped: %w", c.name, parent.Err())
+		return "", fmt.Errorf("%s was stopped%s: %w", c.name, stopped(oc), parent.Err())
 	case ctx.Err() != nil:
-		return "", fmt.Errorf("%s timed out after %s and was stopped; output so far: %s", c.name, c.timeout, out.tail())
-	case errors.Is(err, exec.ErrWaitDelay):
-		// The program succeeded but left a background process holding its
-		// output; that process was stopped with the group above.
+		return "", fmt.Errorf("%s timed out after %s and was stopped%s; output so far: %s", c.name, c.timeout, stopped(oc), out.tail())
+	case oc.Signal != "":
+		return "", fmt.Errorf("%s failed with signal %s%s; output: %s", c.name, oc.Signal, stopped(oc), out.tail())
+	case oc.ExitCode != 0:
+		return "", fmt.Errorf("%s failed with exit status %d%s; output: %s", c.name, oc.ExitCode, stopped(oc), out.tail())
+	case !oc.Confirmed:
+		return out.String() + "\n[processes it started could not all be confirmed stopped]", nil
+	case oc.Leftovers == 1:
 		return out.String() + "\n[a background process it started was stopped]", nil
-	case err != nil:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			status := fmt.Sprintf("exit status %d", ee.ExitCode())
-			if ee.ExitCode() < 0 {
-				status = ee.String()
-			}
-			return "", fmt.Errorf("%s failed with %s; output: %s", c.name, status, out.tail())
-		}
-		return "", fmt.Errorf("run %s: %w", c.name, err)
+	case oc.Leftovers > 1:
+		return out.String() + fmt.Sprintf("\n[%d background processes it started were stopped]", oc.Leftovers), nil
 	}
 	return out.String(), nil
+}
+
+// stopped says what else was stopped with a command: the processes it
+// started, or that this could not be confirmed.
+func stopped(oc sandbox.Outcome) string {
+	switch {
+	case !oc.Confirmed:
+		return " (processes it started could not all be confirmed stopped)"
+	case oc.Leftovers == 1:
+		return ", with 1 process it started"
+	case oc.Leftovers > 1:
+		return fmt.Sprintf(", with %d processes it started", oc.Leftovers)
+	}
+	return ""
 }
 
 // renderArg substitutes one argv element. Every argument value, and the

@@ -33,7 +33,9 @@ func TestCommandKind(t *testing.T) {
 	}
 	files := map[string]string{"notes.txt": "inside notes\n", "-n": "dash file\n", "hello.sh": "#!/bin/sh\necho hello from $0 \"$1\"\n"}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o700); err != nil {
+		// Readable and runnable by others: a gateway running as root runs
+		// commands as nobody.
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +80,7 @@ func TestCommandKind(t *testing.T) {
 		{name: "cap counts characters", def: ToolDef{Name: "e", Kind: "command", Argv: []string{"echo", "{text}"}, Parameters: schema("text"), MaxResponseChars: 5},
 			args: `{"text":"héllo wörld"}`, want: "héllo\n[truncated: 7 more characters]"},
 		{name: "script in the workspace", def: ToolDef{Name: "s", Kind: "command", Argv: []string{"./hello.sh", "{who}"}, Parameters: schema("who")},
-			args: `{"who":"me"}`, want: "hello from " + filepath.Join(ws, "hello.sh") + " me\n"},
+			args: `{"who":"me"}`, want: "hello from ./hello.sh me\n"},
 		{name: "program not installed", def: ToolDef{Name: "x", Kind: "command", Argv: []string{"switchboard-no-such-program"}},
 			wantErr: "program not found"},
 	}
@@ -134,13 +136,26 @@ func TestCommandKindEnvironment(t *testing.T) {
 		name, _, _ := strings.Cut(line, "=")
 		names = append(names, name)
 	}
-	if want := []string{"PATH", "HOME", "LANG", "TMPDIR"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"PATH", "LANG", "HOME", "TMPDIR"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("got variables %v, want %v", names, want)
 	}
-	for _, want := range []string{"HOME=" + ws + "\n", "LANG=C.UTF-8\n", "TMPDIR=" + filepath.Join(ws, ".tmp") + "\n"} {
+	// HOME is a private folder outside the workspace, TMPDIR in it.
+	home := ""
+	for line := range strings.Lines(got) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "HOME="); ok {
+			home = v
+		}
+	}
+	if !filepath.IsAbs(home) || strings.HasPrefix(home, filepath.Dir(ws)) {
+		t.Errorf("HOME=%q, want a folder outside the workspace %s", home, ws)
+	}
+	for _, want := range []string{"LANG=C.UTF-8\n", "TMPDIR=" + home + "/tmp\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("got env %q, want it to contain %q", got, want)
 		}
+	}
+	if _, err := os.Stat(home); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the private home %s outlived its run: %v", home, err)
 	}
 	if strings.Contains(got, "leaky") {
 		t.Errorf("the environment leaked: %q", got)

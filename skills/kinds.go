@@ -129,9 +129,10 @@ func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 		return nil, err
 	}
 	t.Fn = call
-	// An HTTP response is whatever the remote service returned: the loop
-	// labels it as data, not instructions, like web_fetch's pages.
-	t.Untrusted = d.Kind == "http"
+	// An HTTP response is whatever the remote service returned, and a
+	// command's output is whatever its files and programs say: the loop
+	// labels both as data, not instructions, like web_fetch's pages.
+	t.Untrusted = d.Kind == "http" || d.Kind == "command"
 	if maxChars > 0 {
 		t.MaxResultChars = maxChars + resultSlack
 	}

@@ -348,12 +348,20 @@ func (w *Watcher) report(r *Registry) {
 // where they exist. Whatever writes into the workspace on the model's
 // behalf must leave them alone, or a model could rewrite what a command
 // runs.
-func (r *Registry) CommandFiles(ws string) []string {
+func (r *Registry) CommandFiles(ws string) []string { return r.commandPaths(ws, ArgvFiles) }
+
+// CommandScripts returns the files of code that the registry's command
+// tools run (ArgvScripts), under the command workspace ws.
+func (r *Registry) CommandScripts(ws string) []string { return r.commandPaths(ws, ArgvScripts) }
+
+// commandPaths is what of concerns in every command tool's argv, relative
+// paths from ws.
+func (r *Registry) commandPaths(ws string, of func(base string, argv []string) []string) []string {
 	var out []string
 	for _, s := range r.skills {
 		for _, d := range s.DefineTools {
 			if d.Kind == "command" {
-				out = append(out, ArgvFiles(ws, d.Argv)...)
+				out = append(out, of(ws, d.Argv)...)
 			}
 		}
 	}

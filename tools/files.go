@@ -48,6 +48,13 @@ type FilesConfig struct {
 	// skill's command tool or an MCP server's command runs or names. May
 	// be nil.
 	Protected func() []string
+	// Scripts lists the files of code that command tools (while they are
+	// on) and MCP servers run, absolute with links resolved: file_write
+	// and file_edit refuse everything in a script's folder (unless that is
+	// the workspace itself) and any file with a script's extension, which
+	// its program could load in its place (scripts/json.py beside
+	// scripts/report.py). May be nil.
+	Scripts func() []string
 }
 
 // Files returns the workspace file tool source; nothing when cfg.Enabled is
@@ -133,7 +140,7 @@ var templates = func() map[string]*agent.Tool {
 
 // tools returns the file tools bound to dir.
 func (s *fileSource) tools(dir string) []*agent.Tool {
-	ws := &workspace{dir: dir, max: s.cfg.MaxBytes, mu: &s.mu, protected: s.cfg.Protected}
+	ws := &workspace{dir: dir, max: s.cfg.MaxBytes, mu: &s.mu, protected: s.cfg.Protected, scripts: s.cfg.Scripts}
 	fns := map[string]func(context.Context, json.RawMessage) (string, error){
 		FileReadTool: ws.read, FileWriteTool: ws.write, FileListTool: ws.list, FileEditTool: ws.edit,
 	}
@@ -155,11 +162,17 @@ type workspace struct {
 	max       int
 	mu        *sync.Mutex
 	protected func() []string // FilesConfig.Protected
+	scripts   func() []string // FilesConfig.Scripts
 }
 
-// mayChange refuses rel if it, or the file it links to, is protected.
+// mayChange refuses rel if it is a dotfile or in a dot-folder, if it or
+// the file it links to is protected, or if a program a command runs could
+// load it as code.
 func (w *workspace) mayChange(rel string) error {
-	if w.protected == nil {
+	if dot := dotElement(rel); dot != "" {
+		return fmt.Errorf("%q is a dotfile or in a dot-folder (%s): programs read such files as their configuration or code (.gitconfig, .git/, .npmrc, .bashrc…), so the file tools do not write them", filepath.ToSlash(rel), dot)
+	}
+	if w.protected == nil && w.scripts == nil {
 		return nil
 	}
 	dir, err := filepath.Abs(w.dir)
@@ -171,11 +184,51 @@ func (w *workspace) mayChange(rel string) error {
 	}
 	p := filepath.Join(dir, rel)
 	real, err := filepath.EvalSymlinks(p)
-	protected := w.protected()
-	if slices.Contains(protected, p) || (err == nil && slices.Contains(protected, real)) {
+	if err != nil {
+		real = p
+	}
+	var protected, scripts []string
+	if w.protected != nil {
+		protected = w.protected()
+	}
+	if slices.Contains(protected, p) || slices.Contains(protected, real) {
 		return fmt.Errorf("%q is run or read by a skill's command tool or an MCP server's command; the file tools may read it but not change it", filepath.ToSlash(rel))
 	}
+	if w.scripts != nil {
+		scripts = w.scripts()
+	}
+	for _, s := range scripts {
+		if sd := filepath.Dir(s); sd != dir && (inside(sd, p) || inside(sd, real)) {
+			return fmt.Errorf("%q is in the folder of %s, a script a command tool or an MCP server runs, which could load it; the file tools may read it but not change it", filepath.ToSlash(rel), filepath.Base(s))
+		}
+		if ext := filepath.Ext(s); ext != "" && strings.EqualFold(ext, filepath.Ext(p)) {
+			return fmt.Errorf("%q has the extension of %s, a script a command tool or an MCP server runs, whose program could load it; the file tools may read it but not change it", filepath.ToSlash(rel), filepath.Base(s))
+		}
+	}
 	return nil
+}
+
+// dotElement is the first element of rel that starts with a dot, "" for
+// none.
+func dotElement(rel string) string {
+	for _, e := range strings.Split(filepath.ToSlash(rel), "/") {
+		if strings.HasPrefix(e, ".") && e != "." {
+			return e
+		}
+	}
+	return ""
+}
+
+// inside reports whether the clean absolute path p is in folder dir.
+func inside(dir, p string) bool {
+	r, err := filepath.Rel(dir, p)
+	return err == nil && filepath.IsLocal(r)
+}
+
+// errHardLink refuses a file that has other names: one of them may be
+// outside the workspace, where the file tools must not reach.
+func errHardLink(rel string, n uint64) error {
+	return fmt.Errorf("%q has %d hard links, so it may be a file from outside the workspace; the file tools do not read or write a file with more than one link", filepath.ToSlash(rel), n)
 }
 
 // open creates the directory if needed and opens it as a root.
@@ -282,6 +335,9 @@ func (w *workspace) read(_ context.Context, args json.RawMessage) (string, error
 	if fi.IsDir() {
 		return "", fmt.Errorf("%q is a folder; use file_list to see what is in it", rel)
 	}
+	if n := links(fi); fi.Mode().IsRegular() && n > 1 {
+		return "", errHardLink(rel, n)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, int64(w.max)+1))
 	if err != nil {
 		return "", fail("read", rel, err)
@@ -360,6 +416,8 @@ func (w *workspace) replace(root *os.Root, rel string, data []byte) (existed boo
 	switch fi, err := root.Lstat(rel); {
 	case err == nil && fi.IsDir():
 		return false, fmt.Errorf("%q is a folder; choose a file name", rel)
+	case err == nil && fi.Mode().IsRegular() && links(fi) > 1:
+		return false, errHardLink(rel, links(fi))
 	case err == nil:
 		existed = true
 		if fi.Mode().IsRegular() {
@@ -475,6 +533,9 @@ func (w *workspace) edit(_ context.Context, args json.RawMessage) (string, error
 	}
 	if fi.IsDir() {
 		return "", fmt.Errorf("%q is a folder, not a file", rel)
+	}
+	if n := links(fi); fi.Mode().IsRegular() && n > 1 {
+		return "", errHardLink(rel, n)
 	}
 	if fi.Size() > int64(w.max) {
 		return "", fmt.Errorf("%q is %s, more than the %s the file tools handle (tools.files.max_bytes)", rel, size(int(fi.Size())), size(w.max))

@@ -334,3 +334,54 @@ func TestFileToolsOffByDefaultAndConcurrency(t *testing.T) {
 		t.Errorf("names = %q", names(w.src, agent.TurnInfo{}))
 	}
 }
+
+// A hard link already in the workspace (made by a command, or present
+// before) may name a file outside it: the file tools do not read, edit or
+// write through a file with more than one link. Issue 29, finding 8.
+func TestFileToolsRefuseHardLinks(t *testing.T) {
+	w := newWorkspace(t, tools.FilesConfig{})
+	w.mustCall(tools.FileWriteTool, m{"path": "inside.txt", "content": "fine"})
+	if err := os.Link(filepath.Join(w.outside, "secret.txt"), filepath.Join(w.root, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{tools.FileReadTool, tools.FileEditTool, tools.FileWriteTool} {
+		out, err := w.call(name, m{"path": "notes.txt", "content": "pwned", "old_text": "top", "new_text": "pwned"})
+		if err == nil || !strings.Contains(err.Error(), "has 2 hard links") || strings.Contains(out, "top secret") {
+			t.Errorf("%s of a hard link = %q, %v; want it refused", name, out, err)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(w.outside, "secret.txt")); string(got) != "top secret" {
+		t.Errorf("the outside file now holds %q", got)
+	}
+	if out := w.mustCall(tools.FileReadTool, m{"path": "inside.txt"}); out != "fine" {
+		t.Errorf("a file with one link: %q", out)
+	}
+}
+
+// Dotfiles and dot-folders are programs' configuration (git reads
+// .git/config and, with HOME there, .gitconfig; curl .curlrc; npm .npmrc):
+// the file tools read them but never write them. Issue 29, finding 3.
+func TestFileToolsRefuseDotfiles(t *testing.T) {
+	w := newWorkspace(t, tools.FilesConfig{})
+	for _, p := range []string{".gitconfig", ".git/config", ".git/hooks/pre-commit", "repo/.git/config", ".curlrc", ".npmrc", ".bashrc", ".config/git/config"} {
+		for _, name := range []string{tools.FileWriteTool, tools.FileEditTool} {
+			out, err := w.call(name, m{"path": p, "content": "[core]\n\tfsmonitor = touch pwned\n", "old_text": "a", "new_text": "b"})
+			if err == nil || !strings.Contains(err.Error(), "dotfile or in a dot-folder") {
+				t.Errorf("%s %s = %q, %v; want it refused", name, p, out, err)
+			}
+		}
+		if _, err := os.Lstat(filepath.Join(w.root, p)); !os.IsNotExist(err) {
+			t.Errorf("%s was written: %v", p, err)
+		}
+	}
+	if err := os.MkdirAll(w.root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.root, ".gitignore"), []byte("*.log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := w.mustCall(tools.FileReadTool, m{"path": ".gitignore"}); out != "*.log\n" {
+		t.Errorf("reading a dotfile: %q", out)
+	}
+	w.mustCall(tools.FileWriteTool, m{"path": "notes/v1.2.txt", "content": "dots inside a name are fine"})
+}
