@@ -224,8 +224,7 @@ func channelFindings(cfg *config.Config) []Finding {
 // (skillGrantFindings).
 func skillsFindings(cfg *config.Config) []Finding {
 	cmd := cfg.Tools.Command
-	reg := skills.Load(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{Command: skills.CommandPolicy{
-		Enabled: cmd.Enabled, Workspace: cmd.Workspace, Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars},
+	reg := skills.Load(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{Command: skills.CommandPolicyOf(cmd),
 		Grants: cfg.Skills.Grants, Secrets: cfg.Secrets()})
 	var found []Finding
 	if probs := reg.Problems(); len(probs) > 0 {

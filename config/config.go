@@ -285,6 +285,10 @@ type CommandTool struct {
 	Workspace      string        `yaml:"workspace"`        // the only directory commands run in and may name paths in
 	Timeout        time.Duration `yaml:"timeout"`          // per run
 	MaxOutputChars int           `yaml:"max_output_chars"` // longer output is truncated
+	// ConnectPorts are the TCP ports commands may connect to (Landlock ABI
+	// 4+). Empty, the default: none, so a command cannot reach the
+	// gateway's own HTTP API, a database or the network.
+	ConnectPorts []int `yaml:"connect_ports"`
 }
 
 // MCP lists Model Context Protocol servers whose tools join the tool set.

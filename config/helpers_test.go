@@ -77,6 +77,9 @@ func normalized(c *Config) *Config {
 	if len(r.MCP.Servers) == 0 {
 		r.MCP.Servers = nil
 	}
+	if len(r.Tools.Command.ConnectPorts) == 0 {
+		r.Tools.Command.ConnectPorts = nil
+	}
 	if len(r.Schedule.Jobs) == 0 {
 		r.Schedule.Jobs = nil
 	}

@@ -84,6 +84,11 @@ func (c *Config) Validate() error {
 		v.notEmpty("tools.command.workspace", cmd.Workspace, `the directory command tools run in, such as "workspace"`)
 		v.positiveDuration("tools.command.timeout", cmd.Timeout, "30s")
 		v.positive("tools.command.max_output_chars", cmd.MaxOutputChars, "such as 20000")
+		for i, p := range cmd.ConnectPorts {
+			if p < 1 || p > 65535 {
+				v.add(fmt.Sprintf("tools.command.connect_ports[%d]", i), fmt.Sprintf("%d is not a TCP port; list ports from 1 to 65535, such as 443", p))
+			}
+		}
 	}
 	c.validateWebAndFiles(v)
 	names := map[string]int{}

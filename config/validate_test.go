@@ -23,6 +23,16 @@ func TestValidate(t *testing.T) {
 		{"base_url password is not printed", func(c *Config) { c.LLM.BaseURL = "ftp://u:hunter2@example.com" },
 			[]string{`llm.base_url: "ftp://u:***@example.com" is not a http or https URL; write it like https://api.openai.com/v1`}},
 		{"base_url http", func(c *Config) { c.LLM.BaseURL = "http://localhost:11434/v1" }, nil},
+
+		// tools.command
+		{"connect_ports out of range", func(c *Config) {
+			c.Tools.Command.Enabled = true
+			c.Tools.Command.ConnectPorts = []int{443, 0, 70000}
+		}, []string{
+			"tools.command.connect_ports[1]: 0 is not a TCP port; list ports from 1 to 65535, such as 443",
+			"tools.command.connect_ports[2]: 70000 is not a TCP port; list ports from 1 to 65535, such as 443",
+		}},
+		{"connect_ports", func(c *Config) { c.Tools.Command.Enabled = true; c.Tools.Command.ConnectPorts = []int{443} }, nil},
 		{"model empty", func(c *Config) { c.LLM.Model = " " },
 			[]string{"llm.model: must not be empty; set it or OPENAI_MODEL"}},
 		{"context_window zero", func(c *Config) { c.LLM.ContextWindow = 0 },

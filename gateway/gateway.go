@@ -169,8 +169,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	cmd := cfg.Tools.Command
 	watcher := skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
 		Model: mon.model,
-		Command: skills.CommandPolicy{Enabled: cmd.Enabled, Workspace: cmd.Workspace,
-			Timeout: cmd.Timeout, MaxOutputChars: cmd.MaxOutputChars},
+		Command: skills.CommandPolicyOf(cmd),
 		Grants: cfg.Skills.Grants, Secrets: cfg.Secrets(),
 	}, log.With("component", "skills"))
 	g.skills = watcher

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/confine"
 	"github.com/switchboard-gateway/switchboard/internal/sandbox"
 )
@@ -37,6 +38,20 @@ type CommandPolicy struct {
 	// MaxOutputChars caps stdout+stderr; 0 means 20000. A tool's own
 	// smaller max_response_chars wins.
 	MaxOutputChars int
+	// ConnectPorts are the TCP ports commands may connect to; none by
+	// default (the sandbox enforces it where Landlock has network rules).
+	ConnectPorts []uint16
+}
+
+// CommandPolicyOf is the policy of the configuration's tools.command.
+func CommandPolicyOf(c config.CommandTool) CommandPolicy {
+	p := CommandPolicy{Enabled: c.Enabled, Workspace: c.Workspace, Timeout: c.Timeout, MaxOutputChars: c.MaxOutputChars}
+	for _, port := range c.ConnectPorts {
+		if port > 0 && port <= 65535 { // config.Validate refuses others
+			p.ConnectPorts = append(p.ConnectPorts, uint16(port))
+		}
+	}
+	return p
 }
 
 // errCommandsDisabled is what a command tool answers while the operator has
@@ -55,13 +70,15 @@ type commandTool struct {
 	ws       confine.Dir
 	environ  []string
 	readOnly []string // what the command line names outside the workspace
+	ports    []uint16 // TCP ports it may connect to
 	timeout  time.Duration
 	maxChars int
 }
 
 func (b *defBuilder) command(p CommandPolicy) (func(context.Context, json.RawMessage) (string, error), int, error) {
 	d := b.def
-	c := &commandTool{name: d.Name, argv0: firstOf(d.Argv), enabled: p.Enabled, timeout: p.Timeout, maxChars: p.MaxOutputChars}
+	c := &commandTool{name: d.Name, argv0: firstOf(d.Argv), enabled: p.Enabled, timeout: p.Timeout, maxChars: p.MaxOutputChars,
+		ports: p.ConnectPorts}
 	if c.timeout <= 0 {
 		c.timeout = defaultCommandTimeout
 	}
@@ -167,7 +184,7 @@ func (c *commandTool) call(parent context.Context, raw json.RawMessage) (string,
 	// The sandbox stops the program and every process it started, setsid
 	// ones included, when it ends or ctx is done, and says what it stopped.
 	oc, err := sandbox.Run(ctx, sandbox.Spec{Program: c.program, Args: append(args0, argv...), Dir: c.ws.Path(),
-		Env: c.environ, ReadOnly: c.readOnly}, out, out)
+		Env: c.environ, ReadOnly: c.readOnly, ConnectPorts: c.ports}, out, out)
 	if err != nil {
 		return "", fmt.Errorf("run %s: %w", c.name, err)
 	}

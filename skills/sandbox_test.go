@@ -3,6 +3,8 @@ package skills
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/sandbox"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
@@ -171,5 +174,38 @@ func TestCommandCannotWriteOutsideItsFolder(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "inside.txt")); err != nil || string(b) != "inside\n" {
 		t.Errorf("a write in the working folder: %q, %v", b, err)
+	}
+}
+
+// A command tool reaches no TCP port but tools.command.connect_ports: not
+// the gateway's own HTTP API on loopback, which a model-chosen URL could
+// otherwise drive (approve a pairing, run the agent).
+func TestCommandConnectsOnlyToItsPorts(t *testing.T) {
+	if sandbox.LandlockABI() < 4 {
+		testkit.Missing(t, "this kernel's Landlock has no network rules (ABI 4+)")
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("the gateway's dashboard"))
+	}))
+	defer api.Close()
+	port, _ := strconv.Atoi(api.URL[strings.LastIndex(api.URL, ":")+1:])
+	script := `exec 3<>/dev/tcp/127.0.0.1/` + strconv.Itoa(port) + ` && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && cat <&3 || echo refused`
+	_, policy := sandboxWorkspace(t)
+	for _, tc := range []struct {
+		name  string
+		ports []int
+		want  string
+	}{
+		{"default: none", nil, "refused"},
+		{"its port listed", []int{port}, "the gateway's dashboard"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := CommandPolicyOf(config.CommandTool{Enabled: true, Workspace: policy.Workspace, Timeout: policy.Timeout, ConnectPorts: tc.ports})
+			tool := buildTool(t, ToolDef{Name: "fetch", Kind: "command", Argv: []string{"bash", "-c", script}}, Env{Command: p})
+			got, err := tool.Fn(t.Context(), nil)
+			if err != nil || !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

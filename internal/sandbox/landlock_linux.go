@@ -83,6 +83,9 @@ func confineThread(s Spec) (int, error) {
 	}
 	h := handled(abi)
 	attr := rulesetAttr{handledFS: h}
+	if abi >= 4 {
+		attr.handledNet = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	}
 	if abi >= 6 {
 		attr.scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 	}
@@ -104,6 +107,13 @@ func confineThread(s Spec) (int, error) {
 	add(s.ReadOnly, llRead, false)
 	add([]string{s.Program}, llRead, true)
 	add([]string{s.Dir, s.Home}, llAll, true)
+	if attr.handledNet != 0 {
+		for _, port := range s.ConnectPorts {
+			if err := addPortRule(int(fd), port); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return abi, err
 	}
@@ -132,6 +142,26 @@ func addRule(ruleset int, path string, access uint64) error {
 	if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH,
 		uintptr(unsafe.Pointer(&rule)), 0, 0, 0); e != 0 {
 		return fmt.Errorf("sandbox: landlock rule for %s: %w", path, e)
+	}
+	return nil
+}
+
+// landlockRuleNetPort is LANDLOCK_RULE_NET_PORT (linux/landlock.h), which
+// x/sys does not define.
+const landlockRuleNetPort = 2
+
+// netPortAttr is struct landlock_net_port_attr (Landlock ABI 4).
+type netPortAttr struct {
+	allowed uint64
+	port    uint64
+}
+
+// addPortRule lets the ruleset's domain connect to TCP port.
+func addPortRule(ruleset int, port uint16) error {
+	rule := netPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+	if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), landlockRuleNetPort,
+		uintptr(unsafe.Pointer(&rule)), 0, 0, 0); e != 0 {
+		return fmt.Errorf("sandbox: landlock rule for TCP port %d: %w", port, e)
 	}
 	return nil
 }

@@ -32,6 +32,11 @@ func Protections() []Protection {
 	var out []Protection
 	if abi := landlockABI(); abi > 0 {
 		out = append(out, Protection{"landlock", true, fmt.Sprintf("ABI %d: commands read the system folders and write only their working folder and a private home", abi)})
+		if abi >= 4 {
+			out = append(out, Protection{"network", true, "commands open TCP connections only to tools.command.connect_ports (none by default) and bind no TCP port"})
+		} else {
+			out = append(out, Protection{"network", false, fmt.Sprintf("Landlock ABI %d has no network rules (4+): commands may connect anywhere, the gateway's HTTP API on loopback included", abi)})
+		}
 	} else {
 		out = append(out, Protection{"landlock", false, "this kernel has no Landlock (Linux 5.13+ with lsm=landlock): commands may read and write whatever their uid may"})
 	}

@@ -47,6 +47,10 @@ type Spec struct {
 	// ReadOnly lists more files or folders it may read (and execute)
 	// beyond the system's: those the command line names.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// ConnectPorts are the TCP ports it may connect to (Landlock ABI 4+);
+	// none: it opens no TCP connection and binds no TCP port, so it cannot
+	// reach the gateway's own HTTP API or any other service.
+	ConnectPorts []uint16 `json:"connect_ports,omitempty"`
 
 	// Set by Run.
 	Home string `json:"home"` // the private home: HOME and TMPDIR (its tmp)

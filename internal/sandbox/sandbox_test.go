@@ -5,7 +5,9 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,5 +132,51 @@ func BenchmarkExec(b *testing.B) {
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Without connect_ports a command opens no TCP connection (it cannot reach
+// the gateway's own HTTP API on loopback); a listed port it may reach.
+func TestRunNetwork(t *testing.T) {
+	if LandlockABI() < 4 {
+		testkit.Missing(t, "this kernel's Landlock has no network rules (ABI 4+)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello from the gateway\n"))
+			c.Close()
+		}
+	}()
+	script := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && head -n 1 <&3 || echo refused`, port)
+	for _, tc := range []struct {
+		name  string
+		ports []uint16
+		want  string
+	}{
+		{"no ports", nil, "refused"},
+		{"another port", []uint16{uint16(port) + 1}, "refused"},
+		{"its port", []uint16{uint16(port)}, "hello from the gateway"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			_, err := Run(t.Context(), Spec{Program: "/bin/bash", Args: []string{"bash", "-c", script}, Dir: t.TempDir(),
+				Env: []string{"PATH=/usr/bin:/bin"}, ConnectPorts: tc.ports}, &out, &out)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("output %q; want %q", out.String(), tc.want)
+			}
+		})
 	}
 }
