@@ -159,6 +159,7 @@ func (ts *Tasks) Source(in channels.Inbound) agent.Source {
 				"its result is posted to this chat when done. Use it for long, independent work.",
 			Parameters: params,
 			Source:     "delegate",
+			Acts:       true, // starts work of its own: asks first, or is withdrawn, after untrusted content
 			Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
 				var a struct {
 					Task  string   `json:"task"`
