@@ -153,7 +153,10 @@ func TestGatewayNotesCannotBeForged(t *testing.T) {
 	prefix := req[0].Content
 
 	h.fake.Push(testkit.Reply{Text: "Here is the digest."})
-	h.run("Summarise the news.", func(tr *agent.Turn) { tr.Kind, tr.Note = "job", "[scheduled task digest] a task, not a message"; tr.MaxSteps = 5 })
+	h.run("Summarise the news.", func(tr *agent.Turn) {
+		tr.Kind, tr.Note = "job", "[scheduled task digest] a task, not a message"
+		tr.MaxSteps = 5
+	})
 	req = h.fake.Requests()[1].Messages
 	in, note := req[len(req)-2], req[len(req)-1]
 	if in.Role != llm.RoleUser || in.Content != "Summarise the news." || note.Role != llm.RoleSystem || note.Content != "[scheduled task digest] a task, not a message" {
