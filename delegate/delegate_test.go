@@ -167,3 +167,13 @@ func TestDelegateLimits(t *testing.T) {
 		}
 	}
 }
+
+// Finding 4: delegate starts work of its own, so it acts beyond the reply
+// (asked about or withdrawn after untrusted content).
+func TestDelegateDeclaresActs(t *testing.T) {
+	_, tasks, _ := rig(t)
+	list := tasks.Source(routertest.Msg("c1", "u", "x")).Tools(agent.TurnInfo{})
+	if len(list) != 1 || !list[0].Acts {
+		t.Fatalf("delegate tools = %+v; want one that acts", list)
+	}
+}

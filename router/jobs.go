@@ -27,10 +27,6 @@ type JobTurn struct {
 	Text     string            // reminder: the message to send
 	Prompt   string            // task: the instruction for the agent
 	MaxSteps int               // task: 0 uses the turn's usual cap
-	// Untrusted: the task was created in a turn with untrusted content in
-	// it; its prompt reaches the model labelled as data, and the turn has
-	// no tool that acts beyond the reply (it cannot ask for approval).
-	Untrusted bool
 	Location *time.Location    // the job's zone, for the model's clock; nil: the router's
 	// Delivered is called after each message the platform confirmed, with
 	// the turn's id (0 if none was recorded). The scheduler records it
@@ -42,6 +38,10 @@ type JobTurn struct {
 	// delivery is recorded for the run in the store, since Delivered is
 	// gone by then.
 	RunID int64
+	// Untrusted: the task was created in a turn with untrusted content in
+	// it; its prompt reaches the model labelled as data, and the turn has
+	// no tool that acts beyond the reply (it cannot ask for approval).
+	Untrusted bool
 }
 
 // ErrJobStopped is returned by RunJob when /stop dropped the job from the

@@ -429,6 +429,12 @@ func TestToolsAreScoped(t *testing.T) {
 	if len(mine) != 3 {
 		t.Fatalf("tools = %d, want 3", len(mine))
 	}
+	// Creating and cancelling jobs act beyond the reply; listing does not.
+	for _, tl := range h.sched.Source().Tools(agentInfo("fake", "c1", "u1", "hi")) {
+		if tl.Acts != (tl.Name != "schedule_list") {
+			t.Errorf("%s: Acts = %v", tl.Name, tl.Acts)
+		}
+	}
 	if _, err := mine["schedule_create"](`{"spec":"@daily","kind":"task","text":"Check the weather.","name":"weather"}`); err != nil {
 		t.Fatal(err)
 	}

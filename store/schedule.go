@@ -112,16 +112,16 @@ type Schedule struct {
 	ChatKey    string
 	ChatType   string
 	OwnerID    string // the user who created it; empty for config jobs
-	// Untrusted: created in a turn that had untrusted content in it (a
-	// fetched page, a file…), so its text may be someone else's: a task
-	// runs with it labelled as data, not as the owner's instruction.
-	Untrusted bool
-	State     string
+	State      string
 	NextRunAt  *time.Time // nil unless active
 	Failures   int        // consecutive failed runs
 	LastError  string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Untrusted: created in a turn that had untrusted content in it (a
+	// fetched page, a file…), so its text may be someone else's: a task
+	// runs with it labelled as data, not as the owner's instruction.
+	Untrusted bool
 }
 
 // ScheduleFilter selects jobs; empty fields match everything.
