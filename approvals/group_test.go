@@ -27,16 +27,23 @@ func groupPress(user, action string) channels.Inbound {
 	return in
 }
 
+// aliceAsks is a group g1 where alice's request waits for approval.
+func aliceAsks(t *testing.T) (*rig, *atomic.Int32) {
+	t.Helper()
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	ran := new(atomic.Int32)
+	a := newRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), ran, &now)
+	scriptDelete(a.fake)
+	a.Say(groupMsg("alice", "delete old.txt"))
+	return a, ran
+}
+
 // Finding 8 (group approvals): another member's message neither cancels
 // nor decides the asker's pending request. Their ordinary message is
 // answered as usual; their "yes" and their button press get a reply
 // naming who may decide; the asker's own "yes" then runs the call once.
 func TestGroupApprovalOnlyTheAskerDecides(t *testing.T) {
-	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	var ran atomic.Int32
-	a := newRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
-	scriptDelete(a.fake)
-	a.Say(groupMsg("alice", "delete old.txt"))
+	a, ran := aliceAsks(t)
 	id := a.approvalID()
 
 	a.fake.Push(testkit.Reply{Text: "Hi Bob."})
@@ -72,11 +79,7 @@ func TestGroupApprovalOnlyTheAskerDecides(t *testing.T) {
 
 // The asker's own new message still supersedes their request in a group.
 func TestGroupApprovalAskersMessageSupersedes(t *testing.T) {
-	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	var ran atomic.Int32
-	a := newRig(t, filepath.Join(t.TempDir(), "a.db"), testkit.NewFakeLLM(t), &ran, &now)
-	scriptDelete(a.fake)
-	a.Say(groupMsg("alice", "delete old.txt"))
+	a, ran := aliceAsks(t)
 	a.fake.Push(testkit.Reply{Text: "Never mind then."})
 	a.Say(groupMsg("alice", "actually, keep it"))
 	if _, ok, _ := a.st.PendingApproval(t.Context(), "fake", "g1"); ok {

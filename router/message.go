@@ -63,15 +63,10 @@ func toMessage(in channels.Inbound, vision bool) llm.Message {
 // so that no name can close the line and start another.
 func author(in channels.Inbound) string {
 	clean := strings.NewReplacer("[", "(", "]", ")", "\n", " ", "\r", " ").Replace
-	name, handle := clean(strings.TrimSpace(in.DisplayName)), clean(strings.TrimSpace(in.UserName))
-	switch {
-	case name != "" && handle != "":
-		return name + " (@" + handle + ")"
-	case name != "":
-		return name
-	case handle != "":
-		return "@" + handle
-	case in.UserID != "":
+	if who := agent.UserLabel(clean(strings.TrimSpace(in.DisplayName)), clean(strings.TrimSpace(in.UserName))); who != "" {
+		return who
+	}
+	if in.UserID != "" {
 		return "user " + clean(in.UserID)
 	}
 	return "someone"
