@@ -157,7 +157,11 @@ type Turn struct {
 	Kind                          string // "user" (default) or "job"
 
 	Input llm.Message // the user message (ignored on resume)
-	Chat  Chat
+	// Note is the gateway's own word on the input (a scheduled task's
+	// marker): stored after it as a system message, which no user can
+	// write, so a user who types the same text cannot pass for the gateway.
+	Note string
+	Chat Chat
 
 	MaxSteps  int            // 0: the agent's default
 	Catalogue string         // skill catalogue for the prefix; "": the agent's
@@ -240,7 +244,7 @@ type turnState struct {
 	repeats    int
 	stopRepeat bool
 	emptyRetry bool
-	approved   map[string]bool // call ids the user approved
+	approved   map[string]bool // the calls the user approved, by approvalKey
 	pending    []llm.ToolCall  // calls waiting for approval
 }
 
@@ -399,13 +403,19 @@ func (a *Agent) begin(ctx context.Context, st *turnState) error {
 	}
 	in := st.t.Input
 	in.Role = llm.RoleUser
+	first := []llm.Message{in}
+	if st.t.Note != "" {
+		first = append(first, SystemNote(st.t.Note))
+	}
 	id, ids, err := s.BeginTurn(ctx, store.TurnStart{ChatID: st.t.ChatID, SessionID: st.t.SessionID,
-		InboxID: st.t.InboxID, UserID: st.t.UserID, Channel: st.t.Channel, Kind: st.t.Kind}, []llm.Message{in})
+		InboxID: st.t.InboxID, UserID: st.t.UserID, Channel: st.t.Channel, Kind: st.t.Kind}, first)
 	if err != nil {
 		return fmt.Errorf("agent: begin turn: %w", err)
 	}
 	st.turnID = id
-	st.cur = append(st.cur, entry{Message: in, id: ids[0], turnID: id})
+	for i, m := range first {
+		st.cur = append(st.cur, entry{Message: m, id: ids[i], turnID: id})
+	}
 	return nil
 }
 
@@ -457,8 +467,7 @@ func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog
 			if missing := MissingRequired(rules, st.calls); len(missing) > 0 && step < maxSteps {
 				// Not done yet: the answer stays in the transcript, unsent,
 				// and a hidden nudge sends the model back to work.
-				nudge := llm.Message{Role: llm.RoleUser, Content: "[system] Before you finish, you must call: " +
-					strings.Join(missing, ", ") + ". Do that now."}
+				nudge := SystemNote("Before you finish, you must call: " + strings.Join(missing, ", ") + ". Do that now.")
 				if err := a.commit(ctx, st, step, []store.StepMessage{{Message: msg}, {Message: nudge, Hidden: true}}, resp.Usage); err != nil {
 					return StopStoreError, err
 				}
@@ -517,6 +526,10 @@ func terminalCalled(rules ToolRules, calls []llm.ToolCall, results []llm.Message
 	return false
 }
 
+// approvalKey identifies an approved call by its step and id: ids are the
+// model server's, and some reuse them across steps.
+func approvalKey(step int, callID string) string { return fmt.Sprintf("%d/%s", step, callID) }
+
 // needsApproval reports whether any call is to a tool that requires it.
 func needsApproval(calls []llm.ToolCall, ts *Toolset) bool {
 	for _, c := range calls {
@@ -531,6 +544,9 @@ func needsApproval(calls []llm.ToolCall, ts *Toolset) bool {
 // approved calls (or writes denial results) as the paused step's results.
 // done reports that the turn ends here (superseded, expired, or a stop).
 func (a *Agent) resolve(ctx context.Context, st *turnState) (reason StopReason, done bool, err error) {
+	// The paused step is the last assistant message; only results after it
+	// answer its calls: a server that reuses call ids (call_0 at every
+	// step) must not make an earlier step's result answer this one's.
 	var calls []llm.ToolCall
 	answered := map[string]bool{}
 	steps := 0
@@ -538,6 +554,7 @@ func (a *Agent) resolve(ctx context.Context, st *turnState) (reason StopReason, 
 		if e.Role == llm.RoleAssistant && !e.hidden {
 			steps++
 			calls = e.ToolCalls
+			clear(answered)
 		}
 		if e.Role == llm.RoleTool {
 			answered[e.ToolCallID] = true
@@ -559,9 +576,10 @@ func (a *Agent) resolve(ctx context.Context, st *turnState) (reason StopReason, 
 		ts, rules, _ = a.tools(st, steps)
 		st.approved = map[string]bool{}
 		for _, c := range calls {
-			st.approved[c.ID] = true
+			st.approved[approvalKey(steps, c.ID)] = true
 		}
 		results = a.execute(ctx, st, steps, calls, ts)
+		st.approved = nil // this step's approval only: later steps ask again
 	} else {
 		why := r.Reason
 		if why == "" {
@@ -589,6 +607,13 @@ func (a *Agent) resolve(ctx context.Context, st *turnState) (reason StopReason, 
 	return "", false, nil
 }
 
+// SystemNote is a note of the gateway's own to the model within a
+// conversation (a nudge, a scheduled task's marker). It travels as a
+// system message, which no user can write, so a user who types the same
+// words is seen as a user; it follows the history, so the cached prompt
+// prefix stays as it was.
+func SystemNote(text string) llm.Message { return llm.Message{Role: llm.RoleSystem, Content: text} }
+
 // history returns the turn's messages so far.
 func (st *turnState) history() []llm.Message {
 	out := make([]llm.Message, len(st.cur))
@@ -602,13 +627,18 @@ func (st *turnState) history() []llm.Message {
 // the turn's allowlist and the rules the sources contribute. stop reports
 // that the rules left no tool although some were available.
 func (a *Agent) tools(st *turnState, step int) (ts *Toolset, rules ToolRules, stop bool) {
+	hist := st.history()
 	info := TurnInfo{Channel: st.t.Channel, ChatKey: st.t.ChatKey, ChatType: st.t.ChatType, UserID: st.t.UserID, Chat: st.t.Chat,
-		UserText: st.t.Input.Content, Step: step, Called: st.called, Calls: st.calls, History: st.history()}
+		UserText: st.t.Input.Content, Step: step, Called: st.called, Calls: st.calls, History: hist, Kind: st.t.Kind,
+		Tainted: Tainted(hist)}
 	sources := a.cfg.Sources
 	if len(st.t.Sources) > 0 {
 		sources = append(append([]Source(nil), sources...), st.t.Sources...)
 	}
 	ts = BuildTools(sources, info, st.t.Allow)
+	if info.Tainted {
+		ts = ts.Guard(st.t.Approvals)
+	}
 	for _, c := range ts.Conflicts {
 		if _, seen := a.conflicts.LoadOrStore(c, true); !seen {
 			a.log.Warn("tool name offered twice; the first source wins", "conflict", c)
@@ -728,8 +758,7 @@ func stoppedBecause(reason StopReason) string {
 // wrapUp ends a turn that ran out of steps (or was stopped by a rule) with
 // one last model call without tools that tells the user where things stand.
 func (a *Agent) wrapUp(ctx context.Context, st *turnState, reason StopReason, why string) (StopReason, error) {
-	nudge := llm.Message{Role: llm.RoleUser, Content: "[system] " + why +
-		" Do not call tools. In a few sentences, tell the user what you did, what you found, and what is left to do."}
+	nudge := SystemNote(why + " Do not call tools. In a few sentences, tell the user what you did, what you found, and what is left to do.")
 	st.cur = append(st.cur, entry{Message: nudge, hidden: true})
 	resp, r, err := a.call(ctx, st, st.steps+1, nil, false)
 	st.cur = st.cur[:len(st.cur)-1]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +50,7 @@ func (a *Agent) execute(ctx context.Context, st *turnState, step int, calls []ll
 			continue
 		}
 		p.tool = t
-		if t.RequiresApproval && !st.approved[c.ID] {
+		if t.RequiresApproval && !st.approved[approvalKey(step, c.ID)] {
 			p.result, p.isErr, p.done = fmt.Sprintf("error: %s needs the user's approval before it runs, and approvals are not available here; tell the user what you wanted to do instead", c.Name), true, true
 			continue
 		}
@@ -176,6 +177,9 @@ func safeCall(ctx context.Context, t *Tool, args json.RawMessage) (res string, e
 }
 
 func unknownTool(name string, ts *Toolset) string {
+	if slices.Contains(ts.Withdrawn, name) {
+		return fmt.Sprintf("error: %s is not available for the rest of this turn: untrusted content (a web page, a file, a tool's output) is in the conversation, and %s acts beyond the reply. Do not try to get around this; tell the user what you would have done, so they can ask for it themselves", name, name)
+	}
 	names := ts.Names()
 	if len(names) == 0 {
 		return fmt.Sprintf("error: unknown tool %q; no tools are available in this step", name)

@@ -134,7 +134,7 @@ func BuildTail(ti TailInfo) string {
 		}
 		fmt.Fprintf(&b, "- Chat: %s\n", where)
 	}
-	if who := userLabel(ti.DisplayName, ti.UserName); who != "" {
+	if who := UserLabel(ti.DisplayName, ti.UserName); who != "" {
 		fmt.Fprintf(&b, "- Talking with: %s\n", who)
 	}
 	for _, s := range ti.Sections {
@@ -146,7 +146,8 @@ func BuildTail(ti TailInfo) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-func userLabel(display, handle string) string {
+// UserLabel names a person by display name and @handle, as far as known.
+func UserLabel(display, handle string) string {
 	switch {
 	case display != "" && handle != "":
 		return display + " (@" + handle + ")"

@@ -101,7 +101,7 @@ func TestRulesThroughTheLoop(t *testing.T) {
 		}
 		equal(t, "sent", h.chat.Sent(), []string{"saved and done"})
 		equal(t, "transcript", h.transcript(), []string{"user: work", "assistant: done already",
-			"user(hidden): [system] Before you finish, you must call: save. Do that now…",
+			"system(hidden): Before you finish, you must call: save. Do that now.",
 			"assistant call save{}", "tool [1]: save ok", "assistant: saved and done"})
 	})
 	t.Run("children and max_count", func(t *testing.T) {

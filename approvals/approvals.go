@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ const (
 type Store interface {
 	CreateApproval(ctx context.Context, a store.Approval, ttl time.Duration) (int64, error)
 	PendingApproval(ctx context.Context, channel, chatKey string) (store.Approval, bool, error)
+	PendingApprovals(ctx context.Context, channel, chatKey string) ([]store.Approval, error)
 	DecideApproval(ctx context.Context, id int64, status, reason string) (bool, error)
 	DueApprovals(ctx context.Context) ([]store.Approval, error)
 	EnsureChat(ctx context.Context, channel, key, chatType, title string) (store.Chat, error)
@@ -158,8 +160,14 @@ func decision(in channels.Inbound, pendingID int64) (approve, ok bool, stale boo
 
 // Intercept implements router.Interceptor: it handles a message that
 // arrives while its chat has a pending approval. It reports true when the
-// message was consumed (a decision, or a stale button); otherwise the
-// pending calls are superseded and the message is handled as usual.
+// message was consumed (a decision, a stale button, or someone else's
+// answer); otherwise the message is handled as usual, and when it is the
+// asker's own, their pending calls are superseded.
+//
+// Only the person who asked decides, and only their own message
+// supersedes their request: in a group, another member's message passes
+// through without touching it, and another member's yes, no or button
+// press gets a reply naming who may answer.
 func (ap *Approvals) Intercept(ctx context.Context, in channels.Inbound) (bool, error) {
 	button := strings.HasPrefix(in.Action, "approve:") || strings.HasPrefix(in.Action, "deny:")
 	if in.Action != "" && !button {
@@ -168,19 +176,34 @@ func (ap *Approvals) Intercept(ctx context.Context, in channels.Inbound) (bool, 
 	if _, ok := ap.chats.Channel(in.Channel).(channels.ApprovalAsker); ok {
 		return ap.interceptDelivered(ctx, in, button)
 	}
-	pending, found, err := ap.cfg.Store.PendingApproval(ctx, in.Channel, in.ChatID)
+	list, err := ap.cfg.Store.PendingApprovals(ctx, in.Channel, in.ChatID)
 	if err != nil {
 		return false, fmt.Errorf("router: pending approval: %w", err)
 	}
-	if !found {
+	if len(list) == 0 {
 		return button, nil // a button with nothing pending: a no-op
+	}
+	pending, mine := list[0], false
+	if button {
+		_, idText, _ := strings.Cut(in.Action, ":")
+		id, _ := strconv.ParseInt(idText, 10, 64)
+		i := slices.IndexFunc(list, func(a store.Approval) bool { return a.ID == id })
+		if i < 0 {
+			return true, nil // an old button: a no-op
+		}
+		pending, mine = list[i], asks(list[i], in)
+	} else if i := slices.IndexFunc(list, func(a store.Approval) bool { return asks(a, in) }); i >= 0 {
+		pending, mine = list[i], true
 	}
 	approve, isDecision, stale := decision(in, pending.ID)
 	switch {
 	case stale:
 		return true, nil
-	case isDecision && pending.UserID != "" && in.UserID != pending.UserID:
-		return true, nil // only the person who asked decides
+	case isDecision && !mine:
+		ap.onlyAsker(ctx, in, pending)
+		return true, nil
+	case !mine:
+		return false, nil // someone else's message: their request waits on
 	case isDecision:
 		status, reason := statusDenied, "the user denied it"
 		if approve {
@@ -201,6 +224,28 @@ func (ap *Approvals) Intercept(ctx context.Context, in channels.Inbound) (bool, 
 		ap.queue(in, resolution{approval: pending, res: agent.Resolution{Reason: why}})
 	}
 	return false, nil
+}
+
+// asks reports whether in comes from the person who asked for a (anyone,
+// for a request recorded without a user).
+func asks(a store.Approval, in channels.Inbound) bool {
+	return a.UserID == "" || a.UserID == in.UserID
+}
+
+// onlyAsker answers someone who tried to decide another person's request.
+func (ap *Approvals) onlyAsker(ctx context.Context, in channels.Inbound, a store.Approval) {
+	var orig channels.Inbound
+	_ = json.Unmarshal(a.Origin, &orig)
+	who := "the person who asked"
+	switch {
+	case orig.UserName != "":
+		who = "@" + orig.UserName
+	case orig.DisplayName != "":
+		who = orig.DisplayName
+	}
+	if _, err := ap.chats.Send(ctx, in, "Only "+who+" can approve or deny this request."); err != nil {
+		ap.log.Warn("could not answer a decision from someone else", "err", err)
+	}
 }
 
 // Sweep implements router.Interceptor: it drops the calls of approvals

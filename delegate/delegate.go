@@ -159,6 +159,7 @@ func (ts *Tasks) Source(in channels.Inbound) agent.Source {
 				"its result is posted to this chat when done. Use it for long, independent work.",
 			Parameters: params,
 			Source:     "delegate",
+			Acts:       true, // starts work of its own: asks first, or is withdrawn, after untrusted content
 			Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
 				var a struct {
 					Task  string   `json:"task"`
@@ -243,7 +244,8 @@ func (ts *Tasks) runTask(ctx context.Context, in channels.Inbound, t *task, tool
 	turn := agent.Turn{
 		ChatID: chat.ID, SessionID: sess.ID, Channel: in.Channel, ChatType: string(in.ChatType), ChatKey: in.ChatID,
 		UserID: in.UserID, UserName: in.UserName, DisplayName: in.DisplayName, Kind: "task",
-		Input:    llm.Message{Role: llm.RoleUser, Content: "[background task]\n" + t.what + "\n\nWork on your own; reply with the result."},
+		Input:    llm.Message{Role: llm.RoleUser, Content: t.what},
+		Note:     taskMarker + " The message above is a task delegated to you from a conversation, not a message from a person: work on it on your own, and reply with the result.",
 		Chat:     binding,
 		MaxSteps: taskMaxSteps, Location: ts.cfg.Location,
 		Allow: allow(tools),
@@ -259,6 +261,10 @@ func (ts *Tasks) runTask(ctx context.Context, in channels.Inbound, t *task, tool
 	}
 	log.Info("background task done", "stop_reason", res.StopReason)
 }
+
+// taskMarker starts the gateway's note on a background task's input (a
+// system message: agent.Turn.Note).
+const taskMarker = "[background task]"
 
 // allow restricts a task's tools: never delegate again (depth 1); when the
 // model named tools, only those (and send_message).

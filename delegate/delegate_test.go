@@ -39,20 +39,25 @@ func rig(t *testing.T) (*routertest.Rig, *Tasks, *testkit.FakeLLM) {
 	return a, tasks, fake
 }
 
+// isTask reports whether r is a background task's request: it carries the
+// gateway's system note with the task marker.
+func isTask(r testkit.Recorded) bool {
+	for _, m := range r.Messages[1:] {
+		if m.Role == llm.RoleSystem && strings.HasPrefix(m.Content, taskMarker) {
+			return true
+		}
+	}
+	return false
+}
+
 // delegateModel: the parent delegates and answers at once; the background
 // task's model call waits for release (or its cancellation).
 func delegateModel(release <-chan struct{}) func(testkit.Recorded) testkit.Reply {
 	return func(r testkit.Recorded) testkit.Reply {
-		first := ""
-		for _, m := range r.Messages {
-			if m.Role == llm.RoleUser {
-				first = m.Content
-				break
-			}
-		}
+		task := isTask(r)
 		last := r.Messages[len(r.Messages)-1]
 		switch {
-		case strings.HasPrefix(first, "[background task]"):
+		case task:
 			return testkit.Reply{Text: "Found three sources.", Block: release}
 		case last.Role == llm.RoleTool:
 			return testkit.Reply{Text: "I've started that in the background."}
@@ -115,21 +120,15 @@ func TestDelegateLimits(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	fake.SetDefault(&testkit.Reply{Func: func(r testkit.Recorded) testkit.Reply {
-		first := ""
-		for _, m := range r.Messages {
-			if m.Role == llm.RoleUser {
-				first = m.Content
-				break
-			}
-		}
+		task := isTask(r)
 		for _, tool := range r.Tools {
-			if strings.HasPrefix(first, "[background task]") && tool.Name == Tool {
+			if task && tool.Name == Tool {
 				return testkit.Reply{Text: "a task was offered delegate"}
 			}
 		}
 		last := r.Messages[len(r.Messages)-1]
 		switch {
-		case strings.HasPrefix(first, "[background task]"):
+		case task:
 			return testkit.Reply{Text: "working", Block: release}
 		case last.Role == llm.RoleTool:
 			var all []string
@@ -156,14 +155,23 @@ func TestDelegateLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range fake.Requests() {
-		for _, m := range r.Messages {
-			if strings.HasPrefix(m.Content, "[background task]") {
-				for _, tool := range r.Tools {
-					if tool.Name == Tool {
-						t.Fatal("a background task was offered the delegate tool")
-					}
-				}
+		if !isTask(r) {
+			continue
+		}
+		for _, tool := range r.Tools {
+			if tool.Name == Tool {
+				t.Fatal("a background task was offered the delegate tool")
 			}
 		}
+	}
+}
+
+// Finding 4: delegate starts work of its own, so it acts beyond the reply
+// (asked about or withdrawn after untrusted content).
+func TestDelegateDeclaresActs(t *testing.T) {
+	_, tasks, _ := rig(t)
+	list := tasks.Source(routertest.Msg("c1", "u", "x")).Tools(agent.TurnInfo{})
+	if len(list) != 1 || !list[0].Acts {
+		t.Fatalf("delegate tools = %+v; want one that acts", list)
 	}
 }

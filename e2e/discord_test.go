@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -143,15 +144,19 @@ func (s *discordServe) expect(channelID string, n int) {
 	s.final[channelID] = n
 }
 
+// userTexts are the user messages of a request, without the author line
+// the router starts a group message with ("[from Ada (@ada)]").
 func userTexts(r testkit.Recorded) []string {
 	var out []string
 	for _, m := range r.Messages {
 		if m.Role == llm.RoleUser {
-			out = append(out, m.Content)
+			out = append(out, groupAuthor.ReplaceAllString(m.Content, ""))
 		}
 	}
 	return out
 }
+
+var groupAuthor = regexp.MustCompile(`\A\[from [^\n]*\]\n`)
 
 func assistantTexts(r testkit.Recorded) []string {
 	var out []string

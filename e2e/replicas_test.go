@@ -95,7 +95,8 @@ func newReplicaModel(t *testing.T, delay time.Duration) *replicaModel {
 			block = *c
 		}
 		last := u[len(u)-1]
-		if j := replicaJobRe.FindStringSubmatch(last); j != nil {
+		// A task's marker is the gateway's system note after its prompt.
+		if j := replicaJobRe.FindStringSubmatch(r.Messages[len(r.Messages)-1].Content); r.Messages[len(r.Messages)-1].Role == "system" && j != nil {
 			return testkit.Reply{Text: "ran " + j[1], Delay: delay, Block: block}
 		}
 		if q := replicaQuestionRe.FindStringSubmatch(last); q != nil {

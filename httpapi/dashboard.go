@@ -332,6 +332,7 @@ func toolUses(msgs []store.Message) []toolUse {
 		switch m.Role {
 		case llm.RoleAssistant:
 			step++
+			clear(index) // results follow their step: some servers reuse call ids across steps
 			for _, c := range m.ToolCalls {
 				index[c.ID] = len(out)
 				out = append(out, toolUse{Name: c.Name, Args: c.Arguments, Step: step})

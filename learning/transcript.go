@@ -127,10 +127,13 @@ func UserLine(lines []Line, n int) (Line, bool) {
 }
 
 var (
-	// The router prefixes a reply with the quoted message on one line.
-	quoteLine = regexp.MustCompile(`\A\[replying to [^\n]*\]\n?`)
-	// An attached text file: a header line, then its content fenced.
-	fileBlock = regexp.MustCompile("(?s)\\[file [^\\n]*\\]\\n```\\n.*?\\n```")
+	// The router starts a group message with its author, then a reply
+	// with the quoted message, each on one line.
+	authorLine = regexp.MustCompile(`\A\[from [^\n]*\]\n?`)
+	quoteLine  = regexp.MustCompile(`\A\[replying to [^\n]*\]\n?`)
+	// An attached text file: a header line, the untrusted label, then its
+	// content fenced.
+	fileBlock = regexp.MustCompile("(?s)\\[file [^\\n]*\\]\\n(\\[untrusted content from [^\\n]*\\]\\n)?```\\n.*?\\n```")
 	// Other attachment notes (with the adapter's note after them).
 	attachLine = regexp.MustCompile(`(?m)^\[(image|video|sticker|location|file|audio|voice message)[ :][^\n]*$`)
 	voiceLine  = regexp.MustCompile(`(?m)^\[voice message, transcribed\]: `)
@@ -140,7 +143,7 @@ var (
 // router's quote of another message and attached file contents are removed
 // (they are someone else's words), a voice transcription is kept.
 func UserText(content string) string {
-	s := quoteLine.ReplaceAllString(content, "")
+	s := quoteLine.ReplaceAllString(authorLine.ReplaceAllString(content, ""), "")
 	s = fileBlock.ReplaceAllString(s, "")
 	s = voiceLine.ReplaceAllString(s, "")
 	s = attachLine.ReplaceAllString(s, "")

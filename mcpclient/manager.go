@@ -173,6 +173,9 @@ func (s *server) tool(name string, mt *mcp.Tool) *agent.Tool {
 		// Results come from another program and often carry outside text
 		// (pages, mail, tickets): labelled as data, not instructions.
 		Untrusted: true,
+		// A tool the server does not mark read-only may change something:
+		// after untrusted content it asks first, or is withdrawn.
+		Acts: !readOnly(mt),
 	}
 	params, err := parameters(mt)
 	if err != nil {

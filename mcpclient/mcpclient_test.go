@@ -49,6 +49,11 @@ func TestStdioServer(t *testing.T) {
 	if toolByName(t, m, "test__fail").ConcurrencySafe {
 		t.Error("fail has no readOnlyHint but is ConcurrencySafe")
 	}
+	// A tool not marked read-only acts beyond the reply (asked about or
+	// withdrawn after untrusted content); a read-only one does not.
+	if echo.Acts || !toolByName(t, m, "test__fail").Acts {
+		t.Errorf("Acts: echo (read-only) %v, fail (no hint) %v; want false and true", echo.Acts, toolByName(t, m, "test__fail").Acts)
+	}
 
 	if got := mustCall(t, m, "test__echo", `{"text":"hi there"}`); got != "hi there" {
 		t.Errorf("echo = %q, want %q", got, "hi there")

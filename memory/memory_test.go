@@ -305,6 +305,12 @@ func TestToolsAreScopedAndRememberIsNotOfferedAfterOutsideText(t *testing.T) {
 	ctx := t.Context()
 	svc := New(Config{Store: r.st})
 	group := svc.Tools(r.scope("ada", true))
+	// remember and forget change what is kept: they act beyond the reply.
+	for name, want := range map[string]bool{RememberTool: true, ForgetTool: true, RecallTool: false} {
+		if got := toolByName(group, agent.TurnInfo{}, name).Acts; got != want {
+			t.Errorf("%s: Acts = %v, want %v", name, got, want)
+		}
+	}
 	call := func(src agent.Source, name, args string) (string, error) {
 		t.Helper()
 		tool := toolByName(src, agent.TurnInfo{}, name)

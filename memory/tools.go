@@ -66,6 +66,7 @@ func (m *Service) Tools(sc Scope) agent.Source {
 			`"replaces":{"type":"integer","description":"id of a memory this one updates (from recall), if any"}},` +
 			`"required":["text"],"additionalProperties":false}`),
 		Source: "memory",
+		Acts:   true,
 		Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
 			var a struct {
 				Text     string `json:"text"`
@@ -106,6 +107,7 @@ func (m *Service) Tools(sc Scope) agent.Source {
 		Description: "Forget a memory by its id (from recall), when the user asks you to or it is wrong.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer","description":"the memory's id"}},"required":["id"],"additionalProperties":false}`),
 		Source:      "memory",
+		Acts:        true,
 		Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
 			var a struct {
 				ID int64 `json:"id"`

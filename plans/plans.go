@@ -301,6 +301,10 @@ func (pl *Plans) runStep(ctx context.Context, in channels.Inbound, p store.Plan,
 	res := pl.chats.RunTurn(tctx, router.ChatTurn{In: orig, Reply: quiet, ChatID: chat.ID, SessionID: sess.ID,
 		Unrecorded: true, Log: log, Adjust: func(t *agent.Turn) {
 			t.Kind, t.MaxSteps, t.InboxID = "plan", pl.cfg.StepMaxSteps, 0
+			// A step cannot pause for approval (nobody resumes it): tools
+			// that need one refuse, and after untrusted content tools that
+			// act are withdrawn (agent.Tool.Acts).
+			t.Approvals = false
 			t.Input = llm.Message{Role: llm.RoleUser, Content: input.String()}
 		}})
 	stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -106,14 +107,15 @@ func TestRunJobSharesTheChatFIFO(t *testing.T) {
 			t.Fatalf("RunJob = %+v, %v", r.res, r.err)
 		}
 		e.waitSent(t, 3)
-		jobText := "[scheduled task digest]\nSummarise the news."
+		jobText := "Summarise the news."
 		want := []string{"echo: first", "echo: " + jobText, "echo: second"}
 		if got := e.ch.texts(); !slices.Equal(got, want) {
 			t.Fatalf("sent %q, want %q", got, want)
 		}
 		// The job's turn: kind job, the owner, the chat key, its own step cap.
 		jt := e.runner.turns[1]
-		if jt.Kind != "job" || jt.UserID != "u1" || jt.ChatKey != "c1" || jt.MaxSteps != 3 || jt.InboxID != 0 || jt.Input.Content != jobText {
+		if jt.Kind != "job" || jt.UserID != "u1" || jt.ChatKey != "c1" || jt.MaxSteps != 3 || jt.InboxID != 0 || jt.Input.Content != jobText ||
+			!strings.HasPrefix(jt.Note, "[scheduled task digest] ") {
 			t.Errorf("job turn = %+v", jt)
 		}
 		if e.runner.turns[2].ChatKey != "c1" || e.runner.turns[2].Kind != "" {

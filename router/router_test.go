@@ -288,7 +288,7 @@ func TestAccessAndGroups(t *testing.T) {
 		texts = append(texts, tr.Input.Content)
 	}
 	slices.Sort(texts)
-	if !slices.Equal(texts, []string{"@bot hi", "hi", "hi by id"}) {
+	if !slices.Equal(texts, []string{"[from user 42]\n@bot hi", "hi", "hi by id"}) {
 		t.Fatalf("turns for %q", texts)
 	}
 	e.ch.mu.Lock()

@@ -192,6 +192,9 @@ type setup struct {
 	zoneFor func(string) *time.Location
 	llm     *testkit.FakeLLM // nil: a new one
 	outbox  bool             // the router keeps replies the channel did not take
+	sources []agent.Source   // more tools for the agent
+	// interceptors for the router (approvals), on the harness's store
+	interceptors func(*store.Store) []router.Interceptor
 }
 
 func berlin(t testing.TB) *time.Location {
@@ -226,11 +229,14 @@ func start(t *testing.T, path string, clk *fakeClock, s setup) *harness {
 		t.Fatal(err)
 	}
 	ag, err := agent.New(agent.Config{Model: model, Store: h.st, Now: clk.Now, Location: berlin(t),
-		Sources: []agent.Source{agent.ChannelContext(), h.sched.Source()}})
+		Sources: append([]agent.Source{agent.ChannelContext(), h.sched.Source()}, s.sources...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc := router.Config{Store: h.st, Agent: ag, Location: berlin(t)}
+	if s.interceptors != nil {
+		rc.Interceptors = s.interceptors(h.st)
+	}
 	if s.outbox {
 		h.retry, h.outbox = make(chan struct{}), make(chan router.OutboxEvent, 10)
 		rc.Outbox, rc.Now = h.st, func() time.Time { return clk.Now().Add(time.Duration(h.later.Load())) }

@@ -413,7 +413,7 @@ func (s *Scheduler) execute(sc store.Schedule, runID int64) (r Report, recorded 
 	ctx := s.runCtx
 	log := s.log.With("job_id", sc.ID, "job", sc.Name, "run_id", runID)
 	j := router.JobTurn{Name: sc.Name, Channel: sc.Channel, ChatID: sc.ChatKey, ChatType: channels.ChatType(sc.ChatType),
-		UserID: sc.OwnerID, MaxSteps: sc.MaxSteps, RunID: runID,
+		UserID: sc.OwnerID, MaxSteps: sc.MaxSteps, RunID: runID, Untrusted: sc.Untrusted,
 		Delivered: func(ctx context.Context, turnID int64, msgID string) {
 			if err := s.cfg.Store.RecordScheduleDelivery(ctx, runID, turnID, msgID); err != nil {
 				log.Error("record delivery", "err", err)

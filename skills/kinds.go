@@ -129,10 +129,14 @@ func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 		return nil, err
 	}
 	t.Fn = call
-	// An HTTP response is whatever the remote service returned, and a
-	// command's output is whatever its files and programs say: the loop
-	// labels both as data, not instructions, like web_fetch's pages.
+	// An HTTP response is whatever the remote service returned: the loop
+	// labels it as data, not instructions, like web_fetch's pages.
+	// A command's output is a program's, reading whatever it reads: data too.
 	t.Untrusted = d.Kind == "http" || d.Kind == "command"
+	// Tools that may change something (a command, an HTTP call that is not
+	// a GET) ask first, or are withdrawn, once untrusted content is in the
+	// turn (agent.Tool.Acts).
+	t.Acts = d.Kind == "command" || (d.Kind == "http" && d.Method != "" && !strings.EqualFold(d.Method, http.MethodGet))
 	if maxChars > 0 {
 		t.MaxResultChars = maxChars + resultSlack
 	}

@@ -52,6 +52,7 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`
 	sqlApprovalCols       = `id, turn_id, COALESCE(inbox_id, 0), channel, chat_key, user_id, calls, origin, status, reason, created_at, expires_at, decided_at`
 	sqlPendingApproval    = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE channel = ? AND chat_key = ? AND status = 'pending' ORDER BY id DESC LIMIT 1`
+	sqlPendingApprovals   = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE channel = ? AND chat_key = ? AND status = 'pending' ORDER BY id DESC`
 	sqlAnyPendingApproval = `SELECT EXISTS (SELECT 1 FROM approvals WHERE status = 'pending')`
 	sqlGetApproval        = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE id = ?`
 	sqlDecideApproval     = `UPDATE approvals SET status = ?, reason = ?, decided_at = ? WHERE id = ? AND status = 'pending'`
@@ -111,6 +112,19 @@ func (s *Store) PendingApproval(ctx context.Context, channel, chatKey string) (A
 		return Approval{}, false, fmt.Errorf("store: pending approval: %w", err)
 	}
 	return a, ok, nil
+}
+
+// PendingApprovals returns every pending approval of the chat, newest
+// first: in a group, each member may have one of their own.
+func (s *Store) PendingApprovals(ctx context.Context, channel, chatKey string) ([]Approval, error) {
+	if _, ok, err := s.PendingApproval(ctx, channel, chatKey); err != nil || !ok {
+		return nil, err // the common case, answered without a query (absent)
+	}
+	list, err := queryAll(ctx, s.db, scanApproval, sqlPendingApprovals, channel, chatKey)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending approvals: %w", err)
+	}
+	return list, nil
 }
 
 // Approval returns one approval by id.

@@ -33,6 +33,7 @@ var migrations = []migration{
 	{10, "files and scheduled runs in the outbox", migrationOutboxFiles},
 	{11, "request size of turns", migrationRequestSize},
 	{12, "one learning pass for memory and profile", migrationLearningPass},
+	{13, "untrusted scheduled jobs", migrationScheduleUntrusted},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

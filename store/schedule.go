@@ -118,6 +118,10 @@ type Schedule struct {
 	LastError  string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Untrusted: created in a turn that had untrusted content in it (a
+	// fetched page, a file…), so its text may be someone else's: a task
+	// runs with it labelled as data, not as the owner's instruction.
+	Untrusted bool
 }
 
 // ScheduleFilter selects jobs; empty fields match everything.
@@ -155,10 +159,10 @@ type ScheduleRunEnd struct {
 
 const (
 	sqlScheduleCols = `id, name, origin, config_hash, spec, timezone, kind, body, max_steps, channel, chat_key, chat_type,
-		owner_id, state, next_run_at, failures, last_error, created_at, updated_at`
+		owner_id, state, next_run_at, failures, last_error, created_at, updated_at, untrusted`
 	sqlInsertSchedule = `INSERT INTO schedules (name, origin, config_hash, spec, timezone, kind, body, max_steps, channel,
-		chat_key, chat_type, owner_id, state, next_run_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		chat_key, chat_type, owner_id, state, next_run_at, created_at, updated_at, untrusted)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlScheduleByID     = `SELECT ` + sqlScheduleCols + ` FROM schedules WHERE id = ?`
 	sqlConfigSchedule   = `SELECT ` + sqlScheduleCols + ` FROM schedules WHERE origin = 'config' AND name = ?`
 	sqlConfigSchedules  = `SELECT ` + sqlScheduleCols + ` FROM schedules WHERE origin = 'config' AND state IN ('active', 'disabled')`
@@ -193,7 +197,7 @@ func scanSchedule(r rowScanner) (Schedule, error) {
 	var created, updated int64
 	if err := r.Scan(&sc.ID, &sc.Name, &sc.Origin, &sc.ConfigHash, &sc.Spec, &sc.Timezone, &sc.Kind, &sc.Body,
 		&sc.MaxSteps, &sc.Channel, &sc.ChatKey, &sc.ChatType, &sc.OwnerID, &sc.State, &next, &sc.Failures,
-		&sc.LastError, &created, &updated); err != nil {
+		&sc.LastError, &created, &updated, &sc.Untrusted); err != nil {
 		return Schedule{}, err
 	}
 	sc.NextRunAt = fromNullMS(next)
@@ -263,7 +267,8 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 
 func insertSchedule(ctx context.Context, tx conn, sc Schedule, now int64) (Schedule, error) {
 	id, err := tx.insertID(ctx, sqlInsertSchedule, sc.Name, sc.Origin, sc.ConfigHash, sc.Spec, sc.Timezone, sc.Kind,
-		sc.Body, sc.MaxSteps, sc.Channel, sc.ChatKey, sc.ChatType, sc.OwnerID, stateFor(sc.NextRunAt), nullTime(sc.NextRunAt), now, now)
+		sc.Body, sc.MaxSteps, sc.Channel, sc.ChatKey, sc.ChatType, sc.OwnerID, stateFor(sc.NextRunAt), nullTime(sc.NextRunAt), now, now,
+		boolInt(sc.Untrusted))
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -607,3 +612,7 @@ func (s *Store) ScheduleDeliveries(ctx context.Context, runID int64) (int, error
 	}
 	return n, nil
 }
+
+// migrationScheduleUntrusted marks the jobs created in a turn that had
+// untrusted content in it (Schedule.Untrusted).
+const migrationScheduleUntrusted = `ALTER TABLE schedules ADD COLUMN untrusted INTEGER NOT NULL DEFAULT 0;`

@@ -385,3 +385,16 @@ func TestFileToolsRefuseDotfiles(t *testing.T) {
 	}
 	w.mustCall(tools.FileWriteTool, m{"path": "notes/v1.2.txt", "content": "dots inside a name are fine"})
 }
+
+// Finding 4: the file tools that change the workspace act beyond the
+// reply (asked about or withdrawn after untrusted content); reading and
+// listing do not.
+func TestFileToolsDeclareActs(t *testing.T) {
+	w := newWorkspace(t, tools.FilesConfig{})
+	for _, tl := range w.src.Tools(agent.TurnInfo{Channel: "test", ChatKey: "c1"}) {
+		want := tl.Name == tools.FileWriteTool || tl.Name == tools.FileEditTool
+		if tl.Acts != want {
+			t.Errorf("%s: Acts = %v, want %v", tl.Name, tl.Acts, want)
+		}
+	}
+}

@@ -143,19 +143,29 @@ func TestChatAPIApprovalStreamed(t *testing.T) {
 	}
 }
 
-// signalHandler is a log handler that signals when a record's message
-// contains text.
+// signalHandler is a log handler that signals on ch[i] when a record's
+// message holds texts[i].
 type signalHandler struct {
-	text string
-	ch   chan struct{}
+	texts []string
+	ch    []chan struct{}
+}
+
+func newSignalHandler(texts ...string) signalHandler {
+	h := signalHandler{texts: texts}
+	for range texts {
+		h.ch = append(h.ch, make(chan struct{}, 1))
+	}
+	return h
 }
 
 func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.text) {
-		select {
-		case h.ch <- struct{}{}:
-		default:
+	for i, text := range h.texts {
+		if strings.Contains(r.Message, text) {
+			select {
+			case h.ch[i] <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil
@@ -168,10 +178,11 @@ func (h signalHandler) WithGroup(string) slog.Handler      { return h }
 // which supersedes the paused call.
 func TestChatAPIApprovalNotDeliveredIsNotApproved(t *testing.T) {
 	var ran atomic.Int32
-	// The question (or, before approvals had their own delivery, any reply)
-	// found no request waiting.
-	undelivered := signalHandler{text: "for a request that is no longer waiting", ch: make(chan struct{}, 1)}
-	s := newStack(t, testToken, stackExtras{tools: []*agent.Tool{deleteTool(&ran)}, approvals: true, log: slog.New(undelivered)})
+	// The server saw the client go away; then the question found no
+	// request waiting.
+	sig := newSignalHandler("client went away", "for a request that is no longer waiting")
+	wentAway, undelivered := sig.ch[0], sig.ch[1]
+	s := newStack(t, testToken, stackExtras{tools: []*agent.Tool{deleteTool(&ran)}, approvals: true, log: slog.New(sig)})
 
 	release := make(chan struct{})
 	scriptDelete(s.fake, release)
@@ -195,9 +206,13 @@ func TestChatAPIApprovalNotDeliveredIsNotApproved(t *testing.T) {
 	if err := <-gone; err == nil {
 		t.Fatal("the cancelled request got an answer")
 	}
+	// Until the server notices the hang-up (its background read sees the
+	// connection close), a question written to it counts as delivered, as
+	// no server can tell better: wait for that before the turn pauses.
+	<-wentAway
 	close(release)
 	select {
-	case <-undelivered.ch:
+	case <-undelivered:
 	case <-t.Context().Done():
 		t.Fatal("the approval question was never asked")
 	}
