@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/delegate"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/internal/gcpace"
+	"github.com/switchboard-gateway/switchboard/internal/redact"
 	"github.com/switchboard-gateway/switchboard/learning"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/mcpclient"
@@ -83,6 +84,9 @@ type Gateway struct {
 	sup *supervisor
 	// closers undo Build, last first.
 	closers cleanup
+	// redact hides the secrets in tool results, replies and dashboard
+	// pages; Reload adds those a new configuration holds.
+	redact *redact.Redactor
 }
 
 // cleanup is a stack of functions that undo what was built, run last
@@ -126,7 +130,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	if rid != "" {
 		log = log.With("replica", rid)
 	}
-	g = &Gateway{cfg: cfg, opts: opts, log: log, model: model}
+	g = &Gateway{cfg: cfg, opts: opts, log: log, model: model, redact: redact.New(secretsOf(cfg))}
 	closers := &g.closers // g itself is nil once an error is returned
 	defer func() {
 		if err != nil {
@@ -187,6 +191,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		TurnTokenBudget:      cfg.Agent.TurnTokenBudget,
 		UserDailyTokenBudget: cfg.Agent.UserDailyTokenBudget,
 		Logger:               log.With("component", "agent"),
+		Redact:               g.redact.String,
 	})
 	if err != nil {
 		return nil, err
@@ -249,6 +254,8 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Outbox:            st,
 		OutboxConfig: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
 			OnEvent: func(ev router.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
+		Redact:        g.redact.String,
+		ReplyMaxChars: cfg.Channels.ReplyMaxChars,
 	})
 	if err != nil {
 		return nil, err

@@ -205,6 +205,11 @@ type Options struct {
 
 	Now    func() time.Time
 	Logger *slog.Logger
+
+	// Redact replaces the gateway's secrets in dashboard pages (a stored
+	// transcript from before redaction, a user's pasted token); nil: pages
+	// are served as rendered.
+	Redact func(string) string
 }
 
 // Server is the HTTP server. Create it with New.

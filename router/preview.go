@@ -106,6 +106,9 @@ type previewer struct {
 	toolsFrom time.Time
 	line      string
 	sending   string
+	// clean replaces secrets in what a preview shows (Config.Redact); nil:
+	// shown as written.
+	clean func(string) string
 }
 
 // newPreviewer returns the previewer of the turn answering in on ch: stream
@@ -314,6 +317,9 @@ func (p *previewer) due(now time.Time) (*slot, string, time.Time) {
 	next := p.last.Add(previewEvery)
 	for _, s := range p.slots {
 		text := s.text()
+		if p.clean != nil {
+			text = p.clean(text)
+		}
 		switch {
 		case s.busy != nil || text == s.shown || text == "":
 			continue
