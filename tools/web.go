@@ -117,15 +117,7 @@ type fetcher struct {
 }
 
 func newFetcher(cfg WebConfig) *fetcher {
-	g := newGuard(cfg.AllowHosts, cfg.Resolver, cfg.InterfaceAddrs)
-	tr := &http.Transport{
-		Proxy:               nil, // a proxy would make the dialed address the proxy's, defeating the guard
-		DialContext:         g.DialContext,
-		ForceAttemptHTTP2:   true,
-		MaxIdleConns:        16,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-	}
+	tr := guardedTransport(newGuard(cfg.AllowHosts, cfg.Resolver, cfg.InterfaceAddrs))
 	f := &fetcher{cfg: cfg}
 	f.client = &http.Client{Transport: tr, Timeout: cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
