@@ -178,7 +178,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	}, log.With("component", "skills"))
 	g.skills = watcher
 	ag, err := agent.New(agent.Config{
-		Model: mon.model, Store: st,
+		Model: mon.model, Store: redactingStore{Store: st, redact: g.redact.String},
 		Sources: assembly.Static(assembly.StaticSources{Location: loc, Web: webTools(cfg), Files: fileTools(cfg, watcher.Current),
 			MCP: mcp.Source(), Schedule: sched.Source()}),
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},

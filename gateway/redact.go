@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"os"
+	"slices"
 
+	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/redact"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // secretsOf is what the gateway hides from tool results, replies and the
@@ -15,3 +20,38 @@ import (
 func secretsOf(cfg *config.Config) []redact.Secret {
 	return append(redact.FromEnv(os.Environ()), redact.Values(cfg.Secrets())...)
 }
+
+// redactingStore is the agent's store with the secrets replaced in what
+// the loop writes besides tool results (which the agent redacts where they
+// are made): a model's text and tool-call arguments (a model that repeats
+// a key it was told), summaries and a failed turn's error.
+type redactingStore struct {
+	*store.Store
+	redact func(string) string
+}
+
+func (s redactingStore) CommitStep(ctx context.Context, turnID int64, step int, msgs []store.StepMessage, usage llm.Usage) ([]int64, error) {
+	out := make([]store.StepMessage, len(msgs))
+	for i, m := range msgs {
+		m.Content = s.redact(m.Content)
+		if len(m.ToolCalls) > 0 {
+			m.ToolCalls = slices.Clone(m.ToolCalls)
+			for j := range m.ToolCalls {
+				m.ToolCalls[j].Arguments = s.redact(m.ToolCalls[j].Arguments)
+			}
+		}
+		out[i] = m
+	}
+	return s.Store.CommitStep(ctx, turnID, step, out, usage)
+}
+
+func (s redactingStore) SaveSummary(ctx context.Context, sessionID, upToMessageID int64, text string) error {
+	return s.Store.SaveSummary(ctx, sessionID, upToMessageID, s.redact(text))
+}
+
+func (s redactingStore) FinishTurn(ctx context.Context, turnID int64, e store.TurnEnd) error {
+	e.Error = s.redact(e.Error)
+	return s.Store.FinishTurn(ctx, turnID, e)
+}
+
+var _ agent.Store = redactingStore{}
