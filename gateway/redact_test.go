@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/config"
@@ -41,5 +42,26 @@ func TestReloadRefreshesRedaction(t *testing.T) {
 	g.Reload()
 	if got := g.redact.String("sk-first-key-0123456789 brave-second-key-0123456789"); got != "[redacted] [redacted]" {
 		t.Errorf("after reload: %q", got)
+	}
+}
+
+// The outbound guard's one allowance for Discord attachments: a configured
+// api_base other than Discord's, exactly its host and port.
+func TestOwnAPIHost(t *testing.T) {
+	const discord = "https://discord.com/api/v9"
+	tests := []struct {
+		base string
+		want []string
+	}{
+		{discord, nil},
+		{"http://127.0.0.1:4567/api/v9", []string{"127.0.0.1:4567"}},
+		{"https://proxy.internal/api/v9", []string{"proxy.internal:443"}},
+		{"http://[::1]:80/api", []string{"[::1]:80"}},
+		{"::not a url", nil},
+	}
+	for _, tt := range tests {
+		if got := ownAPIHost(tt.base, discord); !slices.Equal(got, tt.want) {
+			t.Errorf("ownAPIHost(%q) = %q, want %q", tt.base, got, tt.want)
+		}
 	}
 }
