@@ -23,8 +23,9 @@ func secretsOf(cfg *config.Config) []redact.Secret {
 
 // redactingStore is the agent's store with the secrets replaced in what
 // the loop writes besides tool results (which the agent redacts where they
-// are made): a model's text and tool-call arguments (a model that repeats
-// a key it was told), summaries and a failed turn's error.
+// are made): the user's message (a pasted token), a model's text and
+// tool-call arguments (a model that repeats a key it was told), summaries
+// and a failed turn's error.
 type redactingStore struct {
 	*store.Store
 	redact func(string) string
@@ -43,6 +44,15 @@ func (s redactingStore) CommitStep(ctx context.Context, turnID int64, step int, 
 		out[i] = m
 	}
 	return s.Store.CommitStep(ctx, turnID, step, out, usage)
+}
+
+func (s redactingStore) BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error) {
+	out := make([]llm.Message, len(first))
+	for i, m := range first {
+		m.Content = s.redact(m.Content)
+		out[i] = m
+	}
+	return s.Store.BeginTurn(ctx, t, out)
 }
 
 func (s redactingStore) SaveSummary(ctx context.Context, sessionID, upToMessageID int64, text string) error {

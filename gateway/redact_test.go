@@ -3,11 +3,15 @@ package gateway
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/redact"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Issue 29: the configuration's secrets are redacted from the start, and a
@@ -63,5 +67,61 @@ func TestOwnAPIHost(t *testing.T) {
 		if got := ownAPIHost(tt.base, discord); !slices.Equal(got, tt.want) {
 			t.Errorf("ownAPIHost(%q) = %q, want %q", tt.base, got, tt.want)
 		}
+	}
+}
+
+// What the loop stores besides tool results is redacted too: the user's
+// message, the model's text and tool-call arguments, a turn's error.
+func TestRedactingStore(t *testing.T) {
+	const secret = "ghp_pasted-token-0123456789"
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "sb.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	chat, err := st.EnsureChat(t.Context(), "test", "c1", "dm", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := redactingStore{Store: st, redact: redact.New([]redact.Secret{{Name: "GITHUB_TOKEN", Value: secret}}).String}
+	turn, _, err := rs.BeginTurn(t.Context(), store.TurnStart{ChatID: chat.ID, Kind: "user"},
+		[]llm.Message{{Role: llm.RoleUser, Content: "my token is " + secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := []store.StepMessage{{Message: llm.Message{Role: llm.RoleAssistant, Content: "you said " + secret,
+		ToolCalls: []llm.ToolCall{{ID: "c1", Name: "remember", Arguments: `{"fact":"` + secret + `"}`}}}},
+		{Message: llm.Message{Role: llm.RoleTool, ToolCallID: "c1", Content: "ok"}}}
+	if _, err := rs.CommitStep(t.Context(), turn, 1, step, llm.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.FinishTurn(t.Context(), turn, store.TurnEnd{Status: store.TurnFailed, Error: "401 for " + secret}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(step[0].ToolCalls[0].Arguments, "[redacted") {
+		t.Errorf("the caller's tool call was changed in place")
+	}
+	sess, err := st.CurrentSession(t.Context(), chat.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := st.Messages(t.Context(), sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 3 {
+		t.Fatalf("stored %d messages, want 3", len(msgs))
+	}
+	for _, m := range msgs {
+		all := m.Content
+		for _, c := range m.ToolCalls {
+			all += c.Arguments
+		}
+		if strings.Contains(all, secret) {
+			t.Errorf("stored %s message holds the secret: %q", m.Role, all)
+		}
+	}
+	if got := msgs[0].Content; got != "my token is [redacted:GITHUB_TOKEN]" {
+		t.Errorf("user message = %q", got)
 	}
 }
