@@ -98,6 +98,11 @@ type Config struct {
 
 	Now    func() time.Time
 	Logger *slog.Logger
+
+	// Redact replaces the gateway's secrets in every tool result, before
+	// it is stored, sent to the model or shown; nil: results are kept as
+	// the tools return them.
+	Redact func(string) string
 }
 
 // Agent runs turns. It is safe for concurrent use by turns of different chats.

@@ -150,6 +150,9 @@ func (a *Agent) runTool(ctx context.Context, st *turnState, step int, p *pending
 	if limit <= 0 {
 		limit = a.cfg.ToolResultMaxChars
 	}
+	if a.cfg.Redact != nil { // secrets never reach the store, the model or observers
+		p.result = a.cfg.Redact(p.result)
+	}
 	p.result = truncate(p.result, limit)
 	p.done = true
 	st.emit(a, Event{Kind: EventToolEnd, Step: step, Tool: p.call.Name, CallID: p.call.ID, Args: p.call.Arguments,

@@ -119,6 +119,9 @@ type Channels struct {
 	// ReplyMaxAge is how long a reply the platform did not take (an
 	// outage) is kept and retried before it is dropped with an ERROR.
 	ReplyMaxAge time.Duration `yaml:"reply_max_age"`
+	// ReplyMaxChars caps one reply to a chat, in characters; past it the
+	// reply is cut and says so.
+	ReplyMaxChars int `yaml:"reply_max_chars"`
 }
 
 // Console configures `switchboard chat`.
@@ -487,6 +490,10 @@ const (
 	// A day outlasts a platform outage and a night with nobody to look;
 	// an answer older than that confuses more than it helps.
 	defaultReplyMaxAge = 24 * time.Hour
+	// 16,000 characters is four Telegram messages, eight Discord ones: more
+	// than any answer needs; a runaway reply (a dump, a loop) is cut rather
+	// than sent as dozens of messages.
+	defaultReplyMaxChars = 16_000
 )
 
 // Default returns the built-in defaults. It has no model and no secrets, so
@@ -527,6 +534,8 @@ func Default() *Config {
 			},
 			Discord:     Discord{APIBase: defaultDiscordAPIBase, StreamPreview: true, ShowToolProgress: true},
 			ReplyMaxAge: defaultReplyMaxAge,
+
+			ReplyMaxChars: defaultReplyMaxChars,
 		},
 		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove, Grants: map[string]SkillGrant{}},
 		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, IdleAfter: defaultIdleAfter, JobTimeout: defaultJobTimeout,

@@ -4,13 +4,31 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/tools"
 )
+
+// ownAPIHost is the outbound guard's allowance for a channel's configured
+// API base: its host and port exactly when it is not the platform's own
+// (a fake on loopback in tests, a local Bot API server), else none.
+func ownAPIHost(base, platform string) []string {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" || base == platform {
+		return nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return []string{net.JoinHostPort(u.Hostname(), port)}
+}
 
 // inboxReader is what a channel's catch-up reads from the store.
 type inboxReader interface {
@@ -72,6 +90,9 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 				return inbox.LatestInbound(ctx, "discord")
 			},
 			ShardCount: dc.ShardCount, ShardID: dc.ShardID,
+			// Attachments through web_fetch's outbound guard; a configured
+			// api_base other than Discord's (a fake) is the one exception.
+			DownloadTransport: tools.GuardedTransport(ownAPIHost(dc.APIBase, discord.DefaultAPIBase), nil, nil),
 		}
 		if dc.ShardCount > 1 && dc.ShardID == nil && roles != nil {
 			names := make([]string, dc.ShardCount)

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/delegate"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/internal/gcpace"
+	"github.com/switchboard-gateway/switchboard/internal/redact"
 	"github.com/switchboard-gateway/switchboard/learning"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/mcpclient"
@@ -83,6 +84,9 @@ type Gateway struct {
 	sup *supervisor
 	// closers undo Build, last first.
 	closers cleanup
+	// redact hides the secrets in tool results, replies and dashboard
+	// pages; Reload adds those a new configuration holds.
+	redact *redact.Redactor
 }
 
 // cleanup is a stack of functions that undo what was built, run last
@@ -126,7 +130,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	if rid != "" {
 		log = log.With("replica", rid)
 	}
-	g = &Gateway{cfg: cfg, opts: opts, log: log, model: model}
+	g = &Gateway{cfg: cfg, opts: opts, log: log, model: model, redact: redact.New(secretsOf(cfg))}
 	closers := &g.closers // g itself is nil once an error is returned
 	defer func() {
 		if err != nil {
@@ -168,13 +172,13 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	})
 	cmd := cfg.Tools.Command
 	watcher := skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
-		Model: mon.model,
+		Model:   mon.model,
 		Command: skills.CommandPolicyOf(cmd),
-		Grants: cfg.Skills.Grants, Secrets: cfg.Secrets(),
+		Grants:  cfg.Skills.Grants, Secrets: cfg.Secrets(),
 	}, log.With("component", "skills"))
 	g.skills = watcher
 	ag, err := agent.New(agent.Config{
-		Model: mon.model, Store: st,
+		Model: mon.model, Store: redactingStore{Store: st, redact: g.redact.String},
 		Sources: assembly.Static(assembly.StaticSources{Location: loc, Web: webTools(cfg), Files: fileTools(cfg, watcher.Current),
 			MCP: mcp.Source(), Schedule: sched.Source()}),
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
@@ -187,6 +191,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		TurnTokenBudget:      cfg.Agent.TurnTokenBudget,
 		UserDailyTokenBudget: cfg.Agent.UserDailyTokenBudget,
 		Logger:               log.With("component", "agent"),
+		Redact:               g.redact.String,
 	})
 	if err != nil {
 		return nil, err
@@ -249,6 +254,8 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Outbox:            st,
 		OutboxConfig: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
 			OnEvent: func(ev router.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
+		Redact:        g.redact.String,
+		ReplyMaxChars: cfg.Channels.ReplyMaxChars,
 	})
 	if err != nil {
 		return nil, err

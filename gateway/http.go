@@ -32,6 +32,7 @@ func (g *Gateway) startHTTP(sup *supervisor) (*httpapi.Server, error) {
 		Serving: g.serving.Load,
 		Cluster: g.clusterStatus(),
 		Logger:  g.log,
+		Redact:  g.redact.String,
 	})
 	if err != nil {
 		return nil, err

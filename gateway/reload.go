@@ -43,6 +43,9 @@ func (g *Gateway) Reload() {
 			g.log.Info("reload: access rules changed", "channel", name)
 		}
 	}
+	// The running parts keep the old secrets until a restart; new ones
+	// (a skill's variable, say) are hidden from now on too.
+	g.redact.Update(append(secretsOf(g.cfg), secretsOf(cfg)...))
 	reg := g.skills.SetGrants(cfg.Skills.Grants, cfg.Secrets())
 	g.log.Info("reload: skills reloaded", "skills", len(reg.Skills()), "problems", len(reg.Problems()))
 	if keys := restartKeys(g.cfg, cfg); len(keys) > 0 {

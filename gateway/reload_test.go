@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/redact"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/skills"
 )
@@ -38,7 +39,7 @@ func TestReloadAppliesSkillGrants(t *testing.T) {
 	if _, ok := w.Current().Get("weather"); ok {
 		t.Fatal("offered before the grant")
 	}
-	g := &Gateway{cfg: old, opts: Options{ConfigPath: path}, skills: w, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	g := &Gateway{cfg: old, opts: Options{ConfigPath: path}, skills: w, redact: redact.New(nil), log: slog.New(slog.NewTextHandler(&logs, nil))}
 	g.Reload()
 	if _, ok := w.Current().Get("weather"); !ok {
 		t.Fatalf("not offered after the reload: %v\n%s", w.Current().Withheld(), logs.String())

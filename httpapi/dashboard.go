@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"sort"
@@ -106,6 +107,10 @@ func (s *Server) render(w http.ResponseWriter, code int, name string, data any) 
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Frame-Options", "DENY")
 	w.WriteHeader(code)
+	if s.opts.Redact != nil {
+		_, _ = io.WriteString(w, s.opts.Redact(buf.String()))
+		return
+	}
 	_, _ = w.Write(buf.Bytes())
 }
 

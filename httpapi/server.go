@@ -210,6 +210,11 @@ type Options struct {
 	// BodyTimeout bounds the time a request body takes to arrive;
 	// default DefaultBodyTimeout.
 	BodyTimeout time.Duration
+
+	// Redact replaces the gateway's secrets in dashboard pages (a stored
+	// transcript from before redaction, a user's pasted token); nil: pages
+	// are served as rendered.
+	Redact func(string) string
 }
 
 // Server is the HTTP server. Create it with New.

@@ -122,6 +122,12 @@ func (g *gate) admit(ctx context.Context, in channels.Inbound, log *slog.Logger)
 	if acc.Allows(in) {
 		return true, nil
 	}
+	if in.UserID == "" {
+		// No author (a Telegram update without from): nothing to admit,
+		// pair or approve, or one approval would admit every such sender.
+		g.anonymous(in, log)
+		return false, nil
+	}
 	approved, err := g.store.IsApproved(ctx, in.Channel, in.UserID)
 	if err != nil {
 		return false, fmt.Errorf("router: access check: %w", err)
@@ -162,16 +168,33 @@ func (g *gate) refuse(ctx context.Context, in channels.Inbound, log *slog.Logger
 	}
 }
 
-// pair gives an unknown user a one-time code to ask the operator for access.
+// anonymous refuses a message without an author, logging it once per
+// channel (per process) and answering nothing.
+func (g *gate) anonymous(in channels.Inbound, log *slog.Logger) {
+	key := in.Channel + "\x00anonymous"
+	g.mu.Lock()
+	seen := g.refused[key]
+	g.refused[key] = true
+	g.mu.Unlock()
+	if !seen {
+		log.Warn("refused a message without a user id (no pairing, no reply); later ones are refused silently")
+	}
+}
+
+// pair gives an unknown user a one-time code to ask the operator for
+// access, once per code: the store's pending pairing row says the code was
+// already given (fresh is false), so a stranger repeating messages gets one
+// reply an hour, across restarts.
 func (g *gate) pair(ctx context.Context, in channels.Inbound, log *slog.Logger) error {
 	code, fresh, err := g.store.PairingCode(ctx, in.Channel, in.UserID, in.UserName, newPairingCode(), pairingTTL)
 	if err != nil {
 		return fmt.Errorf("router: pairing: %w", err)
 	}
-	if fresh {
-		log.Warn("pairing requested by an unknown user", "username", in.UserName,
-			"hint", "to admit them, run: switchboard pairing approve "+code)
+	if !fresh {
+		return nil
 	}
+	log.Warn("pairing requested by an unknown user", "username", in.UserName,
+		"hint", "to admit them, run: switchboard pairing approve "+code)
 	text := fmt.Sprintf("I don't know you yet. Your pairing code is %s (valid for an hour). Ask the operator to run: switchboard pairing approve %s", code, code)
 	if _, err := g.send(ctx, in, text); err != nil {
 		log.Warn("could not send pairing code", "err", err)

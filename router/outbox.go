@@ -154,6 +154,12 @@ type outgoing struct {
 // agent.ErrSendQueued. Replies to a requester waiting in this process (the
 // HTTP API, the terminal) are never kept.
 func (r *Router) deliverReply(ctx context.Context, rp outgoing) (string, error) {
+	rp.text = r.outText(rp.text)
+	if rp.file != nil {
+		f := *rp.file
+		f.Caption = r.outText(f.Caption)
+		rp.file = &f
+	}
 	o := r.outbox
 	if o == nil || r.inProcess(rp.in.Channel) {
 		return r.sendReply(ctx, rp)
@@ -419,9 +425,10 @@ func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger
 	if it.FilePath != "" || it.FileURL != "" {
 		id, err = o.sendFile(ctx, ch, it)
 	} else {
-		out := channels.Outbound{ChatID: it.ChatKey, Text: it.Text, ReplyTo: it.ReplyTo}
+		text := o.r.outText(it.Text) // kept before a change of secrets or cap
+		out := channels.Outbound{ChatID: it.ChatKey, Text: text, ReplyTo: it.ReplyTo}
 		if it.InboxID != 0 {
-			out.Parts = o.r.partsFor(ctx, it.InboxID, false, 0, it.Text, log)
+			out.Parts = o.r.partsFor(ctx, it.InboxID, false, 0, text, log)
 		}
 		in := channels.Inbound{Channel: it.Channel, ChatID: it.ChatKey, MessageID: it.MessageID}
 		id, err = ch.Send(channels.WithInbound(ctx, in), out)

@@ -109,6 +109,9 @@ type previewer struct {
 	// delivered: a send_message call succeeded, so the model's plain text
 	// will never be sent (fallback.Decide) and is not previewed either.
 	delivered bool
+	// clean replaces secrets in what a preview shows (Config.Redact); nil:
+	// shown as written.
+	clean func(string) string
 }
 
 // newPreviewer returns the previewer of the turn answering in on ch: stream
@@ -320,6 +323,9 @@ func (p *previewer) due(now time.Time) (*slot, string, time.Time) {
 	next := p.last.Add(previewEvery)
 	for _, s := range p.slots {
 		text := s.text()
+		if p.clean != nil {
+			text = p.clean(text)
+		}
 		switch {
 		case s.busy != nil || text == s.shown || text == "":
 			continue

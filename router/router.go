@@ -179,6 +179,14 @@ type Config struct {
 	// OutboxConfig tunes the outbox's delivery; zero values take the
 	// defaults.
 	OutboxConfig OutboxConfig
+
+	// Redact replaces the gateway's secrets in what is sent to chats;
+	// nil: text goes out as written.
+	Redact func(string) string
+	// ReplyMaxChars caps a message to a chat (channels.reply_max_chars);
+	// past it the reply is cut and says so (shape.go). 0:
+	// DefaultReplyMaxChars; negative: no cap.
+	ReplyMaxChars int
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -270,6 +278,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = DefaultTurnTimeout
+	}
+	if cfg.ReplyMaxChars == 0 {
+		cfg.ReplyMaxChars = DefaultReplyMaxChars
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -473,7 +484,7 @@ func (r *Router) send(ctx context.Context, in channels.Inbound, text string, par
 	if ch == nil {
 		return "", fmt.Errorf("router: no channel %q", in.Channel)
 	}
-	out := outbound(in, text)
+	out := outbound(in, r.outText(text))
 	out.Parts = parts
 	// The mark tells a channel that pairs replies with requests (the HTTP
 	// API) which message this answers.

@@ -111,14 +111,21 @@ type env struct {
 
 func newEnv(t *testing.T, maxTurns int, access Access) *env {
 	t.Helper()
+	return newEnvWith(t, access, func(c *Config) { c.MaxConcurrentTurns = maxTurns })
+}
+
+// newEnvWith is newEnv with the router's configuration adjusted by mod.
+func newEnvWith(t *testing.T, access Access, mod func(*Config)) *env {
+	t.Helper()
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &env{st: st, ch: newFakeChannel(), runner: newFakeRunner(), ctx: t.Context()}
-	e.r, err = New(Config{Store: st, Agent: e.runner, MaxConcurrentTurns: maxTurns,
-		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	cfg := Config{Store: st, Agent: e.runner, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}
+	mod(&cfg)
+	e.r, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,23 +678,31 @@ func TestAccessRules(t *testing.T) {
 	}
 }
 
-// Pairing: an unknown user in a DM gets a one-time code (the same one when
-// asking again); once the operator approves it, their messages are handled.
+// Pairing: an unknown user in a DM gets a one-time code, once: a stranger
+// repeating messages is not answered again while the code is pending (issue
+// 29); once the operator approves it, their messages are handled.
 func TestPairing(t *testing.T) {
 	e := newEnv(t, 4, Access{Users: []string{"1"}, Pairing: true})
-	e.deliver(t, msg("dm-9", "9", "hello?"))
-	e.deliver(t, msg("dm-9", "9", "anyone?"))
-	e.waitSent(t, 2)
-	got := e.ch.texts()
+	for i := range 5 {
+		e.deliver(t, msg("dm-9", "9", fmt.Sprintf("hello? (%d)", i+1)))
+	}
+	e.waitSent(t, 1)
+	got := e.ch.texts() // Deliver answers a stranger before it returns
+	if len(got) != 1 {
+		t.Fatalf("five messages from a stranger got %d replies, want 1: %q", len(got), got)
+	}
 	code := strings.Fields(strings.SplitAfter(got[0], "pairing code is ")[1])[0]
-	if len(code) != 8 || !strings.Contains(got[1], code) || !strings.Contains(got[0], "switchboard pairing approve "+code) {
-		t.Fatalf("pairing replies = %q", got)
+	if len(code) != 8 || !strings.Contains(got[0], "switchboard pairing approve "+code) {
+		t.Fatalf("pairing reply = %q", got)
+	}
+	if list, _ := e.st.PendingPairings(e.ctx); len(list) != 1 || list[0].Code != code {
+		t.Fatalf("pending pairings = %+v, want the one code", list)
 	}
 	group := msg("g1", "9", "@bot hi")
 	group.ChatType = channels.Group
 	e.deliver(t, group) // groups never hand out codes
 	e.waitSent(t, 1)
-	if last := e.ch.texts()[2]; !strings.Contains(last, "allowlist") {
+	if last := e.ch.texts()[1]; !strings.Contains(last, "allowlist") {
 		t.Fatalf("group reply = %q", last)
 	}
 	if _, err := e.st.ApprovePairing(e.ctx, code); err != nil {
@@ -695,8 +710,30 @@ func TestPairing(t *testing.T) {
 	}
 	e.deliver(t, msg("dm-9", "9", "now?"))
 	e.waitSent(t, 1)
-	if last := e.ch.texts()[3]; last != "echo: now?" {
+	if last := e.ch.texts()[2]; last != "echo: now?" {
 		t.Fatalf("after approval: %q", last)
+	}
+}
+
+// Issue 29: a message without a user id (a Telegram update without from)
+// gets no pairing code and no reply, and nothing it can be approved with.
+func TestPairingRefusesNoUserID(t *testing.T) {
+	e := newEnv(t, 4, Access{Users: []string{"1"}, Pairing: true})
+	for range 3 {
+		e.deliver(t, msg("dm-anon", "", "let me in"))
+	}
+	if got := e.ch.texts(); len(got) != 0 {
+		t.Fatalf("a message without a user id was answered: %q", got)
+	}
+	if list, _ := e.st.PendingPairings(e.ctx); len(list) != 0 {
+		t.Fatalf("pending pairings = %+v, want none", list)
+	}
+	// The chat's queue is in order: once a known user's message there is
+	// answered, an admitted anonymous one would have run before it.
+	e.deliver(t, msg("dm-anon", "1", "known"))
+	e.waitSent(t, 1)
+	if got := e.ch.texts(); len(got) != 1 || got[0] != "echo: known" {
+		t.Fatalf("chat holds %q, want only the known user's answer", got)
 	}
 }
 

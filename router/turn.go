@@ -188,6 +188,9 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 				}
 				return r.Send(ctx, in, text)
 			})
+		if binding.preview != nil {
+			binding.preview.clean = r.cfg.Redact
+		}
 	}
 	turn := agent.Turn{
 		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
@@ -253,6 +256,7 @@ type chatBinding struct {
 // Send implements agent.Chat. In groups the first reply quotes the message
 // it answers.
 func (b *chatBinding) Send(ctx context.Context, text string) (string, error) {
+	text = b.r.outText(text) // before the preview's edit and the parts' key
 	in := b.in
 	if b.sent.Load() {
 		in.ChatType = channels.DM // reply-to only on the first message

@@ -53,9 +53,15 @@ type Pairing struct {
 // ErrPairingExpired is returned when approving a code past its expiry.
 var ErrPairingExpired = errors.New("store: pairing code expired")
 
+// ErrNoUserID is returned when asked for a pairing code without a user id.
+var ErrNoUserID = errors.New("store: pairing needs a user id")
+
 // PairingCode returns the user's unexpired pending code, or stores newCode
 // valid for ttl. fresh is true when newCode was stored.
 func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (code string, fresh bool, err error) {
+	if userID == "" {
+		return "", false, ErrNoUserID
+	}
 	err = s.inTx(ctx, func(tx conn) error {
 		fresh = false
 		now := s.nowMS()
@@ -94,8 +100,12 @@ func (s *Store) ApprovePairing(ctx context.Context, code string) (Pairing, error
 	return p, nil
 }
 
-// IsApproved reports whether a user was admitted by pairing.
+// IsApproved reports whether a user was admitted by pairing. An empty user
+// id (a message without an author) is never approved, whatever is stored.
 func (s *Store) IsApproved(ctx context.Context, channel, userID string) (bool, error) {
+	if userID == "" {
+		return false, nil
+	}
 	var one int
 	err := s.db.QueryRowContext(ctx, sqlIsApproved, channel, userID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -107,3 +107,29 @@ func testDenyPairing(t *testing.T, db backend) {
 		t.Fatalf("after deny = %q %v, want a new code", code, fresh)
 	}
 }
+
+// Issue 29: a message without an author (a Telegram update without from)
+// gets no pairing code, and an approval stored for the empty user id (by an
+// older version) admits no one.
+func TestPairingNeedsAUserID(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		st, err := db.open(t.Context(), db.fresh(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		ctx := t.Context()
+		if code, fresh, err := st.PairingCode(ctx, "telegram", "", "", "EMPTY234", time.Hour); !errors.Is(err, ErrNoUserID) || fresh || code != "" {
+			t.Fatalf("PairingCode for no user = %q %v %v, want ErrNoUserID", code, fresh, err)
+		}
+		if list, _ := st.PendingPairings(ctx); len(list) != 0 {
+			t.Fatalf("pending = %+v, want none", list)
+		}
+		if _, err := st.write(ctx, sqlApproveUser, "telegram", "", "", time.Now().UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.IsApproved(ctx, "telegram", ""); ok || err != nil {
+			t.Fatalf("IsApproved for the empty user id = %v %v, want false", ok, err)
+		}
+	})
+}

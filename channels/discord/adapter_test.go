@@ -141,12 +141,16 @@ func TestAdapter(t *testing.T) {
 	rec := newRecorder()
 	sl := &sleeper{}
 	logs := &syncBuffer{}
+	// Downloads go through the gateway's outbound guard, which admits the
+	// fake (on loopback) only because it is the configured API base.
+	downloads := guardedDownloads(t, f.APIBase())
 	a, err := New(Options{
-		Token:            f.Token,
-		APIBase:          f.APIBase(),
-		Logger:           slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Sleep:            sl.sleep,
-		MaxDownloadBytes: 1024,
+		Token:             f.Token,
+		APIBase:           f.APIBase(),
+		Logger:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Sleep:             sl.sleep,
+		MaxDownloadBytes:  1024,
+		DownloadTransport: downloads,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -291,6 +295,8 @@ func TestAdapter(t *testing.T) {
 			t.Errorf("pdf = %+v", doc)
 		}
 	})
+
+	t.Run("attachments are bounded", func(t *testing.T) { testAttachmentBounds(t, f, rec, downloads) })
 
 	t.Run("a failing sink is retried", func(t *testing.T) {
 		sl.reset(nil)

@@ -39,6 +39,10 @@ const name = "discord"
 // DefaultAPIBase is Discord's REST base.
 const DefaultAPIBase = "https://discord.com/api/v9"
 
+// DefaultMaxAttachments caps the attachments read per message: Discord
+// allows 10 per message, so more is a crafted message (300 were seen).
+const DefaultMaxAttachments = 10
+
 // defaultMaxDownload caps image downloads; Discord's own upload limit for
 // users without Nitro is 10 MiB, and a model rarely needs more than a few.
 const defaultMaxDownload = 8 << 20
@@ -67,6 +71,15 @@ type Options struct {
 	// MaxDownloadBytes caps image downloads (default 8 MiB); larger images
 	// are described, not downloaded.
 	MaxDownloadBytes int64
+	// MaxAttachments caps the attachments read per message (default
+	// DefaultMaxAttachments); the rest are only counted, in a note.
+	MaxAttachments int
+	// DownloadTransport carries attachment downloads: the gateway's
+	// outbound guard (tools.GuardedTransport), which refuses loopback,
+	// private and metadata addresses. Nil: the REST client's transport.
+	// Downloads go only to Discord's CDN hosts (or, for tests, to an
+	// APIBase other than Discord's) whatever the transport.
+	DownloadTransport http.RoundTripper
 	// LastSeen returns, per chat (channel id), the id of the newest message
 	// already taken in. With it, each new gateway session first catches up
 	// on the messages posted after those (see startCatchUp); without it,
@@ -112,6 +125,9 @@ type ShardClaim struct {
 type Adapter struct {
 	s           *discordgo.Session
 	http        *http.Client
+	files       *http.Client // attachment downloads (Options.DownloadTransport)
+	fileHost    string       // a fake's host that serves attachments ("" on Discord)
+	maxAttach   int
 	log         *slog.Logger
 	sleep       func(ctx context.Context, d time.Duration) error
 	maxDownload int64
@@ -168,6 +184,9 @@ func New(o Options) (*Adapter, error) {
 	if o.MaxDownloadBytes <= 0 {
 		o.MaxDownloadBytes = defaultMaxDownload
 	}
+	if o.MaxAttachments <= 0 {
+		o.MaxAttachments = DefaultMaxAttachments
+	}
 	if o.CatchUpLimit <= 0 {
 		o.CatchUpLimit = defaultCatchUpLimit
 	}
@@ -188,6 +207,10 @@ func New(o Options) (*Adapter, error) {
 		base = http.DefaultTransport
 	}
 	client.Transport = &rewriter{base: base, api: api, cdn: api.Host != "discord.com", gateway: o.GatewayURL}
+	files := &http.Client{Timeout: client.Timeout, Transport: client.Transport}
+	if o.DownloadTransport != nil {
+		files.Transport = &rewriter{base: o.DownloadTransport, api: api, cdn: api.Host != "discord.com"}
+	}
 
 	s, err := discordgo.New("Bot " + token)
 	if err != nil {
@@ -210,10 +233,19 @@ func New(o Options) (*Adapter, error) {
 
 	rd := newRedactor("Bot "+token, token)
 	a := &Adapter{
-		s: s, http: client, log: log, sleep: o.Sleep, maxDownload: o.MaxDownloadBytes,
+		s: s, http: client, files: files, maxAttach: o.MaxAttachments, log: log, sleep: o.Sleep, maxDownload: o.MaxDownloadBytes,
 		redact: rd, libSink: &libSink{log: log, redact: rd}, titles: map[string]string{},
 		lastSeen: o.LastSeen, catchUpMax: o.CatchUpLimit, catchUpAge: o.CatchUpMaxAge,
 		shardCount: max(o.ShardCount, 1), claimShard: o.ClaimShard,
+	}
+	if api.Host != "discord.com" {
+		a.fileHost = api.Scheme + "://" + api.Host
+	}
+	files.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 3 {
+			return errors.New("stopped after 3 redirects")
+		}
+		return a.attachmentURL(r.URL)
 	}
 	if o.ShardID != nil {
 		id := *o.ShardID
@@ -460,7 +492,13 @@ func (a *Adapter) accept(m *discordgo.Message, botID string) bool {
 
 func (a *Adapter) handleMessage(ctx context.Context, sink channels.Sink, m *discordgo.Message, botID string) {
 	in := inbound(m, botID)
-	in.Attachments = attachments(ctx, m, a.maxDownload, a.download)
+	var left int
+	in.Attachments, left = attachments(ctx, m, a.maxDownload, a.maxAttach, a.download)
+	if left > 0 {
+		a.log.Warn("discord: a message carries more attachments than are read", "chat", m.ChannelID, "message", m.ID,
+			"read", a.maxAttach, "left_out", left)
+		in.Text = strings.TrimSpace(in.Text + fmt.Sprintf("\n[%d more attachments were left out: at most %d are read per message]", left, a.maxAttach))
+	}
 	if in.Text == "" && len(in.Attachments) == 0 && strings.TrimSpace(m.Content) == "" {
 		a.log.Debug("discord: empty message ignored (is the Message Content intent enabled?)", "chat", m.ChannelID, "message", m.ID)
 		return

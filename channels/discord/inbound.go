@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"strings"
@@ -164,12 +165,16 @@ func isText(media, name string) bool {
 	return false
 }
 
-// attachments turns a message's attachments and stickers into ours,
-// downloading images and small text files with get.
-func attachments(ctx context.Context, m *discordgo.Message, maxDownload int64, get func(ctx context.Context, url string, max int64) ([]byte, error)) []channels.Attachment {
-	var out []channels.Attachment
+// attachments turns a message's attachments (the first maxN) and stickers
+// into ours, downloading images and small text files with get; left counts
+// the attachments past maxN, neither read nor described.
+func attachments(ctx context.Context, m *discordgo.Message, maxDownload int64, maxN int, get func(ctx context.Context, url string, max int64) ([]byte, error)) (out []channels.Attachment, left int) {
 	for _, a := range m.Attachments {
 		if a == nil {
+			continue
+		}
+		if len(out) >= maxN {
+			left++
 			continue
 		}
 		kind, media, plan := planAttachment(a, maxDownload)
@@ -204,7 +209,7 @@ func attachments(ctx context.Context, m *discordgo.Message, maxDownload int64, g
 			out = append(out, channels.Attachment{Kind: channels.Sticker, Name: s.Name, Note: "sticker " + s.Name})
 		}
 	}
-	return out
+	return out, left
 }
 
 // inbound normalises a message for delivery (without attachments and chat
@@ -289,6 +294,17 @@ func interactionInbound(i *discordgo.Interaction, botID string) (channels.Inboun
 
 // download fetches url with the adapter's client (so tests reach the fake),
 // refusing bodies over max bytes. It sends no token.
+// attachmentURL refuses an attachment URL that is not on Discord's CDN
+// (https://cdn.discordapp.com, https://media.discordapp.net) or, with an
+// APIBase other than Discord's (a fake in tests), on exactly that host: a
+// crafted message cannot make the gateway fetch from anywhere else.
+func (a *Adapter) attachmentURL(u *url.URL) error {
+	if (u.Scheme == "https" && cdnHosts[u.Host]) || (a.fileHost != "" && u.Scheme+"://"+u.Host == a.fileHost) {
+		return nil
+	}
+	return fmt.Errorf("not fetched: %s://%s is not Discord's CDN", u.Scheme, u.Host)
+}
+
 func (a *Adapter) download(ctx context.Context, url string, max int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -296,7 +312,10 @@ func (a *Adapter) download(ctx context.Context, url string, max int64) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := a.http.Do(req)
+	if err := a.attachmentURL(req.URL); err != nil {
+		return nil, err
+	}
+	resp, err := a.files.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -176,8 +176,8 @@ func TestAttachmentsDownloadFailures(t *testing.T) {
 		}
 		return nil, errors.New("HTTP 404 Not Found")
 	}
-	got := attachments(t.Context(), m, 1024, get)
-	if len(got) != 3 {
+	got, left := attachments(t.Context(), m, 1024, DefaultMaxAttachments, get)
+	if len(got) != 3 || left != 0 {
 		t.Fatalf("got %+v", got)
 	}
 	if got[0].Data != nil || !strings.Contains(got[0].Note, "404") {

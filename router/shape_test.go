@@ -1,0 +1,61 @@
+package router
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/switchboard-gateway/switchboard/internal/redact"
+)
+
+func TestCapReply(t *testing.T) {
+	note := "\n\n… [reply cut at 100 characters]"
+	tests := []struct {
+		name, in string
+		limit    int
+		want     string
+	}{
+		{"within the cap", strings.Repeat("a", 100), 100, strings.Repeat("a", 100)},
+		{"cut with the note", strings.Repeat("a", 101), 100, strings.Repeat("a", 100-utf8.RuneCountInString(note)) + note},
+		{"runes, not bytes", strings.Repeat("é", 100), 100, strings.Repeat("é", 100)},
+		{"cut at a rune boundary", strings.Repeat("é", 150), 100, strings.Repeat("é", 100-utf8.RuneCountInString(note)) + note},
+		{"no cap", strings.Repeat("a", 500), -1, strings.Repeat("a", 500)},
+	}
+	for _, tt := range tests {
+		got := capReply(tt.in, tt.limit)
+		if got != tt.want {
+			t.Errorf("%s: got %d runes %q…, want %d runes", tt.name, utf8.RuneCountInString(got), got[:min(20, len(got))], utf8.RuneCountInString(tt.want))
+		}
+		if again := capReply(got, tt.limit); again != got {
+			t.Errorf("%s: not idempotent", tt.name)
+		}
+	}
+}
+
+// Issue 29: a 200 KB reply is cut at channels.reply_max_chars and says so,
+// and a secret in a reply never reaches the chat.
+func TestRepliesAreCutAndRedacted(t *testing.T) {
+	const secret = "bot-token-0123456789-SECRET"
+	red := redact.New([]redact.Secret{{Name: "TELEGRAM_BOT_TOKEN", Value: secret}})
+	e := newEnvWith(t, everyone, func(c *Config) { c.Redact = red.String })
+	ch := e.ch
+	r := e.r
+	huge := "token " + secret + " " + strings.Repeat("lorem ipsum ", 200_000/12)
+	if err := r.Deliver(t.Context(), msg("c1", "u", huge)); err != nil {
+		t.Fatal(err)
+	}
+	<-ch.notify
+	got := ch.texts()
+	if len(got) != 1 {
+		t.Fatalf("sent %d messages, want 1", len(got))
+	}
+	if n := utf8.RuneCountInString(got[0]); n > DefaultReplyMaxChars {
+		t.Errorf("reply of %d characters sent, want at most %d", n, DefaultReplyMaxChars)
+	}
+	if !strings.HasSuffix(got[0], "[reply cut at 16000 characters]") {
+		t.Errorf("the cut reply does not say so: …%q", got[0][len(got[0])-60:])
+	}
+	if strings.Contains(got[0], secret) || !strings.Contains(got[0], "token [redacted:TELEGRAM_BOT_TOKEN] lorem") {
+		t.Errorf("the secret was not replaced: %q…", got[0][:80])
+	}
+}
