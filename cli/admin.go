@@ -21,7 +21,10 @@ type storeCommand struct {
 	// ready reports whether args are worth opening the store for; the
 	// command itself may still find them wrong (errUsage).
 	ready func(args []string) bool
-	run   func(ctx context.Context, c *adminRun, args []string) error
+	// refuse, when set, may turn the command down before the store is
+	// opened: its error is printed, exit code 2.
+	refuse func(cfg *config.Config) error
+	run    func(ctx context.Context, c *adminRun, args []string) error
 }
 
 // adminRun is what a store command works with.
@@ -54,6 +57,13 @@ func storeCommandNamed(name string) (storeCommand, bool) {
 			},
 			run: skillsCommand,
 		}, true
+	case "backup":
+		return storeCommand{
+			usage:  "usage: switchboard backup [PATH]\n",
+			ready:  func(args []string) bool { return len(args) <= 1 },
+			refuse: backupRefused,
+			run:    backup,
+		}, true
 	}
 	return storeCommand{}, false
 }
@@ -71,6 +81,12 @@ func (c storeCommand) do(ctx context.Context, cfg *config.Config, args []string,
 	if !c.ready(args) {
 		fmt.Fprint(errw, c.usage)
 		return ExitConfig
+	}
+	if c.refuse != nil {
+		if err := c.refuse(cfg); err != nil {
+			fmt.Fprintf(errw, "switchboard: %v\n", err)
+			return ExitConfig
+		}
 	}
 	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source())
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package cli is the switchboard command line: it parses the arguments,
-// prints the usage, runs the admin commands (check, doctor, pairing,
-// schedule, skills, version), hands serve and chat to the gateway package,
+// prints the usage, runs the admin commands (backup, check, doctor,
+// pairing, schedule, skills, version), hands serve and chat to the gateway package,
 // and maps what they return to the exit code.
 //
 //	switchboard [serve]   run every enabled channel until SIGINT/SIGTERM
@@ -10,6 +10,7 @@
 //	switchboard pairing   list or approve access requests (pairing codes)
 //	switchboard schedule  list or cancel scheduled jobs
 //	switchboard skills    list, apply or revert proposed skill instructions
+//	switchboard backup    copy the SQLite store consistently, also while serving
 //	switchboard doctor    check config, store, model and channel tokens; say what to fix
 //	switchboard version   print the version
 //	switchboard healthcheck  ask the running gateway's /healthz (container health checks)
@@ -56,6 +57,8 @@ commands:
   pairing   list | approve CODE | deny CODE | revoke CHANNEL USER_ID: access requests
   schedule  list | cancel ID: scheduled reminders and tasks
   skills    proposals [apply ID | revert NAME]: learned skill instructions
+  backup    [PATH]: a consistent copy of the SQLite store, also while serving
+            (default: beside it, switchboard.db.backup-YYYYMMDD-HHMMSS)
   doctor    check the config, store, model server and channel tokens
   version   print the version
   healthcheck  ask the running gateway's /healthz (exit 0 when it answers)

@@ -139,7 +139,9 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	}()
 	mon := newMonitor(cfg, opts.Version, rid, model, log)
 	g.mon = mon
-	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source(), opts.StoreOptions...)
+	// The logger first, so a test's StoreOptions may replace it.
+	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source(),
+		append([]store.Option{store.WithLogger(log.With("component", "store"))}, opts.StoreOptions...)...)
 	if err != nil {
 		return nil, err
 	}

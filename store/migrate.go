@@ -208,7 +208,7 @@ func migrateOn(ctx context.Context, db migrator, d *dialect, ms []migration, now
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if latest := len(ms); have > latest {
-		return fmt.Errorf("migrate: database schema version %d is newer than this program's %d", have, latest)
+		return &NewerSchemaError{Have: have, Latest: latest}
 	}
 	for i, m := range ms {
 		if m.version != i+1 {

@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -79,8 +80,9 @@ type Store struct {
 	d   *dialect
 	now func() time.Time
 
-	maxPages int  // WithMaxPages; 0: no cap
-	readOnly bool // WithReadOnly
+	maxPages int          // WithMaxPages; 0: no cap
+	readOnly bool         // WithReadOnly
+	log      *slog.Logger // WithLogger; nil: slog.Default()
 	// group queues this process's SQLite transactions for groupCommit, and
 	// groupLead is held by the caller running them. Left to SQLite's busy
 	// handler, which polls with sleeps, some of a thousand concurrent
@@ -207,8 +209,22 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, openError(path, err)
 	}
 	s.setDB(db)
+	if !s.readOnly {
+		if err := s.backupBeforeMigrate(ctx, path); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	}
 	if err := migrate(ctx, db, sqliteDialect, migrations, s.nowMS(), s.hooks.migrateWait); err != nil {
 		_ = db.Close()
+		var ne *NewerSchemaError
+		if errors.As(err, &ne) {
+			ne.Path = path
+			if bs := preUpgradeBackups(path); len(bs) > 0 {
+				ne.Backup = bs[len(bs)-1]
+			}
+			return nil, fmt.Errorf("store: open %s: %w", path, ne)
+		}
 		return nil, openError(path, err)
 	}
 	if !s.readOnly {
