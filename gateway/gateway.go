@@ -7,9 +7,11 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -139,6 +141,9 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	}()
 	mon := newMonitor(cfg, opts.Version, rid, model, log)
 	g.mon = mon
+	if err := g.lockStore(); err != nil {
+		return nil, err
+	}
 	// The logger first, so a test's StoreOptions may replace it.
 	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source(),
 		append([]store.Option{store.WithLogger(log.With("component", "store"))}, opts.StoreOptions...)...)
@@ -282,6 +287,33 @@ func (g *Gateway) channelStatuses() []httpapi.ChannelStatus {
 
 // Close stops the background work and closes the store, last.
 func (g *Gateway) Close() { g.closers.run() }
+
+// lockStore keeps a second serve or chat off a SQLite store (issue 31):
+// the second one ends here naming the first. PostgreSQL replicas share
+// their store by design (the cluster's leases). A lock that cannot be
+// taken at all (a read-only directory, no locks on the file system) is
+// logged and served without.
+func (g *Gateway) lockStore() error {
+	if g.cfg.Store.Driver == config.StorePostgres || g.cfg.Store.Path == "" {
+		return nil
+	}
+	_ = os.MkdirAll(filepath.Dir(g.cfg.Store.Path), 0o750) // store.Open reports a failure with its fix
+	lock, err := store.LockInstance(g.cfg.Store.Path)
+	if held := (*store.HeldError)(nil); errors.As(err, &held) {
+		return err
+	}
+	if err != nil {
+		g.log.Warn("serving without the instance lock: nothing stops a second process on this store", "err", err)
+		return nil
+	}
+	log := g.log
+	g.closers.push(func() { // pushed before the store's: released after it closes
+		if err := lock.Close(); err != nil {
+			log.Warn("release the instance lock", "err", err)
+		}
+	})
+	return nil
+}
 
 // Router is the gateway's router (tests deliver messages through it).
 func (g *Gateway) Router() *router.Router { return g.router }
