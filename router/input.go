@@ -2,12 +2,27 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"unicode/utf8"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 )
+
+// keptOf is what the store keeps of a message once its turn answered it
+// (agent.Turn.InboxKeep): who wrote it where, for the dashboard, without
+// its text, quote and files, which the transcript holds. nil if it
+// cannot be encoded: then all of it is kept.
+func keptOf(in channels.Inbound) []byte {
+	b, err := json.Marshal(channels.Inbound{Channel: in.Channel, ChatID: in.ChatID, ChatType: in.ChatType,
+		ChatTitle: in.ChatTitle, MessageID: in.MessageID, Space: in.Space, UserID: in.UserID,
+		UserName: in.UserName, DisplayName: in.DisplayName, Mentioned: in.Mentioned, Time: in.Time})
+	if err != nil {
+		return nil
+	}
+	return b
+}
 
 // tooLongNote is the one sentence a chat gets for a message past the input
 // limit (%d: its length, the limit).

@@ -136,3 +136,36 @@ func TestChatAPIRefusesLongMessage(t *testing.T) {
 		t.Errorf("%d inbox rows after the message at the limit, want 1", inbox)
 	}
 }
+
+// Issue 31, finding 4: an answered message is stored once: its text is in
+// the transcript, and its inbox row keeps only who wrote it (for the
+// dashboard), not a second copy.
+func TestAnsweredMessageStoredOnce(t *testing.T) {
+	s := newStack(t, "")
+	text := "stored-once " + strings.Repeat("x", 20_000)
+	s.fake.Push(testkit.Reply{Text: "Noted."})
+	if got, _ := s.chat("ada", text); got != "Noted." {
+		t.Fatalf("reply %q", got)
+	}
+	db := s.store.DB()
+	var payload []byte
+	var status string
+	if err := db.QueryRowContext(t.Context(), "SELECT payload, status FROM inbox").Scan(&payload, &status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "done" || strings.Contains(string(payload), "stored-once") || len(payload) > 1000 {
+		t.Errorf("inbox row %s, %d bytes, holding the text: %v; want done without it", status, len(payload),
+			strings.Contains(string(payload), "stored-once"))
+	}
+	var in channels.Inbound
+	if err := json.Unmarshal(payload, &in); err != nil || in.UserID != "ada" || in.DisplayName != "ada" {
+		t.Errorf("kept payload %s (%v), want who wrote it", payload, err)
+	}
+	var copies int
+	if err := db.QueryRowContext(t.Context(), "SELECT count(*) FROM messages WHERE content LIKE 'stored-once%'").Scan(&copies); err != nil {
+		t.Fatal(err)
+	}
+	if copies != 1 {
+		t.Errorf("%d transcript messages hold the text, want 1", copies)
+	}
+}
