@@ -152,6 +152,9 @@ func (a *Agent) prefix(catalogue string) string {
 // Turn is one user message (or scheduled prompt) to answer.
 type Turn struct {
 	ChatID, SessionID, InboxID int64
+	// InboxKeep is what the store keeps of the inbox message once the turn
+	// answered it (store.TurnEnd.InboxKeep); nil: all of it.
+	InboxKeep []byte
 	// ResumeTurnID continues a turn that was begun earlier and interrupted
 	// (its user message is already stored); 0 starts a new turn.
 	ResumeTurnID int64
@@ -334,7 +337,7 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	}
 
 	end := store.TurnEnd{StopReason: string(reason), Status: string(reason.Class()), Steps: st.steps, Model: st.model,
-		FinishInbox: t.InboxID != 0, RequestTokens: st.reqTokens, RequestBytes: st.reqBytes}
+		FinishInbox: t.InboxID != 0, InboxKeep: t.InboxKeep, RequestTokens: st.reqTokens, RequestBytes: st.reqBytes}
 	inboxDone := false
 	if err != nil {
 		end.Error = err.Error()

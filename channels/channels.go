@@ -59,6 +59,13 @@ type Quote struct {
 // AttachmentKind classifies an attachment.
 type AttachmentKind string
 
+// DefaultMaxInputChars caps the text of one inbound message
+// (channels.max_input_chars): 32,000 characters is far above what a chat
+// platform lets a person type at once (Telegram 4096, Discord 4000 with
+// Nitro) and a small share of a 128k-token context. Past it a message is
+// refused before it is stored (the chat API answers 413).
+const DefaultMaxInputChars = 32_000
+
 const (
 	Image    AttachmentKind = "image"
 	File     AttachmentKind = "file"

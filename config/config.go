@@ -122,6 +122,9 @@ type Channels struct {
 	// ReplyMaxChars caps one reply to a chat, in characters; past it the
 	// reply is cut and says so.
 	ReplyMaxChars int `yaml:"reply_max_chars"`
+	// MaxInputChars caps one inbound message, in characters, on every
+	// channel and the chat API; past it the message is refused, not stored.
+	MaxInputChars int `yaml:"max_input_chars"`
 }
 
 // Console configures `switchboard chat`.
@@ -494,6 +497,11 @@ const (
 	// than any answer needs; a runaway reply (a dump, a loop) is cut rather
 	// than sent as dozens of messages.
 	defaultReplyMaxChars = 16_000
+	// 32,000 characters is far above what a chat platform lets a person
+	// type in one message (Telegram 4096, Discord 4000 with Nitro) and a
+	// small share of a 128k-token context; a pasted dump past it is refused
+	// before it is stored, rather than stored and then refused as too big.
+	defaultMaxInputChars = 32_000
 )
 
 // Default returns the built-in defaults. It has no model and no secrets, so
@@ -536,6 +544,7 @@ func Default() *Config {
 			ReplyMaxAge: defaultReplyMaxAge,
 
 			ReplyMaxChars: defaultReplyMaxChars,
+			MaxInputChars: defaultMaxInputChars,
 		},
 		Skills: Skills{Dir: defaultSkillsDir, SelfImprove: defaultSelfImprove, Grants: map[string]SkillGrant{}},
 		Learning: Learning{Enabled: true, EveryNTurns: defaultEveryNTurns, IdleAfter: defaultIdleAfter, JobTimeout: defaultJobTimeout,

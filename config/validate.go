@@ -59,6 +59,7 @@ func (c *Config) Validate() error {
 	v.positiveDuration("agent.turn_timeout", c.Agent.TurnTimeout, "10m")
 	v.positiveDuration("channels.reply_max_age", c.Channels.ReplyMaxAge, "24h")
 	v.positive("channels.reply_max_chars", c.Channels.ReplyMaxChars, "such as 16000")
+	v.positive("channels.max_input_chars", c.Channels.MaxInputChars, "such as 32000")
 	v.positive("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, "such as 50000")
 	v.notNegative("agent.turn_token_budget", c.Agent.TurnTokenBudget, "0 means unlimited")
 	v.notNegative("agent.history_budget", c.Agent.HistoryBudget, "such as 12000; 0 leaves only llm.context_window")

@@ -79,6 +79,8 @@ func TestValidate(t *testing.T) {
 			[]string{"agent.max_concurrent_turns: must be a positive number, got -1; set it to such as 64"}},
 		{"turn_timeout negative", func(c *Config) { c.Agent.TurnTimeout = -time.Second },
 			[]string{`agent.turn_timeout: must be a positive duration, got -1s; set it to something like "10m"`}},
+		{"max_input_chars zero", func(c *Config) { c.Channels.MaxInputChars = 0 },
+			[]string{"channels.max_input_chars: must be a positive number, got 0; set it to such as 32000"}},
 		{"tool_result_max_chars zero", func(c *Config) { c.Agent.ToolResultMaxChars = 0 },
 			[]string{"agent.tool_result_max_chars: must be a positive number, got 0; set it to such as 50000"}},
 		{"turn_token_budget negative", func(c *Config) { c.Agent.TurnTokenBudget = -1 },

@@ -263,6 +263,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			OnEvent: func(ev router.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
 		Redact:        g.redact.String,
 		ReplyMaxChars: cfg.Channels.ReplyMaxChars,
+		MaxInputChars: cfg.Channels.MaxInputChars,
 	})
 	if err != nil {
 		return nil, err

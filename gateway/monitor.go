@@ -32,6 +32,7 @@ func newMonitor(cfg *config.Config, version, replica string, model *llm.Client, 
 	m := &monitor{metrics: metrics.NewReplica(version, replica), activity: httpapi.NewActivity(), log: log}
 	m.model = m.metrics.ObserveModel(model, cfg.LLM.Model)
 	m.api = openai.New(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
+	m.api.SetMaxInputChars(cfg.Channels.MaxInputChars)
 	return m
 }
 

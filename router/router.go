@@ -187,6 +187,11 @@ type Config struct {
 	// past it the reply is cut and says so (shape.go). 0:
 	// DefaultReplyMaxChars; negative: no cap.
 	ReplyMaxChars int
+	// MaxInputChars caps an inbound message's text
+	// (channels.max_input_chars): past it the chat is told in one sentence
+	// and the message is not stored (input.go). 0:
+	// channels.DefaultMaxInputChars; negative: no cap.
+	MaxInputChars int
 }
 
 // Prepared is what a turn adds to the agent's defaults.
@@ -281,6 +286,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.ReplyMaxChars == 0 {
 		cfg.ReplyMaxChars = DefaultReplyMaxChars
+	}
+	if cfg.MaxInputChars == 0 {
+		cfg.MaxInputChars = channels.DefaultMaxInputChars
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -410,6 +418,9 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	}
 	if admitted, err := r.gate.admit(ctx, in, log); !admitted {
 		return err
+	}
+	if r.refuseTooLong(ctx, in, log) {
+		return nil
 	}
 	payload, err := json.Marshal(in)
 	if err != nil {

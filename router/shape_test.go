@@ -37,7 +37,9 @@ func TestCapReply(t *testing.T) {
 func TestRepliesAreCutAndRedacted(t *testing.T) {
 	const secret = "bot-token-0123456789-SECRET"
 	red := redact.New([]redact.Secret{{Name: "TELEGRAM_BOT_TOKEN", Value: secret}})
-	e := newEnvWith(t, everyone, func(c *Config) { c.Redact = red.String })
+	// The fake agent echoes the input: the input limit is off to get a
+	// 200 KB reply.
+	e := newEnvWith(t, everyone, func(c *Config) { c.Redact = red.String; c.MaxInputChars = -1 })
 	ch := e.ch
 	r := e.r
 	huge := "token " + secret + " " + strings.Repeat("lorem ipsum ", 200_000/12)

@@ -193,7 +193,7 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 		}
 	}
 	turn := agent.Turn{
-		ChatID: chatID, SessionID: sessionID, InboxID: inboxID,
+		ChatID: chatID, SessionID: sessionID, InboxID: inboxID, InboxKeep: keptOf(in),
 		Channel: in.Channel, ChatType: string(in.ChatType), ChatTitle: in.ChatTitle, ChatKey: in.ChatID,
 		UserID: in.UserID, UserName: in.UserName, DisplayName: in.DisplayName,
 		Input: toMessage(in, r.cfg.Vision), Chat: binding, Location: r.cfg.Location, Approvals: true,

@@ -57,6 +57,11 @@ type TurnEnd struct {
 	// transaction (one write less a message, and never a finished turn
 	// with its message still pending).
 	FinishInbox bool
+	// InboxKeep, with FinishInbox, replaces the message's stored payload:
+	// what is still read of an answered message (who wrote it), its text
+	// and files being in the transcript by then, so a message is stored
+	// once. nil keeps the payload whole.
+	InboxKeep []byte
 	// RequestTokens and RequestBytes are the size of the turn's last model
 	// request (estimated tokens, bytes of text); 0 keeps what is stored.
 	RequestTokens, RequestBytes int
@@ -107,6 +112,8 @@ const (
 			ended_at = ?, duration_ms = MAX(? - started_at, 0)
 		WHERE id = ? AND status = 'running'`
 	sqlFinishTurnInbox = `UPDATE inbox SET status = 'done', finished_at = ?
+		WHERE status = 'pending' AND id = (SELECT inbox_id FROM turns WHERE id = ?)`
+	sqlFinishTurnInboxKeep = `UPDATE inbox SET status = 'done', finished_at = ?, payload = ?
 		WHERE status = 'pending' AND id = (SELECT inbox_id FROM turns WHERE id = ?)`
 	sqlTurnStatus  = `SELECT status FROM turns WHERE id = ?`
 	sqlTurnColumns = `id, chat_id, session_id, COALESCE(inbox_id, 0), user_id, channel, kind, status, stop_reason, error, model,
@@ -235,7 +242,10 @@ func (s *Store) FinishTurn(ctx context.Context, turnID int64, e TurnEnd) error {
 			}
 			return notRunning(ctx, tx, turnID)
 		}
-		if e.FinishInbox {
+		switch {
+		case e.FinishInbox && e.InboxKeep != nil:
+			_, err = tx.ExecContext(ctx, sqlFinishTurnInboxKeep, now, e.InboxKeep, turnID)
+		case e.FinishInbox:
 			_, err = tx.ExecContext(ctx, sqlFinishTurnInbox, now, turnID)
 		}
 		return err

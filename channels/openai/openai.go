@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
@@ -39,8 +40,17 @@ const (
 	UserHeader = "X-Switchboard-User"
 	// defaultUser is the session of requests that name no user.
 	defaultUser = "api"
-	// maxBody bounds a chat request; images come inline as data URLs.
-	maxBody = 16 << 20
+	// maxImageBody is the part of a request's byte limit left for images,
+	// which come inline as base64 data URLs: 10 MiB carries about 7.5 MB
+	// of images, a few photos (the Discord adapter downloads at most 8 MiB
+	// a file).
+	maxImageBody = 10 << 20
+	// textBytesPerChar is the part of a request's byte limit per character
+	// of channels.max_input_chars: the last message at worst-case JSON
+	// escaping (6 bytes a character) and the earlier messages clients send
+	// with it (the gateway keeps its own history and ignores them), about
+	// 1 MiB at the default.
+	textBytesPerChar = 32
 	// maxUserLen bounds the user name, which becomes the chat's key.
 	maxUserLen = 128
 	// keepAliveEvery sends an SSE comment while a streamed turn works, so
@@ -73,7 +83,12 @@ type API struct {
 	asked   map[string]askedQuestion
 	seq     atomic.Int64
 	started chan struct{} // closed when Run first takes requests
-	once    sync.Once
+	// maxInput caps the last user message, in characters
+	// (channels.max_input_chars; SetMaxInputChars); maxBody, derived from
+	// it, caps the request body before it is decoded.
+	maxInput int
+	maxBody  int64
+	once     sync.Once
 }
 
 // New returns the API channel; agentName becomes the model id that
@@ -86,10 +101,26 @@ func New(agentName string, isShutdown func(error) bool, log *slog.Logger) *API {
 	if isShutdown == nil {
 		isShutdown = func(error) bool { return false }
 	}
-	return &API{modelID: ModelID(agentName), created: time.Now().Unix(), shutdown: isShutdown,
+	a := &API{modelID: ModelID(agentName), created: time.Now().Unix(), shutdown: isShutdown,
 		log: log.With("channel", ChannelName), waiters: map[string]*waiter{}, asked: map[string]askedQuestion{},
 		started: make(chan struct{})}
+	a.SetMaxInputChars(channels.DefaultMaxInputChars)
+	return a
 }
+
+// SetMaxInputChars sets channels.max_input_chars (call it before serving):
+// a last user message longer than n characters is answered 413, and the
+// body is read no further than textBytesPerChar bytes a character plus
+// maxImageBody. n <= 0 keeps the default.
+func (a *API) SetMaxInputChars(n int) {
+	if n <= 0 {
+		n = channels.DefaultMaxInputChars
+	}
+	a.maxInput, a.maxBody = n, int64(n)*textBytesPerChar+maxImageBody
+}
+
+// MaxBodyBytes is the largest request body read (SetMaxInputChars).
+func (a *API) MaxBodyBytes() int64 { return a.maxBody }
 
 // ModelID turns the agent's name into the model id the API lists:
 // lower case, spaces as dashes.
@@ -448,8 +479,14 @@ func (a *API) models(w http.ResponseWriter, _ *http.Request) {
 
 func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err := dec.Decode(&req); err != nil {
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			httpjson.Error(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+				fmt.Sprintf("the request body is larger than %d bytes: the last message may have at most %d characters (channels.max_input_chars), images as data URLs about %d MB; send a long text in parts",
+					a.maxBody, a.maxInput, maxImageBody*3/4/1_000_000))
+			return
+		}
 		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "the body is not a chat completion request: "+err.Error())
 		return
 	}
@@ -460,6 +497,11 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.TrimSpace(text) == "" && len(atts) == 0 {
 		httpjson.Error(w, http.StatusBadRequest, "invalid_request_error", "empty_message", "the last user message is empty")
+		return
+	}
+	if n := utf8.RuneCountInString(text); n > a.maxInput {
+		httpjson.Error(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "message_too_long",
+			fmt.Sprintf("the last user message is %d characters; the limit is %d (channels.max_input_chars): send it in parts", n, a.maxInput))
 		return
 	}
 	user := strings.TrimSpace(req.User)
