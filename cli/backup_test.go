@@ -2,17 +2,16 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -33,39 +32,15 @@ func TestBackupCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop, started := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	var writeErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			if _, err := st.DB().ExecContext(context.Background(),
-				"INSERT INTO state (key, value, updated_at) VALUES (?, 'v', 0)", fmt.Sprintf("w%d", i)); err != nil {
-				writeErr = err
-				return
-			}
-			if i == 0 {
-				close(started)
-			}
-			select {
-			case <-stop:
-				return
-			default:
-			}
-		}
-	}()
-	<-started
+	stopWriting := testkit.KeepWriting(st.DB(), "w")
 	dest := filepath.Join(t.TempDir(), "copy.db")
 	var out, errb bytes.Buffer
 	code := run(ctx, []string{"backup", dest, "--config", cfg}, strings.NewReader(""), &out, &errb)
 	// The default name, beside the store.
 	var out2, errb2 bytes.Buffer
 	code2 := run(ctx, []string{"--config", cfg, "backup"}, strings.NewReader(""), &out2, &errb2)
-	close(stop)
-	wg.Wait()
-	if writeErr != nil {
-		t.Fatalf("writer: %v", writeErr)
+	if err := stopWriting(); err != nil {
+		t.Fatalf("writer: %v", err)
 	}
 	fi, err := os.Stat(dest)
 	if code != 0 || err != nil || !strings.Contains(out.String(), "to "+dest+" ("+fmt.Sprint(fi.Size())+" bytes)") {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -12,8 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // openBackup opens a backup file read-only and checks it is whole.
@@ -58,33 +58,10 @@ func TestBackupWhileWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	stop, started := make(chan struct{}), make(chan struct{})
-	var wg sync.WaitGroup
-	var writeErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			if _, err := w.DB().ExecContext(context.Background(), "INSERT INTO state (key, value, updated_at) VALUES (?, 'y', 0)",
-				fmt.Sprintf("during-%d", i)); err != nil {
-				writeErr = err
-				return
-			}
-			if i == 0 {
-				close(started)
-			}
-			select {
-			case <-stop:
-				return
-			default:
-			}
-		}
-	}()
-	<-started
+	stopWriting := testkit.KeepWriting(w.DB(), "during-")
 	dest := filepath.Join(t.TempDir(), "copy.db")
 	size, err := s.Backup(ctx, dest)
-	close(stop)
-	wg.Wait()
+	writeErr := stopWriting()
 	if err != nil {
 		t.Fatalf("Backup: %v", err)
 	}
