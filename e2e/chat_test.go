@@ -190,6 +190,12 @@ func TestChatUnreachableModel(t *testing.T) {
 // on a free loopback port, and returns it and the port's address.
 func apiOnlyConfig(t *testing.T, fake *testkit.FakeLLM) (cfg, addr string) {
 	t.Helper()
+	return apiConfigOn(t, fake, filepath.Join(t.TempDir(), "api.db"))
+}
+
+// apiConfigOn is apiOnlyConfig with its store at dbPath.
+func apiConfigOn(t *testing.T, fake *testkit.FakeLLM, dbPath string) (cfg, addr string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +205,7 @@ func apiOnlyConfig(t *testing.T, fake *testkit.FakeLLM) (cfg, addr string) {
 	c := config.Default()
 	c.LLM.BaseURL, c.LLM.Model = fake.URL, "fake-model"
 	c.Learning.Enabled = false
-	c.Store.Path = filepath.Join(t.TempDir(), "api.db")
+	c.Store.Path = dbPath
 	c.HTTP.Listen = addr
 	cfg = cfgfile.Write(t, c)
 	return cfg, addr

@@ -3,16 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
-	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 )
 
 // TestSecondServeOnOneStore (issue 31, finding 3): a second `serve` on the
@@ -24,34 +21,20 @@ func TestSecondServeOnOneStore(t *testing.T) {
 	fake := testkit.NewFakeLLM(t)
 	fake.SetDefault(&testkit.Reply{Text: "still here"})
 	dbPath := filepath.Join(t.TempDir(), "switchboard.db")
-	cfgAt := func() (cfg, addr string) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr = ln.Addr().String()
-		ln.Close()
-		c := config.Default()
-		c.LLM.BaseURL, c.LLM.Model = fake.URL, "fake-model"
-		c.Learning.Enabled = false
-		c.Store.Path = dbPath
-		c.HTTP.Listen = addr
-		return cfgfile.Write(t, c), addr
-	}
 	readyAt := func(addr string) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			_, err := waitReadyzAt(ctx, addr, func(rd replicaReadiness) bool { return rd.code == http.StatusOK })
 			return err
 		}
 	}
-	cfg1, addr1 := cfgAt()
+	cfg1, addr1 := apiConfigOn(t, fake, dbPath)
 	r := newChildRig(t, fake, cfg1)
 	first := r.start(t)
 	if err := readyAt(addr1)(waitCtx(t)); err != nil {
 		t.Fatalf("the first serve: %v; stderr:\n%s", err, first.stderr.String())
 	}
 
-	cfg2, addr2 := cfgAt()
+	cfg2, addr2 := apiConfigOn(t, fake, dbPath)
 	r.cfg = cfg2
 	second := r.start(t)
 	select {
