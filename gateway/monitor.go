@@ -10,7 +10,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
-	"github.com/switchboard-gateway/switchboard/channels/openai"
+	"github.com/switchboard-gateway/switchboard/channels/chatapi"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/llm"
@@ -23,7 +23,7 @@ import (
 type monitor struct {
 	metrics  *metrics.Metrics
 	activity *httpapi.Activity
-	api      *openai.API
+	api      *chatapi.API
 	model    *metrics.Model
 	log      *slog.Logger
 }
@@ -31,7 +31,7 @@ type monitor struct {
 func newMonitor(cfg *config.Config, version, replica string, model *llm.Client, log *slog.Logger) *monitor {
 	m := &monitor{metrics: metrics.NewReplica(version, replica), activity: httpapi.NewActivity(), log: log}
 	m.model = m.metrics.ObserveModel(model, cfg.LLM.Model)
-	m.api = openai.New(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
+	m.api = chatapi.New(cfg.Agent.Name, func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, log)
 	m.api.SetMaxInputChars(cfg.Channels.MaxInputChars)
 	return m
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
-	"github.com/switchboard-gateway/switchboard/channels/openai"
+	"github.com/switchboard-gateway/switchboard/channels/chatapi"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/router"
@@ -60,7 +60,7 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 	if srv != nil {
 		// The chat API authenticates with http.token, so whoever gets in
 		// may talk to the agent.
-		specs = append(specs, channelSpec{name: openai.ChannelName, access: router.Access{AllowAll: true},
+		specs = append(specs, channelSpec{name: chatapi.ChannelName, access: router.Access{AllowAll: true},
 			build: func(context.Context) (channels.Channel, error) { return g.mon.api, nil }})
 	}
 	st := &stopping{sup: sup, srv: srv, stopChannels: func() {}}

@@ -4,7 +4,7 @@ package httpapi
 // (Debian's chromium package) through chromedp. It is installed by .ci/run;
 // under CI=true a missing browser fails the test, elsewhere it skips it
 // with a message saying what to install (testkit.Missing). The chat API's
-// test with the official openai npm client is in channels/openai.
+// test with the official openai npm client is in channels/chatapi.
 
 import (
 	"context"
@@ -225,7 +225,7 @@ func TestAttacksInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#chats h1`))))
 }
 
-// The official openai npm client (channels/openai/testdata/openai-client,
+// The official openai npm client (channels/chatapi/testdata/openai-client,
 // installed with npm ci if missing) through this server,
 // with its Host, Content-Type and Origin checks: SDKs pass them.
 func TestOpenAINodeClientThroughServer(t *testing.T) {
@@ -233,7 +233,7 @@ func TestOpenAINodeClientThroughServer(t *testing.T) {
 	s.scriptToolTurn("It is tea time.")
 	s.fake.Push(testkit.Reply{Text: "Streamed, at last."})
 
-	out := testkit.NodeClient(t, filepath.Join("..", "channels", "openai", "testdata", "openai-client"), s.url+"/v1", testToken)
+	out := testkit.NodeClient(t, filepath.Join("..", "channels", "chatapi", "testdata", "openai-client"), s.url+"/v1", testToken)
 	var got struct {
 		Models   []string
 		Plain    struct{ Content string }

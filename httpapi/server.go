@@ -2,7 +2,7 @@
 // checks, Prometheus metrics and a web dashboard (which reads, and
 // approves or denies pairing requests) whose assets are
 // embedded in the binary. It also mounts the OpenAI-compatible chat API,
-// which is a channel of its own (channels/openai) and reaches the server
+// which is a channel of its own (channels/chatapi) and reaches the server
 // only through the ChatAPI interface.
 //
 // Routes:
@@ -104,7 +104,7 @@ type ModelWatch interface {
 	Failed(err error)
 }
 
-// ChatAPI is the OpenAI-compatible chat API (channels/openai's *API),
+// ChatAPI is the OpenAI-compatible chat API (channels/chatapi's *API),
 // which the server mounts behind its token.
 type ChatAPI interface {
 	// Routes returns the API's handlers by http.ServeMux pattern.

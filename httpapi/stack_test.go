@@ -3,7 +3,7 @@ package httpapi
 // A real gateway for the tests: SQLite in a temporary directory, the agent
 // loop, the router, the metrics and this package's server on 127.0.0.1,
 // with the scripted fake model server from internal/testkit. The chat API
-// of channels/openai, mounted as in serve, makes the turns.
+// of channels/chatapi, mounted as in serve, makes the turns.
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
-	"github.com/switchboard-gateway/switchboard/channels/openai"
+	"github.com/switchboard-gateway/switchboard/channels/chatapi"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/metrics"
@@ -26,14 +26,14 @@ import (
 const testToken = "test-http-token-0123456789"
 
 // The chat API as the server mounts it.
-var _ ChatAPI = (*openai.API)(nil)
+var _ ChatAPI = (*chatapi.API)(nil)
 
 type stack struct {
 	t        *testing.T
 	fake     *testkit.FakeLLM
 	store    *store.Store
 	router   *router.Router
-	api      *openai.API
+	api      *chatapi.API
 	activity *Activity
 	metrics  *metrics.Metrics
 	model    *metrics.Model
@@ -65,7 +65,7 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 		t.Fatal(err)
 	}
 	s.activity = NewActivity()
-	s.api = openai.New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
+	s.api = chatapi.New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
 	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model",
 		OnEvent: func(in channels.Inbound, ev agent.Event) {
 			s.metrics.Observe(in, ev)

@@ -1,7 +1,7 @@
 // Package httpjson writes the JSON answers of Switchboard's HTTP routes:
 // a value, or an error in the OpenAI API's shape. Both the HTTP server
 // (httpapi: health, readiness, its token check) and the OpenAI-compatible
-// chat API (channels/openai) answer with it, so every error a client sees
+// chat API (channels/chatapi) answer with it, so every error a client sees
 // has one shape.
 package httpjson
 

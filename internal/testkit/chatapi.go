@@ -16,7 +16,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/llm"
 )
 
-// The helpers below drive the OpenAI-compatible chat API (channels/openai)
+// The helpers below drive the OpenAI-compatible chat API (channels/chatapi)
 // from the tests of the packages that serve it: the channel's own and the
 // HTTP server's.
 

@@ -108,7 +108,7 @@ func RunTests(m *testing.M) int {
 }
 
 // packageName is the test's package as go test ./... names it, relative to
-// the module ("store", "channels/openai"): tests run in their package's
+// the module ("store", "channels/chatapi"): tests run in their package's
 // directory.
 func packageName() string {
 	wd, err := os.Getwd()

@@ -1,4 +1,4 @@
-package openai
+package chatapi
 
 // The chat API driven by the official openai npm package under Node.js.
 // .ci/run installs it (npm ci in testdata/openai-client); elsewhere the test

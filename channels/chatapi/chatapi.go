@@ -1,4 +1,4 @@
-// Package openai is the OpenAI-compatible chat API as a channel: each
+// Package chatapi is the OpenAI-compatible chat API as a channel: each
 // request to POST /v1/chat/completions becomes an inbound message of the
 // chat named by its user, goes through the router and the agent like a
 // Telegram or Discord message, and is answered, streaming or not, with what
@@ -7,7 +7,7 @@
 // The HTTP server (httpapi) mounts its Routes behind the bearer token and
 // calls Abandon when it shuts down; this package knows no token and no
 // server.
-package openai
+package chatapi
 
 import (
 	"context"
@@ -144,7 +144,7 @@ func (a *API) Run(ctx context.Context, sink channels.Sink) error {
 	a.mu.Lock()
 	if a.sink != nil {
 		a.mu.Unlock()
-		return errors.New("openai: Run is already running")
+		return errors.New("chatapi: Run is already running")
 	}
 	a.sink = sink
 	a.mu.Unlock()

@@ -1,4 +1,4 @@
-package openai
+package chatapi
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package openai
+package chatapi
 
 // Approvals on the chat API. A turn that pauses for approval answers its
 // request with the question: in words as the content, and as data in the

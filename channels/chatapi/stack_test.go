@@ -1,4 +1,4 @@
-package openai
+package chatapi
 
 // A real gateway for the tests: SQLite in a temporary directory, the agent
 // loop, the router and this channel's routes served on 127.0.0.1, with the
