@@ -1,7 +1,8 @@
 package gateway
 
-// The monitor: what feeds the metrics, the dashboard's activity and the
-// chat API channel from turn events and sends.
+// The monitor: what feeds the metrics and the dashboard's activity from
+// turn events and sends. It holds the chat API channel, which the HTTP
+// server mounts; the router feeds it its own turns (channels.TurnWatcher).
 
 import (
 	"context"
@@ -19,7 +20,7 @@ import (
 )
 
 // monitor observes the gateway: every turn event and send goes to the
-// metrics, the dashboard's activity and the chat API channel.
+// metrics and the dashboard's activity.
 type monitor struct {
 	metrics  *metrics.Metrics
 	activity *httpapi.Activity
@@ -40,7 +41,6 @@ func newMonitor(cfg *config.Config, version, replica string, model *llm.Client, 
 func (m *monitor) onEvent(in channels.Inbound, ev agent.Event) {
 	m.metrics.Observe(in, ev)
 	m.activity.Observe(in, ev)
-	m.api.Observe(in, ev)
 	if ev.Kind == agent.EventToolEnd && m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.log.Debug("tool call", "turn_id", ev.TurnID, "channel", in.Channel, "chat", in.ChatID,
 			"tool", ev.Tool, "error", ev.IsError, "duration", ev.Duration)

@@ -49,13 +49,6 @@ type channelHost interface {
 	channels.Sink
 }
 
-// connecter is a channel that knows whether its connection is up right now.
-type connecter interface{ Connected() bool }
-
-// standbyer is a channel that may wait for a part another replica serves
-// (a Discord shard) while it runs.
-type standbyer interface{ Standby() bool }
-
 // supervisor runs each channel on its own: one that fails to start or
 // drops is retried with a capped exponential backoff and reported, while
 // the others keep serving.
@@ -222,9 +215,9 @@ func (s *supervisor) statuses() []httpapi.ChannelStatus {
 		c := st.status
 		if c.State == stateRunning {
 			c.State = httpapi.StateConnected
-			if cc, ok := st.ch.(connecter); ok && !cc.Connected() {
+			if cc, ok := st.ch.(channels.Connecter); ok && !cc.Connected() {
 				c.State = httpapi.StateStarting
-				if sb, ok := st.ch.(standbyer); ok && sb.Standby() {
+				if sb, ok := st.ch.(channels.Standbyer); ok && sb.Standby() {
 					c.State = httpapi.StateStandby
 				}
 			}

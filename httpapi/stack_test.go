@@ -70,7 +70,6 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 		OnEvent: func(in channels.Inbound, ev agent.Event) {
 			s.metrics.Observe(in, ev)
 			s.activity.Observe(in, ev)
-			s.api.Observe(in, ev)
 		},
 		OnSend: s.metrics.Sent,
 	})

@@ -20,7 +20,7 @@ import (
 // it announces. The notice is a preview (channels.PriorityPreview): an
 // adapter's outbound pacing may drop it under pressure, and it is not
 // tried again. Channels whose replies go to a waiting requester (the chat
-// API, the terminal: InProcessReplier) get none: it would be taken for
+// API, the terminal: channels.InProcessReplier) get none: it would be taken for
 // the answer.
 
 // QueueNoticeAfter is how long a message waits in line before its user is

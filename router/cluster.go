@@ -116,21 +116,12 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	return nil
 }
 
-// InProcessReplier is a channel whose replies must be sent by the process
-// that took the message in: the HTTP API answers on the request's open
-// connection, the console on its terminal. Among replicas, such a message
-// waits for its chat's lease before it is stored, so no other replica
-// answers it.
-type InProcessReplier interface {
-	RepliesInProcess() bool
-}
-
 // inProcess reports whether channel's replies must come from this process.
 func (r *Router) inProcess(channel string) bool {
 	r.mu.Lock()
 	ch := r.channels[channel]
 	r.mu.Unlock()
-	p, ok := ch.(InProcessReplier)
+	p, ok := ch.(channels.InProcessReplier)
 	return ok && p.RepliesInProcess()
 }
 

@@ -28,7 +28,7 @@ import (
 // counted. A restart keeps the message pending and resumes its turn.
 //
 // Messages of channels whose replies go to a waiting requester (the chat
-// API, the terminal: InProcessReplier) are not held: their requester is
+// API, the terminal: channels.InProcessReplier) are not held: their requester is
 // told at once that the model could not be reached, as before.
 const (
 	firstModelRetry = time.Second

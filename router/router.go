@@ -86,12 +86,6 @@ type Store interface {
 
 var _ Store = (*store.Store)(nil)
 
-// ActivityViewer is a channel that shows turn events (tool activity,
-// streamed text) itself, like the terminal.
-type ActivityViewer interface {
-	TurnEvent(chatID string, ev agent.Event)
-}
-
 // Ticker is the part of time.Ticker the router uses (injectable for tests).
 type Ticker interface {
 	C() <-chan time.Time
@@ -236,7 +230,7 @@ type leases struct {
 	// Messages taken by this process, and chats whose lease to give back.
 	inflight map[int64]bool
 	held     map[string]bool
-	pinned   map[string]int  // chats a request waits on here (InProcessReplier)
+	pinned   map[string]int  // chats a request waits on here (channels.InProcessReplier)
 	owned    map[string]bool // chats whose lease this process holds (see acquired)
 	takeMu   [64]sync.Mutex  // takeChat, striped by chat
 }

@@ -211,10 +211,10 @@ func (r *Router) turnFor(ctx context.Context, in channels.Inbound, chatID, sessi
 }
 
 // turnEvents is a turn's event handler: it remembers the turn id for
-// delivery records and passes events to the streaming preview, the
-// channel's viewer and OnEvent.
+// delivery records and passes events to the streaming preview, OnEvent and
+// the channel, if it watches its turns (channels.TurnWatcher).
 func (r *Router) turnEvents(ctx context.Context, in channels.Inbound, b *chatBinding) func(agent.Event) {
-	viewer, _ := r.Channel(in.Channel).(ActivityViewer)
+	watcher, _ := r.Channel(in.Channel).(channels.TurnWatcher)
 	return func(ev agent.Event) {
 		if ev.Kind == agent.EventTurnStart {
 			b.turnID.Store(ev.TurnID)
@@ -222,11 +222,11 @@ func (r *Router) turnEvents(ctx context.Context, in channels.Inbound, b *chatBin
 		if b.preview != nil {
 			b.preview.event(ctx, ev)
 		}
-		if viewer != nil {
-			viewer.TurnEvent(in.ChatID, ev)
-		}
 		if r.cfg.OnEvent != nil {
 			r.cfg.OnEvent(in, ev)
+		}
+		if watcher != nil {
+			watcher.TurnEvent(in, ev)
 		}
 	}
 }

@@ -146,4 +146,3 @@ func flushed(w http.ResponseWriter) bool {
 	return http.NewResponseController(w).Flush() == nil
 }
 
-var _ channels.ApprovalAsker = (*API)(nil)

@@ -135,7 +135,7 @@ func ModelID(agentName string) string {
 // Name implements channels.Channel.
 func (a *API) Name() string { return ChannelName }
 
-// RepliesInProcess implements router.InProcessReplier: a reply goes out on
+// RepliesInProcess implements channels.InProcessReplier: a reply goes out on
 // the request's open connection, in this process.
 func (a *API) RepliesInProcess() bool { return true }
 
@@ -159,7 +159,7 @@ func (a *API) Run(ctx context.Context, sink channels.Sink) error {
 // Started is closed when Run first takes requests.
 func (a *API) Started() <-chan struct{} { return a.started }
 
-// Connected reports whether the API takes requests.
+// Connected implements channels.Connecter: whether the API takes requests.
 func (a *API) Connected() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -185,12 +185,10 @@ func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
 	return id, nil
 }
 
-// Observe follows the turns of API requests; it is part of the router's
-// OnEvent hook.
-func (a *API) Observe(in channels.Inbound, ev agent.Event) {
-	if in.Channel != ChannelName {
-		return
-	}
+// TurnEvent implements channels.TurnWatcher: it follows the turns of API
+// requests, streaming the reply to the waiting request and answering it
+// when the turn ends.
+func (a *API) TurnEvent(in channels.Inbound, ev agent.Event) {
 	switch ev.Kind {
 	case agent.EventTurnStart, agent.EventDone, agent.EventReplyDelta, agent.EventToolEnd:
 	default:
@@ -715,4 +713,10 @@ func usageJSON(u llm.Usage) map[string]int {
 	return map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
 }
 
-var _ channels.Channel = (*API)(nil)
+var (
+	_ channels.Channel          = (*API)(nil)
+	_ channels.ApprovalAsker    = (*API)(nil)
+	_ channels.TurnWatcher      = (*API)(nil)
+	_ channels.InProcessReplier = (*API)(nil)
+	_ channels.Connecter        = (*API)(nil)
+)

@@ -23,7 +23,6 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/approvals"
-	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/httpjson"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
@@ -81,8 +80,7 @@ func newStack(t *testing.T, token string, extras ...stackExtras) *stack {
 	if ex.approvals {
 		interceptors = append(interceptors, approvals.New(approvals.Config{Store: st}))
 	}
-	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model", Interceptors: interceptors,
-		OnEvent: func(in channels.Inbound, ev agent.Event) { s.api.Observe(in, ev) }})
+	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model", Interceptors: interceptors})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func IsTerminal(f *os.File) bool {
 // Name implements channels.Channel.
 func (a *Adapter) Name() string { return "console" }
 
-// RepliesInProcess implements router.InProcessReplier: replies go to this
+// RepliesInProcess implements channels.InProcessReplier: replies go to this
 // terminal.
 func (a *Adapter) RepliesInProcess() bool { return true }
 
@@ -230,9 +230,9 @@ func (a *Adapter) endLine(callID string) {
 	}
 }
 
-// TurnEvent shows the reply as it streams, tool activity and failures
-// (router.ActivityViewer).
-func (a *Adapter) TurnEvent(_ string, ev agent.Event) {
+// TurnEvent implements channels.TurnWatcher: it shows the reply as it
+// streams, tool activity and failures.
+func (a *Adapter) TurnEvent(_ channels.Inbound, ev agent.Event) {
 	switch ev.Kind {
 	case agent.EventReplyDelta:
 		if !a.o.Whole {
@@ -320,4 +320,8 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-var _ channels.Channel = (*Adapter)(nil)
+var (
+	_ channels.Channel          = (*Adapter)(nil)
+	_ channels.TurnWatcher      = (*Adapter)(nil)
+	_ channels.InProcessReplier = (*Adapter)(nil)
+)

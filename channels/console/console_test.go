@@ -79,7 +79,7 @@ func TestRepliesStreamAsWritten(t *testing.T) {
 			a := New(Options{Out: &out, Color: tt.color, Whole: tt.whole})
 			for i, s := range tt.steps {
 				if s.ev != nil {
-					a.TurnEvent(ChatID, *s.ev)
+					a.TurnEvent(channels.Inbound{Channel: "console", ChatID: ChatID}, *s.ev)
 				} else if _, err := a.Send(t.Context(), channels.Outbound{ChatID: ChatID, Text: s.send}); err != nil {
 					t.Fatal(err)
 				}

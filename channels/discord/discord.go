@@ -642,4 +642,6 @@ var (
 	_ channels.Fitter     = (*Adapter)(nil)
 	_ channels.FileSender = (*Adapter)(nil)
 	_ channels.Asker      = (*Adapter)(nil)
+	_ channels.Connecter  = (*Adapter)(nil)
+	_ channels.Standbyer  = (*Adapter)(nil)
 )

@@ -415,4 +415,5 @@ var (
 	_ channels.FileSender = (*Adapter)(nil)
 	_ channels.Asker      = (*Adapter)(nil)
 	_ channels.Drafter    = (*Adapter)(nil)
+	_ channels.Connecter  = (*Adapter)(nil)
 )
