@@ -145,4 +145,3 @@ func (w *waiter) end(text string, q *channels.ApprovalQuestion) bool {
 func flushed(w http.ResponseWriter) bool {
 	return http.NewResponseController(w).Flush() == nil
 }
-
