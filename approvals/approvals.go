@@ -62,7 +62,11 @@ type Approvals struct {
 	chats router.Chats // from Start
 }
 
-var _ router.Interceptor = (*Approvals)(nil)
+var (
+	_ router.Interceptor = (*Approvals)(nil)
+	_ router.Pauser      = (*Approvals)(nil)
+	_ router.Sweeper     = (*Approvals)(nil)
+)
 
 // New returns Approvals; the router starts it.
 func New(cfg Config) *Approvals {
@@ -75,19 +79,11 @@ func New(cfg Config) *Approvals {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Approvals{cfg: cfg, log: cfg.Logger.With("component", "router")}
+	return &Approvals{cfg: cfg, log: cfg.Logger.With("component", "approvals")}
 }
 
 // Start implements router.Interceptor.
 func (ap *Approvals) Start(_ context.Context, chats router.Chats) { ap.chats = chats }
-
-// Take implements router.Interceptor: approvals take no message.
-func (ap *Approvals) Take(context.Context, channels.Inbound, func() router.Prepared) bool {
-	return false
-}
-
-// Stop implements router.Interceptor: a pending approval waits on.
-func (ap *Approvals) Stop(context.Context, channels.Inbound) (string, bool) { return "", false }
 
 // resolution is a decision on a paused turn.
 type resolution struct {
@@ -100,7 +96,7 @@ func (ap *Approvals) queue(in channels.Inbound, rs resolution) {
 	ap.chats.Queue(in, func(ctx context.Context) { ap.resume(ctx, in, rs) })
 }
 
-// Paused implements router.Interceptor: it records a paused turn and asks
+// Paused implements router.Pauser: it records a paused turn and asks
 // the user, with buttons where the channel has them, otherwise in words.
 func (ap *Approvals) Paused(ctx context.Context, in channels.Inbound, inboxID int64, res agent.Result) {
 	origin, _ := json.Marshal(in)
@@ -248,7 +244,7 @@ func (ap *Approvals) onlyAsker(ctx context.Context, in channels.Inbound, a store
 	}
 }
 
-// Sweep implements router.Interceptor: it drops the calls of approvals
+// Sweep implements router.Sweeper: it drops the calls of approvals
 // nobody answered in time and tells the chat.
 func (ap *Approvals) Sweep(ctx context.Context) {
 	due, err := ap.cfg.Store.DueApprovals(ctx)

@@ -108,7 +108,7 @@ func New(cfg Config) *Assembler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Assembler{cfg: cfg, log: log.With("component", "learning")}
+	return &Assembler{cfg: cfg, log: log.With("component", "assembly")}
 }
 
 // Message is what the turn answering a chat message gets.

@@ -93,7 +93,7 @@ func New(cfg Config) *Tasks {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Tasks{cfg: cfg, log: cfg.Logger.With("component", "router"), run: map[int]*task{}}
+	return &Tasks{cfg: cfg, log: cfg.Logger.With("component", "delegate"), run: map[int]*task{}}
 }
 
 // Start implements router.Tasks.

@@ -82,7 +82,12 @@ type Plans struct {
 	chats router.Chats // from Start
 }
 
-var _ router.Interceptor = (*Plans)(nil)
+var (
+	_ router.Interceptor = (*Plans)(nil)
+	_ router.Taker       = (*Plans)(nil)
+	_ router.Stopper     = (*Plans)(nil)
+	_ router.Sweeper     = (*Plans)(nil)
+)
 
 // New returns Plans; the router starts it.
 func New(cfg Config) *Plans {
@@ -98,14 +103,11 @@ func New(cfg Config) *Plans {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Plans{cfg: cfg, log: cfg.Logger.With("component", "router")}
+	return &Plans{cfg: cfg, log: cfg.Logger.With("component", "plans")}
 }
 
 // Start implements router.Interceptor.
 func (pl *Plans) Start(_ context.Context, chats router.Chats) { pl.chats = chats }
-
-// Paused implements router.Interceptor: a paused turn is approvals' business.
-func (pl *Plans) Paused(context.Context, channels.Inbound, int64, agent.Result) {}
 
 // move is the user's answer after a plan step.
 type move struct {
@@ -165,7 +167,7 @@ func (pl *Plans) Intercept(ctx context.Context, in channels.Inbound) (bool, erro
 	return true, nil
 }
 
-// Take implements router.Interceptor: /plan TASK, or a message a skill
+// Take implements router.Taker: /plan TASK, or a message a skill
 // runs as a plan (router.Prepared.Plan), starts a plan.
 func (pl *Plans) Take(ctx context.Context, in channels.Inbound, prepare func() router.Prepared) bool {
 	if name, args, ok := command(in.Text); ok && name == "plan" {
@@ -388,7 +390,7 @@ func (pl *Plans) finish(ctx context.Context, in channels.Inbound, p store.Plan, 
 	}
 }
 
-// Sweep implements router.Interceptor: it moves on plans nobody answered
+// Sweep implements router.Sweeper: it moves on plans nobody answered
 // in time.
 func (pl *Plans) Sweep(ctx context.Context) {
 	due, err := pl.cfg.Store.DuePlans(ctx)
@@ -406,7 +408,7 @@ func (pl *Plans) Sweep(ctx context.Context) {
 	}
 }
 
-// Stop implements router.Interceptor: it stops the chat's waiting plan (a
+// Stop implements router.Stopper: it stops the chat's waiting plan (a
 // running one stops with its turn).
 func (pl *Plans) Stop(ctx context.Context, in channels.Inbound) (string, bool) {
 	p, found, err := pl.cfg.Store.OpenPlan(ctx, in.Channel, in.ChatID)

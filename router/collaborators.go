@@ -26,23 +26,43 @@ import (
 //   - Intercept, for every stored message before it is queued: true when
 //     the message was an answer it waited for (or a button of its own),
 //     which consumes it. The first that consumes it wins.
-//   - Take, for every queued message that would start an agent turn: true
-//     when the interceptor handled the message itself instead (a /plan).
-//     prepare computes what the turn would add (Config.Prepare), once.
-//   - Paused, when a message's turn stopped with agent.StopRequiresApproval.
-//   - Stop, on /stop in the chat (after the chat's queue was dropped and
-//     its turn cancelled): the reply when it stopped something.
-//   - Sweep, every minute: whatever waits too long (expired approvals,
-//     plans nobody answered).
+//
+// An interceptor that does more says so by implementing the optional
+// interfaces below (Taker, Pauser, Stopper, Sweeper), which the router
+// discovers by type assertion.
 //
 // Work an interceptor does in a chat (a resumed turn, a plan step) goes
 // through Chats.Queue, in the chat's FIFO.
 type Interceptor interface {
 	Start(ctx context.Context, chats Chats)
 	Intercept(ctx context.Context, in channels.Inbound) (consumed bool, err error)
+}
+
+// A Taker is an Interceptor that may handle a message itself instead of
+// its agent turn (a /plan). Take is called for every queued message that
+// would start an agent turn: true when it handled the message. prepare
+// computes what the turn would add (Config.Prepare), once.
+type Taker interface {
 	Take(ctx context.Context, in channels.Inbound, prepare func() Prepared) bool
+}
+
+// A Pauser is an Interceptor that takes over a turn that stopped with
+// agent.StopRequiresApproval: Paused is called with the message and the
+// turn's result.
+type Pauser interface {
 	Paused(ctx context.Context, in channels.Inbound, inboxID int64, res agent.Result)
+}
+
+// A Stopper is an Interceptor that has something to stop on /stop in the
+// chat (after the chat's queue was dropped and its turn cancelled): Stop
+// returns the reply when it stopped something. The first that stops wins.
+type Stopper interface {
 	Stop(ctx context.Context, in channels.Inbound) (reply string, stopped bool)
+}
+
+// A Sweeper is an Interceptor with work that can wait too long (expired
+// approvals, plans nobody answered): Sweep is called every minute.
+type Sweeper interface {
 	Sweep(ctx context.Context)
 }
 
@@ -141,7 +161,9 @@ func (r *Router) sweep(ctx context.Context) {
 			return
 		case <-tick.C():
 			for _, ic := range r.cfg.Interceptors {
-				ic.Sweep(ctx)
+				if sw, ok := ic.(Sweeper); ok {
+					sw.Sweep(ctx)
+				}
 			}
 		}
 	}
@@ -161,7 +183,7 @@ func (r *Router) intercept(ctx context.Context, in channels.Inbound) (bool, erro
 // one handled it.
 func (r *Router) take(ctx context.Context, in channels.Inbound, prepare func() Prepared) bool {
 	for _, ic := range r.cfg.Interceptors {
-		if ic.Take(ctx, in, prepare) {
+		if tk, ok := ic.(Taker); ok && tk.Take(ctx, in, prepare) {
 			return true
 		}
 	}

@@ -101,8 +101,10 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 		}
 	}
 	for _, ic := range r.cfg.Interceptors {
-		if reply, ok := ic.Stop(ctx, in); ok {
-			return reply
+		if sp, ok := ic.(Stopper); ok {
+			if reply, stopped := sp.Stop(ctx, in); stopped {
+				return reply
+			}
 		}
 	}
 	switch {

@@ -122,7 +122,9 @@ func (r *Router) process(ctx context.Context, it item) error {
 	res := r.cfg.Agent.Run(r.modelLine(ctx, it), turn)
 	if res.StopReason == agent.StopRequiresApproval {
 		for _, ic := range r.cfg.Interceptors {
-			ic.Paused(ctx, in, it.inboxID, res)
+			if p, ok := ic.(Pauser); ok {
+				p.Paused(ctx, in, it.inboxID, res)
+			}
 		}
 	}
 	switch {
