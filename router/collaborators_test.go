@@ -146,6 +146,43 @@ func TestInterceptorSeam(t *testing.T) {
 	}
 }
 
+// pairInterceptor has only the required pair: it consumes "answer".
+type pairInterceptor struct{ intercepted []string }
+
+func (p *pairInterceptor) Start(context.Context, Chats) {}
+
+func (p *pairInterceptor) Intercept(_ context.Context, in channels.Inbound) (bool, error) {
+	p.intercepted = append(p.intercepted, in.Text)
+	return in.Text == "answer", nil
+}
+
+// An interceptor without the optional interfaces (Taker, Pauser, Stopper,
+// Sweeper) is consulted only through the required pair: every other
+// message takes its usual way, and its sweep ticks call nothing.
+func TestInterceptorRequiredPairOnly(t *testing.T) {
+	ticks := make(chan time.Time)
+	ic := &pairInterceptor{}
+	ch := newFakeChannel()
+	r := startRouter(t, Config{Agent: pausingRunner{newFakeRunner()}, Interceptors: []Interceptor{ic},
+		NewTicker: func(time.Duration) Ticker { return manualTicker{c: ticks} }}, ch)
+	defer r.Shutdown(context.Background())
+	for _, text := range []string{"answer", "/take", "pause", "/stop"} {
+		if err := r.Deliver(t.Context(), msg("c1", "u", text)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ticks <- time.Now() // the sweep goroutine takes the tick and calls nothing
+	if want := []string{"answer", "/take", "pause"}; !slices.Equal(ic.intercepted, want) {
+		t.Fatalf("intercepted %q, want %q", ic.intercepted, want)
+	}
+	if got, want := ch.texts(), []string{"echo: /take", "Nothing to stop."}; !slices.Equal(got, want) {
+		t.Fatalf("sent %q, want %q", got, want)
+	}
+}
+
 // manualTicker is a ticker the test drives (the interceptors' sweep).
 type manualTicker struct{ c chan time.Time }
 
