@@ -1,6 +1,8 @@
 // Package channels owns the normalised message types every chat adapter
-// produces and consumes, and the adapter contract. Adapters live in
-// sub-packages (console, telegram, discord); nothing here imports a chat SDK.
+// produces and consumes, and the whole adapter contract: Channel and every
+// optional capability (here and in capabilities.go). Adapters live in
+// sub-packages (console, telegram, discord, chatapi); nothing here imports
+// a chat SDK.
 package channels
 
 import (
