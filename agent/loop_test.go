@@ -435,7 +435,7 @@ func TestSendToolAndFallback(t *testing.T) {
 	// the final text again; the turn ends without an error.
 	t.Run("queued send tool: sent, not again", func(t *testing.T) {
 		h := newHarness(t)
-		h.chat.fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
+		h.chat.Fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
 		h.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("1", "send_message", `{"text":"Hi Ada!"}`)}},
 			testkit.Reply{Text: "I said hi."})
 		res := h.run("hello")
@@ -451,7 +451,7 @@ func TestSendToolAndFallback(t *testing.T) {
 	})
 	t.Run("queued fallback: the turn ends without an error", func(t *testing.T) {
 		h := newHarness(t)
-		h.chat.fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
+		h.chat.Fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
 		h.fake.Push(testkit.Reply{Text: "Hello Ada."})
 		res := h.run("hello")
 		if !res.Delivered || res.Err != nil {
