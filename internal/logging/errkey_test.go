@@ -5,11 +5,12 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // The tree logs an error under one key, "err": a search for err= finds
@@ -20,7 +21,7 @@ import (
 // value from another: the key "error" is refused whatever it holds (a
 // flag saying whether something failed is "is_error").
 func TestErrorsAreLoggedUnderErr(t *testing.T) {
-	root := moduleRoot(t)
+	root := testkit.ModuleRoot(t)
 	fset := token.NewFileSet()
 	files := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -180,23 +181,4 @@ func isErrorLit(e ast.Expr) bool {
 	}
 	s, err := strconv.Unquote(lit.Value)
 	return err == nil && s == "error"
-}
-
-// moduleRoot is the directory of the module's go.mod, above this one.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = up
-	}
 }
