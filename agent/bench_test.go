@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/store"
 )
@@ -40,7 +41,7 @@ func benchLoop(b *testing.B, steps int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	chat := &fakeChat{}
+	chat := &testkit.RecordingChat{}
 	b.ResetTimer()
 	for i := range b.N {
 		if i%20 == 0 { // a fresh session now and then keeps the history realistic

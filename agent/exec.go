@@ -131,7 +131,7 @@ func (a *Agent) runTool(ctx context.Context, st *turnState, step int, p *pending
 	st.emit(a, Event{Kind: EventToolStart, Step: step, Tool: p.call.Name, CallID: p.call.ID, Args: p.call.Arguments,
 		Text: p.tool.Description})
 	began := time.Now()
-	res, err := safeCall(ctx, p.tool, p.args)
+	res, err := a.safeCall(ctx, st, p.tool, p.args)
 	if err != nil {
 		p.result, p.isErr = "error: "+err.Error(), true
 	} else {
@@ -165,12 +165,18 @@ func (st *turnState) markDelivered() {
 	st.mu.Unlock()
 }
 
-// safeCall runs a tool and recovers a panic into an error.
-func safeCall(ctx context.Context, t *Tool, args json.RawMessage) (res string, err error) {
+// safeCall runs a tool and recovers a panic into an error; the panic's
+// stack goes to the log (the model gets only the error).
+func (a *Agent) safeCall(ctx context.Context, st *turnState, t *Tool, args json.RawMessage) (res string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("tool %s crashed: %v", t.Name, r)
-			_ = debug.Stack()
+			msg, stack := err.Error(), string(debug.Stack())
+			if a.cfg.Redact != nil { // as for the tool's result: the panic value may carry a secret
+				msg, stack = a.cfg.Redact(msg), a.cfg.Redact(stack)
+			}
+			a.log.Error("tool panicked", "chat_id", st.t.ChatID, "session_id", st.t.SessionID, "turn_id", st.turnID,
+				"tool", t.Name, "err", msg, "stack", stack)
 		}
 	}()
 	if t.Fn == nil {

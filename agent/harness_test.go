@@ -17,29 +17,6 @@ import (
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
-// fakeChat records what the loop sends to the chat.
-type fakeChat struct {
-	mu   sync.Mutex
-	sent []string
-	fail error
-}
-
-func (c *fakeChat) Send(_ context.Context, text string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.fail != nil {
-		return "", c.fail
-	}
-	c.sent = append(c.sent, text)
-	return "m" + string(rune('0'+len(c.sent))), nil
-}
-
-func (c *fakeChat) Sent() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.sent)
-}
-
 // harness wires the real loop to the scripted model server (through the
 // real go-openai client) and a real SQLite file.
 type harness struct {
@@ -47,7 +24,7 @@ type harness struct {
 	fake    *testkit.FakeLLM
 	store   *store.Store
 	agent   *agent.Agent
-	chat    *fakeChat
+	chat    *testkit.RecordingChat
 	chatID  int64
 	session int64
 	now     time.Time
@@ -68,7 +45,7 @@ func withTools(tools ...*agent.Tool) option {
 
 func newHarness(t *testing.T, opts ...option) *harness {
 	t.Helper()
-	h := &harness{t: t, fake: testkit.NewFakeLLM(t), chat: &fakeChat{},
+	h := &harness{t: t, fake: testkit.NewFakeLLM(t), chat: &testkit.RecordingChat{},
 		now: time.Date(2026, 12, 2, 15, 4, 0, 0, time.UTC)}
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "sb.db"))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -434,7 +435,7 @@ func TestSendToolAndFallback(t *testing.T) {
 	// the final text again; the turn ends without an error.
 	t.Run("queued send tool: sent, not again", func(t *testing.T) {
 		h := newHarness(t)
-		h.chat.fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
+		h.chat.Fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
 		h.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("1", "send_message", `{"text":"Hi Ada!"}`)}},
 			testkit.Reply{Text: "I said hi."})
 		res := h.run("hello")
@@ -450,7 +451,7 @@ func TestSendToolAndFallback(t *testing.T) {
 	})
 	t.Run("queued fallback: the turn ends without an error", func(t *testing.T) {
 		h := newHarness(t)
-		h.chat.fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
+		h.chat.Fail = fmt.Errorf("%w: HTTP 502", agent.ErrSendQueued)
 		h.fake.Push(testkit.Reply{Text: "Hello Ada."})
 		res := h.run("hello")
 		if !res.Delivered || res.Err != nil {
@@ -782,5 +783,28 @@ func TestToolStartCarriesDescription(t *testing.T) {
 	starts := h.eventsOf(agent.EventToolStart)
 	if len(starts) != 1 || starts[0].Tool != "lookup" || starts[0].Text != "Look up the weather for a city." {
 		t.Fatalf("tool_start events = %+v", starts)
+	}
+}
+
+// Issue 30: a panicking tool's stack reaches the log (at ERROR, with the
+// tool's name), while the model still gets only the error result.
+func TestToolPanicStackIsLogged(t *testing.T) {
+	panicking := &agent.Tool{Name: "panics", Fn: func(context.Context, json.RawMessage) (string, error) { panic("kaboom") }}
+	var logs testkit.SyncBuffer
+	h := newHarness(t, withTools(panicking), func(c *agent.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	h.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("1", "panics", "{}")}},
+		testkit.Reply{Text: "it failed"})
+	if res := h.run("try"); res.StopReason != agent.StopEndTurn {
+		t.Fatalf("stop = %s", res.StopReason)
+	}
+	equal(t, "result", h.transcript()[2:3], []string{"tool [1]: error: tool panics crashed: kaboom"})
+	out := logs.String()
+	for _, want := range []string{"level=ERROR", `msg="tool panicked"`, "tool=panics", "kaboom",
+		"runtime/debug.Stack", "TestToolPanicStackIsLogged"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
 	}
 }

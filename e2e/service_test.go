@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,45 +35,20 @@ const (
 )
 
 // svcLog collects serve's log and wakes waiters on every write.
-type svcLog struct {
-	mu      sync.Mutex
-	buf     strings.Builder
-	changed chan struct{}
-}
+type svcLog struct{ testkit.SyncBuffer }
 
-func newSvcLog() *svcLog { return &svcLog{changed: make(chan struct{})} }
-
-func (l *svcLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(p)
-	close(l.changed)
-	l.changed = make(chan struct{})
-	return len(p), nil
-}
-
-func (l *svcLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+func newSvcLog() *svcLog { return &svcLog{} }
 
 // waitFor returns the first log line matching re, waiting for it.
 func (l *svcLog) waitFor(ctx context.Context, re *regexp.Regexp) (string, error) {
-	for {
-		l.mu.Lock()
-		m := re.FindString(l.buf.String())
-		ch := l.changed
-		l.mu.Unlock()
-		if m != "" {
-			return m, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for %s in the log: %w", re, ctx.Err())
-		}
+	m, err := l.WaitFor(ctx, func(text string) (string, bool) {
+		m := re.FindString(text)
+		return m, m != ""
+	})
+	if err != nil {
+		return "", fmt.Errorf("waiting for %s in the log: %w", re, err)
 	}
+	return m, nil
 }
 
 // svcServe is `switchboard serve` in this process.

@@ -43,7 +43,7 @@ func (m *monitor) onEvent(in channels.Inbound, ev agent.Event) {
 	m.activity.Observe(in, ev)
 	if ev.Kind == agent.EventToolEnd && m.log.Enabled(context.Background(), slog.LevelDebug) {
 		m.log.Debug("tool call", "turn_id", ev.TurnID, "channel", in.Channel, "chat", in.ChatID,
-			"tool", ev.Tool, "error", ev.IsError, "duration", ev.Duration)
+			"tool", ev.Tool, "is_error", ev.IsError, "duration", ev.Duration)
 	}
 }
 

@@ -1,7 +1,6 @@
 package llm_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,22 +40,7 @@ func (s *sleeper) Waits() []time.Duration {
 }
 
 // logBuffer is a goroutine-safe sink for a JSON slog handler.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer struct{ testkit.SyncBuffer }
 
 // records decodes the JSON log lines.
 func (l *logBuffer) records(t *testing.T) []map[string]any {

@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // The test binary doubles as the stdio MCP server: run with this variable
@@ -231,26 +231,9 @@ func (t taskWriter) Close() error {
 
 // --- helpers ------------------------------------------------------------
 
-// logBuffer collects the text log of a test at debug level.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+// newLog returns a logger at debug level and the text it writes.
+func newLog() (*slog.Logger, *testkit.SyncBuffer) {
+	b := &testkit.SyncBuffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 

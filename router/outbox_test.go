@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/store"
@@ -135,8 +135,7 @@ type tgRouter struct {
 	tg     *telegram.Adapter
 	model  *echoModel
 	events outboxEvents
-	log    *bytes.Buffer
-	logMu  *sync.Mutex
+	log    *testkit.SyncBuffer
 	stop   func()
 }
 
@@ -150,9 +149,8 @@ func startTgRouter(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *vclo
 func startTgRouterWith(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *vclock, maxAge time.Duration, m agent.Model, filesRoot string) *tgRouter {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	logs := &bytes.Buffer{}
-	logMu := &sync.Mutex{}
-	log := slog.New(slog.NewTextHandler(lockedWriter{logMu, logs}, nil))
+	logs := &testkit.SyncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	ad, err := telegram.New(ctx, telegram.Options{Token: fake.Token, APIEndpoint: fake.URL, PollTimeout: time.Second,
 		Logger: log, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	if err != nil {
@@ -188,18 +186,7 @@ func startTgRouterWith(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *
 		})
 	}
 	t.Cleanup(stop)
-	return &tgRouter{r: r, tg: ad, model: model, events: events, log: logs, logMu: logMu, stop: stop}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
+	return &tgRouter{r: r, tg: ad, model: model, events: events, log: logs, stop: stop}
 }
 
 func openStore(t *testing.T, path string) *store.Store {
@@ -426,18 +413,17 @@ type flakyEnv struct {
 	ch     *flakyChannel
 	clock  *vclock
 	events outboxEvents
-	log    *bytes.Buffer
+	log    *testkit.SyncBuffer
 }
 
 func newFlakyEnv(t *testing.T, maxAge time.Duration) *flakyEnv {
 	t.Helper()
 	st := openStore(t, filepath.Join(t.TempDir(), "f.db"))
 	e := &flakyEnv{st: st, ch: &flakyChannel{fakeChannel: newFakeChannel()}, clock: newVclock(t),
-		events: make(outboxEvents, 100), log: &bytes.Buffer{}}
-	var mu sync.Mutex
+		events: make(outboxEvents, 100), log: &testkit.SyncBuffer{}}
 	var err error
 	e.r, err = New(Config{Store: st, Agent: newFakeRunner(), Now: e.clock.Now,
-		Logger:    slog.New(slog.NewTextHandler(lockedWriter{&mu, e.log}, nil)),
+		Logger:    slog.New(slog.NewTextHandler(e.log, nil)),
 		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
 		Outbox:    st, OutboxConfig: OutboxConfig{MaxAge: maxAge, After: e.clock.After, OnEvent: func(ev OutboxEvent) { e.events <- ev }}})
 	if err != nil {

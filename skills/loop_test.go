@@ -22,18 +22,6 @@ import (
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
-type chat struct {
-	mu   sync.Mutex
-	sent []string
-}
-
-func (c *chat) Send(_ context.Context, text string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sent = append(c.sent, text)
-	return "1", nil
-}
-
 // rig runs the real loop with skills from a folder, the scripted model
 // through go-openai, and a real SQLite file.
 type rig struct {
@@ -43,7 +31,7 @@ type rig struct {
 	watcher *skills.Watcher
 	agent   *agent.Agent
 	store   *store.Store
-	chat    *chat
+	chat    *testkit.RecordingChat
 	session int64
 	chatID  int64
 	env     skills.Env
@@ -51,7 +39,7 @@ type rig struct {
 
 func newRig(t *testing.T, files map[string]string, env skills.Env) *rig {
 	t.Helper()
-	r := &rig{t: t, dir: t.TempDir(), fake: testkit.NewFakeLLM(t), chat: &chat{}, env: env}
+	r := &rig{t: t, dir: t.TempDir(), fake: testkit.NewFakeLLM(t), chat: &testkit.RecordingChat{}, env: env}
 	for name, body := range files {
 		r.write(name, body)
 	}
@@ -216,8 +204,8 @@ tool_rules:
 	if res.StopReason != agent.StopToolRule {
 		t.Fatalf("stop %s (%v); want tool_rule from the terminal tool", res.StopReason, res.Err)
 	}
-	if !slices.Equal(r.chat.sent, []string{"Submitted."}) {
-		t.Fatalf("sent %q", r.chat.sent)
+	if sent := r.chat.Sent(); !slices.Equal(sent, []string{"Submitted."}) {
+		t.Fatalf("sent %q", sent)
 	}
 	if n := r.fake.Calls(); n != 5 {
 		t.Fatalf("%d model calls; want 5 (the terminal tool ends the turn)", n)

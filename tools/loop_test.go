@@ -1,14 +1,12 @@
 package tools_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/agent"
@@ -18,18 +16,6 @@ import (
 	"github.com/switchboard-gateway/switchboard/tools"
 )
 
-type chat struct {
-	mu   sync.Mutex
-	sent []string
-}
-
-func (c *chat) Send(_ context.Context, text string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sent = append(c.sent, text)
-	return fmt.Sprint(len(c.sent)), nil
-}
-
 // loop runs turns through the real agent, the scripted model (over HTTP,
 // through the real client) and a real SQLite file.
 type loop struct {
@@ -37,14 +23,14 @@ type loop struct {
 	fake    *testkit.FakeLLM
 	store   *store.Store
 	agent   *agent.Agent
-	chat    *chat
+	chat    *testkit.RecordingChat
 	chatID  int64
 	session int64
 }
 
 func newLoop(t *testing.T, sources ...agent.Source) *loop {
 	t.Helper()
-	l := &loop{t: t, fake: testkit.NewFakeLLM(t), chat: &chat{}}
+	l := &loop{t: t, fake: testkit.NewFakeLLM(t), chat: &testkit.RecordingChat{}}
 	var err error
 	l.store, err = store.Open(t.Context(), filepath.Join(t.TempDir(), "sb.db"))
 	if err != nil {
@@ -141,10 +127,8 @@ func TestLoopWritesAndReadsANote(t *testing.T) {
 			t.Errorf("tools offered %q lack %s", offered, name)
 		}
 	}
-	l.chat.mu.Lock()
-	defer l.chat.mu.Unlock()
-	if want := []string{"Noted.", "You need oat milk and coffee beans."}; strings.Join(l.chat.sent, "|") != strings.Join(want, "|") {
-		t.Errorf("sent %q, want %q", l.chat.sent, want)
+	if sent, want := l.chat.Sent(), []string{"Noted.", "You need oat milk and coffee beans."}; strings.Join(sent, "|") != strings.Join(want, "|") {
+		t.Errorf("sent %q, want %q", sent, want)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // recorder is a Sink that keeps what it was given.
@@ -111,23 +112,6 @@ func (s *sleeper) got() []time.Duration {
 	return slices.Clone(s.calls)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -140,7 +124,7 @@ func TestAdapter(t *testing.T) {
 	f := discordfake.New(t)
 	rec := newRecorder()
 	sl := &sleeper{}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	// Downloads go through the gateway's outbound guard, which admits the
 	// fake (on loopback) only because it is the configured API base.
 	downloads := guardedDownloads(t, f.APIBase())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // intake is a Sink that stores each message once by chat and id, as the
@@ -120,7 +121,7 @@ func (s *intake) waitFor(t *testing.T, what string, cond func() bool) {
 
 // runAdapter runs a new adapter (a new process, as far as the gateway
 // knows) until the returned stop is called.
-func runAdapter(t *testing.T, f *discordfake.Fake, sink *intake, logs *syncBuffer, limit int) (stop func()) {
+func runAdapter(t *testing.T, f *discordfake.Fake, sink *intake, logs *testkit.SyncBuffer, limit int) (stop func()) {
 	t.Helper()
 	a, err := New(Options{
 		Token: f.Token, APIBase: f.APIBase(), Sleep: (&sleeper{}).sleep, LastSeen: sink.LastSeen, CatchUpLimit: limit,
@@ -157,7 +158,7 @@ func TestCatchUpAfterRestart(t *testing.T) {
 	f.AddChannel("dm-new", discordfake.ChannelTypeDM, "", "")
 	mention := "<@" + f.Bot.ID + "> "
 	sink := newIntake()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 
 	// The first process talks in three chats.
 	stop := runAdapter(t, f, sink, logs, 130)
@@ -286,7 +287,7 @@ func TestCatchUpFailureIsNotFatal(t *testing.T) {
 	sink.seed("dm-1", "100")
 	m := f.MessageCreate("dm-1", "", "u1", "alice", "missed")
 	f.Post(m)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	stop := runAdapter(t, f, sink, logs, 0)
 	if _, err := f.WaitIdentify(waitCtx(t), 1); err != nil {
 		t.Fatal(err)

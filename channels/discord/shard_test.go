@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
 
 // guildOn returns a guild id (a snowflake) whose events Discord sends to
@@ -26,36 +27,14 @@ func guildOn(t *testing.T, n, shard, count int) string {
 }
 
 // waitLog is a log buffer a test can wait on.
-type waitLog struct {
-	mu      sync.Mutex
-	b       strings.Builder
-	changed chan struct{}
-}
+type waitLog struct{ testkit.SyncBuffer }
 
-func newWaitLog() *waitLog { return &waitLog{changed: make(chan struct{})} }
-
-func (w *waitLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	close(w.changed)
-	w.changed = make(chan struct{})
-	return w.b.Write(p)
-}
-
-func (w *waitLog) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
+func newWaitLog() *waitLog { return &waitLog{} }
 
 // line waits for a log line that contains every one of parts and returns it.
 func (w *waitLog) line(t *testing.T, parts ...string) string {
 	t.Helper()
-	ctx := waitCtx(t)
-	for {
-		w.mu.Lock()
-		ch, text := w.changed, w.b.String()
-		w.mu.Unlock()
+	l, err := w.WaitFor(waitCtx(t), func(text string) (string, bool) {
 	lines:
 		for l := range strings.SplitSeq(text, "\n") {
 			for _, p := range parts {
@@ -63,14 +42,14 @@ func (w *waitLog) line(t *testing.T, parts ...string) string {
 					continue lines
 				}
 			}
-			return l
+			return l, true
 		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("no log line with %q:\n%s", parts, text)
-		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatalf("no log line with %q:\n%s", parts, w.String())
 	}
+	return l
 }
 
 func (w *waitLog) logger() *slog.Logger {

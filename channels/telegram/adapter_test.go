@@ -23,6 +23,7 @@ import (
 	tgbotapi "github.com/go-telegram-bot-api/telegram-bot-api/v5"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 	"github.com/switchboard-gateway/switchboard/internal/tghtml"
 )
@@ -30,24 +31,6 @@ import (
 const testToken = "123:AAH-secret_token-XYZ"
 
 // ---- helpers ----
-
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // sleeper records backoff waits. By default it returns at once; with block
 // it waits for ctx (a loop that would otherwise spin).
@@ -85,7 +68,7 @@ type env struct {
 	fake  *tgfake.Fake
 	a     *Adapter
 	sleep *sleeper
-	logs  *syncBuffer
+	logs  *testkit.SyncBuffer
 }
 
 // newEnv starts a fake and an adapter on it. Every test also checks that the
@@ -93,7 +76,7 @@ type env struct {
 func newEnv(t *testing.T, setup func(*tgfake.Fake, *Options)) *env {
 	t.Helper()
 	f := tgfake.New(t, testToken)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	t.Cleanup(func() {
 		if strings.Contains(logs.String(), testToken) {
 			t.Errorf("the token leaked into the logs:\n%s", logs.String())

@@ -56,7 +56,7 @@ func (a *Adapter) Draft(ctx context.Context, chatID string, draftID int64, text 
 		return nil
 	case lacksMethod(err):
 		if !a.draftsOff.Swap(true) {
-			a.log.Warn("telegram: the server lacks sendMessageDraft; previews use edits", "error", err)
+			a.log.Warn("telegram: the server lacks sendMessageDraft; previews use edits", "err", err)
 		}
 		return fmt.Errorf("telegram: draft in chat %s: %w: %w", chat, channels.ErrNoDrafts, err)
 	case noDraftsHere(err):

@@ -479,7 +479,7 @@ func (n *normalizer) fetched(ctx context.Context, att channels.Attachment, fileI
 		att.Note = fmt.Sprintf("not downloaded: larger than %d bytes", max)
 	case err != nil:
 		if ctx.Err() == nil {
-			n.log.Warn("telegram: attachment download failed", "kind", att.Kind, "error", err)
+			n.log.Warn("telegram: attachment download failed", "kind", att.Kind, "err", err)
 		}
 		att.Note = "download failed: " + err.Error()
 	default:

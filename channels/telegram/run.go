@@ -74,7 +74,7 @@ func (b *backoff) reset() { b.next = time.Second }
 // call, so an update is confirmed only by the poll after its delivery.
 func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
 	if _, err := a.call(ctx, "deleteWebhook", nil); err != nil && ctx.Err() == nil {
-		a.log.Warn("telegram: deleteWebhook failed; getUpdates will fail if a webhook is set", "error", err)
+		a.log.Warn("telegram: deleteWebhook failed; getUpdates will fail if a webhook is set", "err", err)
 	}
 	var (
 		offset, confirmed int
@@ -99,9 +99,9 @@ func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
 			}
 			if api && e.Code == http.StatusConflict {
 				a.log.Error("telegram: getUpdates conflict: another process polls with this token, or a webhook is set; retrying",
-					"wait", wait, "error", err)
+					"wait", wait, "err", err)
 			} else {
-				a.log.Warn("telegram: getUpdates failed, retrying", "wait", wait, "error", err)
+				a.log.Warn("telegram: getUpdates failed, retrying", "wait", wait, "err", err)
 			}
 			if a.sleep(ctx, wait) != nil {
 				return nil
@@ -120,7 +120,7 @@ func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
 		failed := err != nil
 		if failed {
 			wait := deliverErrs.step()
-			a.log.Error("telegram: delivery failed; the update will be delivered again", "update_id", failedID, "wait", wait, "error", err)
+			a.log.Error("telegram: delivery failed; the update will be delivered again", "update_id", failedID, "wait", wait, "err", err)
 			if a.sleep(ctx, wait) != nil {
 				return nil
 			}
@@ -256,7 +256,7 @@ func (a *Adapter) confirm(ctx context.Context, offset, confirmed int) {
 	defer cancel()
 	p := tgbotapi.Params{"offset": strconv.Itoa(offset), "limit": "1", "timeout": "0"}
 	if _, err := a.call(cctx, "getUpdates", p); err != nil {
-		a.log.Debug("telegram: final offset confirmation failed; some updates may be delivered again", "error", err)
+		a.log.Debug("telegram: final offset confirmation failed; some updates may be delivered again", "err", err)
 	}
 }
 
@@ -307,7 +307,7 @@ func (a *Adapter) answerCallback(ctx context.Context, callbackID string) {
 	defer cancel()
 	if _, err := a.call(actx, "answerCallbackQuery", tgbotapi.Params{"callback_query_id": callbackID}); err != nil {
 		a.log.Warn("telegram: could not answer a button press; the user's button shows a spinner until it times out",
-			"callback", callbackID, "error", err)
+			"callback", callbackID, "err", err)
 	}
 }
 
@@ -323,7 +323,7 @@ func (a *Adapter) inbound(ctx context.Context, raw json.RawMessage) (in channels
 	}()
 	var u update
 	if err := json.Unmarshal(raw, &u); err != nil {
-		a.log.Warn("telegram: skipping a malformed update", "error", err)
+		a.log.Warn("telegram: skipping a malformed update", "err", err)
 		return in, "", false
 	}
 	if cb := u.CallbackQuery; cb != nil {
@@ -457,7 +457,7 @@ func (a *Adapter) setWebhook(ctx context.Context, hook, secret string) error {
 		if !retry || ctx.Err() != nil {
 			return fmt.Errorf("telegram: webhook: %w", err)
 		}
-		a.log.Warn("telegram: setWebhook failed, retrying", "wait", wait, "error", err)
+		a.log.Warn("telegram: setWebhook failed, retrying", "wait", wait, "err", err)
 		if a.sleep(ctx, wait) != nil {
 			return ctx.Err()
 		}
@@ -484,7 +484,7 @@ func (a *Adapter) webhookHandler(sink channels.Sink, secret string) http.Handler
 			return
 		}
 		if err := a.handle(r.Context(), sink, body); err != nil {
-			a.log.Error("telegram: webhook delivery failed; Telegram will retry", "error", err)
+			a.log.Error("telegram: webhook delivery failed; Telegram will retry", "err", err)
 			http.Error(w, "not stored", http.StatusInternalServerError)
 			return
 		}

@@ -66,7 +66,7 @@ func (a *Adapter) withRetry(ctx context.Context, what string, fn func() error) e
 		if attempt == maxAttempts || wait > maxRetryAfter {
 			return channels.Unavailable(err) // Telegram or the way to it is down: worth trying later
 		}
-		a.log.Warn("telegram: call failed, retrying", "call", what, "attempt", attempt, "wait", wait, "error", err)
+		a.log.Warn("telegram: call failed, retrying", "call", what, "attempt", attempt, "wait", wait, "err", err)
 		if a.sleep(ctx, wait) != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func (a *Adapter) send(ctx context.Context, m channels.Outbound, markup string) 
 	replyTo := 0
 	if m.ReplyTo != "" {
 		if replyTo, err = parseMessageID(m.ReplyTo); err != nil {
-			a.log.Warn("telegram: ignoring reply target", "error", err)
+			a.log.Warn("telegram: ignoring reply target", "err", err)
 		}
 	}
 	t, err := a.outbound(ctx, chat)
@@ -243,7 +243,7 @@ func (a *Adapter) htmlOrPlain(chat chatRef, p tgbotapi.Params, key string, send 
 	if !isParseError(err) || p["parse_mode"] == "" {
 		return err
 	}
-	a.log.Warn("telegram: HTML rejected, sending as plain text", "chat", chat.String(), "error", err)
+	a.log.Warn("telegram: HTML rejected, sending as plain text", "chat", chat.String(), "err", err)
 	p[key] = tghtml.PlainText(p[key])
 	delete(p, "parse_mode")
 	return send()
@@ -311,12 +311,12 @@ func (a *Adapter) Typing(ctx context.Context, chatID string) error {
 	e, api := asAPIError(err)
 	switch {
 	case !api, e.Code == http.StatusTooManyRequests, e.Code >= 500:
-		a.log.Debug("telegram: typing indicator failed", "chat", chat.String(), "error", err)
+		a.log.Debug("telegram: typing indicator failed", "chat", chat.String(), "err", err)
 	case chatSpecific(e):
-		a.log.Debug("telegram: typing indicator refused for chat", "chat", chat.String(), "error", err)
+		a.log.Debug("telegram: typing indicator refused for chat", "chat", chat.String(), "err", err)
 	default:
 		if !a.typingOff.Swap(true) {
-			a.log.Warn("telegram: the server rejects sendChatAction; typing indicator disabled", "error", err)
+			a.log.Warn("telegram: the server rejects sendChatAction; typing indicator disabled", "err", err)
 		}
 	}
 	return nil
@@ -359,12 +359,12 @@ func (a *Adapter) React(ctx context.Context, chatID, messageID, emoji string) er
 	}
 	if lacksMethod(err) {
 		if !a.reactOff.Swap(true) {
-			a.log.Warn("telegram: the server lacks setMessageReaction; reactions disabled", "error", err)
+			a.log.Warn("telegram: the server lacks setMessageReaction; reactions disabled", "err", err)
 		}
 		return fmt.Errorf("%w: %v", ErrReactionsUnsupported, err)
 	}
 	if !a.reactLogged.Swap(true) {
-		a.log.Warn("telegram: reaction failed (further reaction failures are only returned)", "chat", chat.String(), "error", err)
+		a.log.Warn("telegram: reaction failed (further reaction failures are only returned)", "chat", chat.String(), "err", err)
 	}
 	if e, ok := asAPIError(err); ok && strings.Contains(e.Message, "REACTION_INVALID") {
 		return fmt.Errorf("telegram: react with %q: Telegram does not allow this emoji as a reaction: %w", emoji, err)

@@ -203,7 +203,7 @@ var botCommands = []tgbotapi.BotCommand{
 func (a *Adapter) setCommands(ctx context.Context) {
 	cmds, _ := json.Marshal(botCommands)
 	if _, err := a.call(ctx, "setMyCommands", tgbotapi.Params{"commands": string(cmds)}); err != nil {
-		a.log.Warn("telegram: could not register bot commands; continuing without the command menu", "error", err)
+		a.log.Warn("telegram: could not register bot commands; continuing without the command menu", "err", err)
 	}
 }
 

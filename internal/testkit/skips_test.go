@@ -39,7 +39,7 @@ func TestSkipLinesInGoTest(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		modes = []bool{true} // without -v the go command's output is found through /proc
 	}
-	root := moduleRoot(t)
+	root := ModuleRoot(t)
 	for _, verbose := range modes {
 		args := []string{"test", "-count=1", "./internal/testkit/testdata/skipdemo"}
 		if verbose {
@@ -67,7 +67,7 @@ func TestSkipLinesInGoTest(t *testing.T) {
 // NeedPostgres...), never with t.Skip, and its package's TestMain runs
 // testkit.RunTests, so that the skip is said at the end of the run.
 func TestEverySkipIsCounted(t *testing.T) {
-	root := moduleRoot(t)
+	root := ModuleRoot(t)
 	rawSkip := regexp.MustCompile(`\b[tb]\.Skip(f|Now)?\(`)
 	counted := regexp.MustCompile(`testkit\.(SkipFor|Missing|NeedPostgres|NewPostgresSchema|NodeClient|NodeScript)\(`)
 	needMain := map[string]string{} // package dir → a file that skips
@@ -112,16 +112,4 @@ func TestEverySkipIsCounted(t *testing.T) {
 	if len(needMain) < 4 {
 		t.Errorf("found skipping tests in only %d packages: %v", len(needMain), needMain)
 	}
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatal(err)
-	}
-	return root
 }

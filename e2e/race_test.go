@@ -1,6 +1,6 @@
 //go:build race
 
-package main
+package e2e
 
 // raceBuild: this test binary was built with -race, so the builds the tests
 // make use -race too and find every dependency (go-sqlite3's cgo build

@@ -1,0 +1,141 @@
+package e2e
+
+// The binary as people build it: `go install module@version` through a
+// module proxy, and `go build` in a checkout. Both build the module's main
+// package (at moduleRoot) with the go command, so they take a while.
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `go install <module>@<version>` works: the module path is a real
+// module path, so the go command resolves it through a module proxy and
+// builds the binary, which reports that version. The proxy is a directory
+// (GOPROXY=file://…) holding this checkout's HEAD as the module's zip;
+// every dependency comes from the local module cache, so nothing leaves
+// the machine.
+func TestGoInstallFromModuleProxy(t *testing.T) {
+	run := func(name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = moduleRoot // git archive takes the working directory's subtree
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s %v: %v", name, args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	module := run("go", "list", "-m")
+	modcache := run("go", "env", "GOMODCACHE")
+	rev := run("git", "rev-parse", "HEAD")
+	at, err := time.Parse(time.RFC3339, run("git", "show", "-s", "--format=%cI", "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pseudo-version of HEAD: a version of its own for every commit, so
+	// the module cache never holds another zip under the same version.
+	version := "v0.0.0-" + at.UTC().Format("20060102150405") + "-" + rev[:12]
+
+	proxy := t.TempDir()
+	dir := filepath.Join(proxy, filepath.FromSlash(module), "@v")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run("git", "archive", "--format=zip", "--prefix="+module+"@"+version+"/", "-o", filepath.Join(dir, version+".zip"), "HEAD")
+	show := exec.Command("git", "show", "HEAD:go.mod")
+	show.Dir = moduleRoot
+	gomod, err := show.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := json.Marshal(map[string]string{"Version": version, "Time": at.UTC().Format(time.RFC3339)})
+	for name, data := range map[string][]byte{version + ".mod": gomod, version + ".info": info, "list": []byte(version + "\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	gobin := t.TempDir()
+	install := exec.Command("go", goBuildArgs("install", module+"@"+version)...)
+	install.Dir = t.TempDir() // outside this module, as a user runs it
+	install.Env = append(os.Environ(),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(filepath.Join(modcache, "cache", "download")),
+		"GOSUMDB=off", "GOBIN="+gobin, "GOTOOLCHAIN=local", "GOFLAGS=")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install %s@%s: %v\n%s", module, version, err, out)
+	}
+	out, err := exec.Command(filepath.Join(gobin, "switchboard"), "version").Output()
+	if got, want := strings.TrimSpace(string(out)), "switchboard "+version; err != nil || got != want {
+		t.Errorf("the installed binary's version = %q, %v; want %q", got, err, want)
+	}
+}
+
+// A plain `go build` in a checkout names the commit it was built from (Go
+// stamps a pseudo-version such as v0.0.0-20261203172919-fcce0de56ff9, with
+// "+dirty" for uncommitted changes): the version without -X main.version.
+// It builds with -buildvcs=auto, Go's default, because these machines set
+// -buildvcs=false in Go's env file.
+func TestVersionFromCheckout(t *testing.T) {
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = moduleRoot
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	rev, err := git("rev-parse", "HEAD")
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v (the test needs a git checkout, as CI's clean clone is)", err)
+	}
+	bin := filepath.Join(t.TempDir(), "switchboard")
+	build := exec.Command("go", goBuildArgs("build", "-buildvcs=auto", "-o", bin, ".")...)
+	build.Dir = moduleRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// Read after the build: what it stamped is the tree as it was then.
+	status, _ := git("status", "--porcelain")
+	dirty := status != ""
+	want := rev[:12] // in the pseudo-version
+	if tag, err := git("describe", "--tags", "--exact-match"); err == nil && tag != "" {
+		want = tag
+	}
+	// Go stamps only a checkout whose .git is a directory, not a linked
+	// worktree's .git file: there the build says "dev".
+	top, _ := git("rev-parse", "--show-toplevel")
+	if fi, err := os.Stat(filepath.Join(top, ".git")); err != nil || !fi.IsDir() {
+		t.Logf("%s/.git is not a directory (a linked worktree): go build stamps no revision", top)
+		out, err := exec.Command(bin, "version").Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != "switchboard dev" {
+			t.Errorf("switchboard version = %q, %v; want \"switchboard dev\" without a stamp", got, err)
+		}
+		return
+	}
+	for _, arg := range []string{"version", "--version", "-v"} {
+		out, err := exec.Command(bin, arg).Output()
+		got := strings.TrimSpace(string(out))
+		if err != nil || !strings.HasPrefix(got, "switchboard v") || !strings.Contains(got, want) ||
+			strings.HasSuffix(got, "+dirty") != dirty {
+			t.Errorf("switchboard %s = %q, %v; want the build's version naming %s, dirty %v", arg, got, err, want, dirty)
+		}
+	}
+}
+
+// moduleRoot is the module's root directory, where package main is,
+// relative to this package's directory (where go test runs its tests).
+const moduleRoot = ".."
+
+// goBuildArgs are the arguments of a go command that builds, with -race
+// when this test binary has it: the same flags as the test run, so the
+// build finds its dependencies compiled in Go's cache.
+func goBuildArgs(cmd string, args ...string) []string {
+	if raceBuild {
+		return append([]string{cmd, "-race"}, args...)
+	}
+	return append([]string{cmd}, args...)
+}

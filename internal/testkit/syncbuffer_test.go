@@ -1,0 +1,34 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// WaitFor sees what is written after it started waiting, and gives up with
+// ctx's error.
+func TestSyncBufferWaitFor(t *testing.T) {
+	var b SyncBuffer
+	b.Write([]byte("starting\n"))
+	contains := func(want string) func(string) (string, bool) {
+		return func(text string) (string, bool) { return want, strings.Contains(text, want) }
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		b.Write([]byte("ready\n"))
+	}()
+	if got, err := b.WaitFor(t.Context(), contains("ready")); err != nil || got != "ready" {
+		t.Fatalf("WaitFor = %q, %v", got, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := b.WaitFor(ctx, contains("never")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFor of what never comes: %v", err)
+	}
+	if got := b.String(); got != "starting\nready\n" {
+		t.Errorf("String = %q", got)
+	}
+}
