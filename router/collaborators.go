@@ -120,11 +120,7 @@ func (r *Router) RunTurn(ctx context.Context, t ChatTurn) agent.Result {
 	if log == nil {
 		log = r.log.With("channel", t.In.Channel, "chat", t.In.ChatID)
 	}
-	binding := &chatBinding{r: r, in: t.Reply, inboxID: t.InboxID, log: log}
-	binding.turnID.Store(t.TurnID)
-	if t.Unrecorded {
-		binding.delivered = func(context.Context, int64, string) {}
-	}
+	binding := r.bindChatTurn(t, log)
 	return r.cfg.Agent.Run(ctx, r.turnFor(ctx, t.In, t.ChatID, t.SessionID, t.InboxID, binding, nil, t.Adjust))
 }
 

@@ -99,7 +99,7 @@ func TestInterceptorSeam(t *testing.T) {
 	prepared := 0
 	runner := newFakeRunner()
 	r, err := New(Config{Store: st, Agent: pausingRunner{runner}, Interceptors: []Interceptor{ic},
-		Prepare:   func(context.Context, channels.Inbound) Prepared { prepared++; return Prepared{} },
+		Hooks:     Hooks{Prepare: func(context.Context, channels.Inbound, int64) Prepared { prepared++; return Prepared{} }},
 		NewTicker: func(time.Duration) Ticker { return manualTicker{c: ticks} }})
 	if err != nil {
 		t.Fatal(err)

@@ -100,7 +100,7 @@ func TestModelUnavailableWaits(t *testing.T) {
 		st := openWaitStore(t)
 		runner := &downRunner{down: true}
 		back := &answered{}
-		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelAnswered: back.wait})
+		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{Answered: back.wait}})
 		defer r.Shutdown(context.Background())
 		start := time.Now()
 		for _, m := range []struct{ chat, text string }{{"c1", "first"}, {"c1", "second"}, {"c2", "elsewhere"}} {
@@ -166,7 +166,7 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := openWaitStore(t)
 		runner := &downRunner{down: true}
-		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute})
+		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
 		defer r.Shutdown(context.Background())
 		start := time.Now()
 		if err := r.Deliver(t.Context(), msg("c1", "u", "lost cause")); err != nil {
@@ -255,7 +255,7 @@ func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 		st := openWaitStore(t)
 		runner := &turnDownRunner{downRunner: downRunner{down: true}, st: st}
 		start := func() (*Router, *fakeChannel) {
-			return startWaitRouter(t, Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute})
+			return startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
 		}
 		r1, _ := start()
 		if err := r1.Deliver(t.Context(), msg("c1", "u", "patience")); err != nil {

@@ -417,95 +417,17 @@ func startRouter(t *testing.T, cfg Config, ch channels.Channel) *Router {
 	return r
 }
 
-// typed is how many typing indicators the channel was sent.
-func (c *fakeChannel) typed() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.typing
-}
-
-// advance moves a synctest bubble's clock by d (it moves when every
-// goroutine in the bubble waits: a timer due by then fires at once) and
-// waits for what that started.
-func advance(d time.Duration) {
-	<-time.NewTimer(d).C
-	synctest.Wait()
-}
-
-// Liveness: the typing indicator shows once a turn has run typingDelay, is
-// refreshed every typingEvery while it runs (here a long tool), and stops
-// with the turn.
-func TestTypingKeptAlive(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		runner := newFakeRunner()
-		ch := newFakeChannel()
-		r := startRouter(t, Config{Agent: runner}, ch)
-		typing := ch.typed
-		release := runner.hold("slow")
-		if err := r.Deliver(t.Context(), msg("c1", "u", "slow")); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if n := typing(); n != 0 {
-			t.Fatalf("typing sent %d times before typingDelay; want 0", n)
-		}
-		advance(typingDelay)
-		if n := typing(); n != 1 {
-			t.Fatalf("typing sent %d times after typingDelay; want 1", n)
-		}
-		for range 3 {
-			advance(typingEvery)
-		}
-		if n := typing(); n != 4 {
-			t.Fatalf("typing sent %d times; want 4 (first + 3 refreshes)", n)
-		}
-		close(release)
-		if err := r.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		advance(3 * typingEvery)
-		if n := typing(); n != 4 {
-			t.Fatalf("typing sent %d times after the turn; want it stopped at 4", n)
-		}
-		_ = r.Shutdown(context.Background())
-	})
-}
-
-// A turn answered within typingDelay shows no typing indicator, and none
-// comes after its reply.
-func TestTypingNotForQuickReplies(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ch := newFakeChannel()
-		r := startRouter(t, Config{Agent: newFakeRunner()}, ch)
-		if err := r.Deliver(t.Context(), msg("c1", "u", "quick")); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if got := ch.texts(); !slices.Equal(got, []string{"echo: quick"}) {
-			t.Fatalf("sent %q, want the echo", got)
-		}
-		advance(typingEvery)
-		if n := ch.typed(); n != 0 {
-			t.Errorf("typing sent %d times for a reply within typingDelay; want 0", n)
-		}
-		_ = r.Shutdown(context.Background())
-	})
-}
-
 // Config.Load sees the number of chats with a turn running or queued as
 // it changes: up with each chat, down to 0 when they are done.
 func TestLoadObserved(t *testing.T) {
 	runner := newFakeRunner()
 	var mu sync.Mutex
 	var seen []int
-	r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 4, Load: func(n int) {
+	r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 4, Hooks: Hooks{Load: func(n int) {
 		mu.Lock()
 		seen = append(seen, n)
 		mu.Unlock()
-	}}, newFakeChannel())
+	}}}, newFakeChannel())
 	defer func() { _ = r.Shutdown(context.Background()) }()
 	var releases []chan struct{}
 	for i := range 3 {
@@ -527,56 +449,6 @@ func TestLoadObserved(t *testing.T) {
 	if want := []int{1, 2, 3}; len(seen) != 6 || !slices.Equal(seen[:3], want) || seen[5] != 0 {
 		t.Errorf("Load saw %v, want 1, 2, 3, then down to 0", seen)
 	}
-}
-
-// blockingTyper is a channel whose typing indicators take until released.
-type blockingTyper struct {
-	*fakeChannel
-	release chan struct{}
-}
-
-func (b blockingTyper) Typing(ctx context.Context, chat string) error {
-	_ = b.fakeChannel.Typing(ctx, chat)
-	<-b.release
-	return nil
-}
-
-// Typing indicators are bounded per channel: with typingInFlight of them
-// still being sent (a slow platform, a burst of turns), a further turn's
-// beat is skipped rather than queued, and it types again at its next
-// refresh once slots are free.
-func TestTypingBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		runner := newFakeRunner()
-		ch := blockingTyper{newFakeChannel(), make(chan struct{})}
-		r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 2 * typingInFlight}, ch)
-		typing := ch.typed
-		var releases []chan struct{}
-		for i := range typingInFlight + 2 {
-			text := fmt.Sprint("slow ", i)
-			releases = append(releases, runner.hold(text))
-			if err := r.Deliver(t.Context(), msg(fmt.Sprint("c", i), "u", text)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		advance(typingDelay)
-		if n := typing(); n != typingInFlight {
-			t.Errorf("%d typing indicators sent for %d turns, want %d: the rest wait for none", n, typingInFlight+2, typingInFlight)
-		}
-		close(ch.release)
-		synctest.Wait()
-		advance(typingEvery)
-		if n := typing(); n != 2*typingInFlight+2 {
-			t.Errorf("%d typing indicators after a refresh, want %d (every turn types again)", n, 2*typingInFlight+2)
-		}
-		for _, rel := range releases {
-			close(rel)
-		}
-		if err := r.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		_ = r.Shutdown(context.Background())
-	})
 }
 
 // After a restart, stored but unfinished messages are handled; one whose
@@ -822,7 +694,7 @@ func TestStatusNotesForAdminsOnly(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	ch := newFakeChannel()
 	r, err := New(Config{Store: st, Agent: newFakeRunner(), NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		StatusNotes: func() []string { return []string{"Skill problem: broken.yaml:3: unknown field"} }})
+		Hooks: Hooks{StatusNotes: func() []string { return []string{"Skill problem: broken.yaml:3: unknown field"} }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func newStack(t *testing.T, token string, extras ...stackExtras) *stack {
 		interceptors = append(interceptors, approvals.New(approvals.Config{Store: st}))
 	}
 	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model", Interceptors: interceptors,
-		OnEvent: func(in channels.Inbound, ev agent.Event) { s.api.Observe(in, ev) }})
+		Hooks: router.Hooks{OnEvent: func(in channels.Inbound, ev agent.Event) { s.api.Observe(in, ev) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

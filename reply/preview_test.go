@@ -1,4 +1,4 @@
-package router
+package reply_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // liveChannel is a fake channel with edits, drafts and deletes that logs
@@ -185,10 +187,10 @@ func liveRunWith(t *testing.T, ch *liveChannel, chatType channels.ChatType, prev
 	script func(ctx context.Context, t agent.Turn, run int) agent.Result) {
 	t.Helper()
 	st := openWaitStore(t)
-	cfg := Config{Store: st, Agent: &scriptRunner{script: script},
-		Preview: map[string]bool{"fake": preview}, ToolProgress: map[string]bool{"fake": progress},
-		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}
-	r, err := New(cfg)
+	cfg := router.Config{Store: st, Agent: &scriptRunner{script: script},
+		Replies:   reply.Options{Preview: map[string]bool{"fake": preview}, ToolProgress: map[string]bool{"fake": progress}},
+		NewTicker: func(time.Duration) router.Ticker { return stoppedTicker{} }}
+	r, err := router.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +253,8 @@ func TestPreviewOneEditedMessage(t *testing.T) {
 		}
 		prev := ops[0].at
 		for _, op := range edits {
-			if op.kind != "edit" || !op.preview || op.at-prev < previewEvery {
-				t.Fatalf("calls %q; want preview edits at least %s apart", kinds(ops), previewEvery)
+			if op.kind != "edit" || !op.preview || op.at-prev < reply.PreviewEvery {
+				t.Fatalf("calls %q; want preview edits at least %s apart", kinds(ops), reply.PreviewEvery)
 			}
 			prev = op.at
 		}
@@ -485,7 +487,7 @@ func TestToolProgressLine(t *testing.T) {
 			t.Errorf("progress line shown at %s and changed at %s, want 2 s into the slow step and as its next tool starts",
 				ops[0].at, ops[1].at)
 		}
-		if !strings.HasPrefix(got[2], "edit out-1 [p] The answer") || ops[2].at != 7500*time.Millisecond+previewFirstAfter {
+		if !strings.HasPrefix(got[2], "edit out-1 [p] The answer") || ops[2].at != 7500*time.Millisecond+reply.PreviewFirstAfter {
 			t.Errorf("calls %q; want the reply's first words in the line's message 200 ms after its first token (at %s)", got, ops[2].at)
 		}
 		if ch.count("send") != 1 || got[len(got)-1] != "edit out-1 [r] "+answer {
@@ -600,19 +602,4 @@ func TestPreviewOff(t *testing.T) {
 			t.Fatalf("calls %q; want the reply alone", got)
 		}
 	})
-}
-
-func TestToolLabel(t *testing.T) {
-	for _, tc := range []struct{ tool, desc, want string }{
-		{"web_search", "whatever", "searching the web…"},
-		{"send_message", "Send a message", ""},
-		{"weather", "Look up the weather for a city. Uses the met office.", "Look up the weather for a city…"},
-		{"notes", "Search the notes\nin the wiki.", "Search the notes…"},
-		{"bare", "  ", "running bare…"},
-		{"long", strings.Repeat("very ", 20), strings.TrimSpace(strings.Repeat("very ", 12)) + "…"},
-	} {
-		if got := toolLabel(tc.tool, tc.desc); got != tc.want {
-			t.Errorf("toolLabel(%q, %q) = %q, want %q", tc.tool, tc.desc, got, tc.want)
-		}
-	}
 }
