@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -287,6 +288,50 @@ func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 		}
 		if pending, err := st.PendingInbox(t.Context()); err != nil || len(pending) != 0 {
 			t.Errorf("pending at the end = %d, %v; want 0", len(pending), err)
+		}
+	})
+}
+
+// turnReads is the real store, counting its reads of a message's turn.
+type turnReads struct {
+	*store.Store
+	n atomic.Int64
+}
+
+func (c *turnReads) TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error) {
+	c.n.Add(1)
+	return c.Store.TurnForInbox(ctx, inboxID)
+}
+
+// A replayed message's turn is read once per attempt: the wait for the
+// model starts from the turn the attempt read (heldSince), not from a
+// second read of it.
+func TestReplayedTurnReadOncePerAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := openWaitStore(t)
+		runner := &turnDownRunner{downRunner: downRunner{down: true}, st: st}
+		r1, _ := startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
+		if err := r1.Deliver(t.Context(), msg("c1", "u", "patience")); err != nil {
+			t.Fatal(err)
+		}
+		elapse(90 * time.Second)
+		if err := r1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		before := len(runner.ran())
+
+		reads := &turnReads{Store: st}
+		r2, _ := startWaitRouter(t, Config{Store: reads, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
+		defer r2.Shutdown(context.Background())
+		if err := r2.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		attempts := len(runner.ran()) - before
+		if attempts == 0 {
+			t.Fatal("the replayed message was not tried after the restart")
+		}
+		if n := reads.n.Load(); n != int64(attempts) {
+			t.Errorf("the replayed message's turn was read %d times in %d attempts, want once per attempt", n, attempts)
 		}
 	})
 }
