@@ -28,7 +28,7 @@ import (
 //     which consumes it. The first that consumes it wins.
 //   - Take, for every queued message that would start an agent turn: true
 //     when the interceptor handled the message itself instead (a /plan).
-//     prepare computes what the turn would add (Config.Prepare), once.
+//     prepare computes what the turn would add (Config.Hooks.Prepare), once.
 //   - Paused, when a message's turn stopped with agent.StopRequiresApproval.
 //   - Stop, on /stop in the chat (after the chat's queue was dropped and
 //     its turn cancelled): the reply when it stopped something.
@@ -81,7 +81,7 @@ type Chats interface {
 // from work it queued: a resumed turn, a plan step.
 type ChatTurn struct {
 	// In is the message the turn is for: it decides the skills and context
-	// (Config.Prepare) and is what observers see.
+	// (Config.Hooks.Prepare) and is what observers see.
 	In channels.Inbound
 	// Reply is where and how the turn's messages go: its chat, and the
 	// message quoted in groups (none when its MessageID is empty).

@@ -1,10 +1,12 @@
 // Package router takes normalised messages from every channel and runs them:
 // access check → commands → durable intake → a per-chat FIFO, so one chat
 // runs one turn at a time while different chats run concurrently up to a
-// limit. It binds each turn to its chat for replies and typing indicators,
-// replays stored-but-unfinished messages after a restart, shares the chats
-// with other replicas through leases (cluster.go), and keeps a chat's
-// order when the store takes no writes (storefaults.go).
+// limit. It replays stored-but-unfinished messages after a restart, answers
+// the chats its owner gives it (owner.go: every chat, or with other
+// replicas those whose lease it holds, cluster.go), and keeps a chat's
+// order when the store takes no writes (storefaults.go). What goes to the
+// chats (a turn's replies, previews, typing, the outbox) is package reply's,
+// used through one port (sender).
 //
 // The features that hold a conversation between turns (approvals, plans) and
 // background work (the delegate tool) live in their own packages and plug in
@@ -67,12 +69,9 @@ type Store interface {
 	Intake(ctx context.Context, it store.InboxItem) (int64, bool, error)
 	FinishInbox(ctx context.Context, id int64, status string) error
 	PendingInbox(ctx context.Context) ([]store.InboxItem, error)
-	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
-	Deliveries(ctx context.Context, inboxID int64) (int, error)
-	// The parts of a reply split by its channel, so that a crash between
-	// them resends only the missing ones (parts.go).
-	RecordReplyPart(ctx context.Context, inboxID int64, reply string, part int, platformMsgID string) error
-	ReplyParts(ctx context.Context, inboxID int64, reply string) (map[int]string, error)
+	// The replies' deliveries and the parts of a reply split by its
+	// channel (the reply side's, which the router hands it).
+	reply.Store
 	TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error)
 
 	// Turns: /status, the ones a restart or a stopped replica cut off, and
@@ -505,7 +504,7 @@ func (r *Router) work(key string, q *chatQueue) {
 	}
 }
 
-// observeLoad reports r.running to Config.Load; r.mu is held.
+// observeLoad reports r.running to Config.Hooks.Load; r.mu is held.
 func (r *Router) observeLoad() {
 	if r.cfg.Hooks.Load != nil {
 		r.cfg.Hooks.Load(r.running)

@@ -417,7 +417,7 @@ func startRouter(t *testing.T, cfg Config, ch channels.Channel) *Router {
 	return r
 }
 
-// Config.Load sees the number of chats with a turn running or queued as
+// Config.Hooks.Load sees the number of chats with a turn running or queued as
 // it changes: up with each chat, down to 0 when they are done.
 func TestLoadObserved(t *testing.T) {
 	runner := newFakeRunner()
