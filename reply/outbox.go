@@ -35,7 +35,7 @@ const (
 	maxLastError = 300
 )
 
-// OutboxStore is the store's outbox (Config.Outbox). Without it a reply
+// OutboxStore is the store's outbox (Options.Outbox). Without it a reply
 // the platform did not take is lost, as before.
 type OutboxStore interface {
 	EnqueueOutbox(ctx context.Context, it store.OutboxItem) (int64, error)
@@ -56,7 +56,7 @@ type OutboxConfig struct {
 	MinBackoff time.Duration // the wait after the first failed attempt (DefaultOutboxMinBackoff)
 	MaxBackoff time.Duration // the longest wait between attempts (DefaultOutboxMaxBackoff)
 	// After waits for the next attempt; nil: time.After. Tests inject it
-	// with Config.Now to run hours of backoff at once.
+	// with Options.Now to run hours of backoff at once.
 	After func(d time.Duration) <-chan time.Time
 	// OnEvent observes what happens to replies (metrics); may be nil.
 	OnEvent func(ev OutboxEvent)

@@ -26,7 +26,7 @@ const (
 // until the returned stop function is called. A reply that comes sooner
 // needs none: Telegram's documentation recommends the indicator only when
 // a response "will take a noticeable amount of time", and each one is a
-// request against the platform's rate limit (Chats).
+// request against the platform's rate limit.
 func (s *Sender) Typing(ctx context.Context, in channels.Inbound) func() {
 	typer, ok := s.cfg.Channel(in.Channel).(channels.Typer)
 	s.mu.Lock()
