@@ -1,6 +1,7 @@
 package reply_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -17,15 +18,15 @@ func TestRepliesAreCutAndRedacted(t *testing.T) {
 	red := redact.New([]redact.Secret{{Name: "TELEGRAM_BOT_TOKEN", Value: secret}})
 	// The fake agent echoes the input: the input limit is off to get a
 	// 200 KB reply.
-	e := newEnvWith(t, everyone, func(c *router.Config) { c.Replies.Redact = red.String; c.MaxInputChars = -1 })
-	ch := e.ch
-	r := e.r
+	ch := newFakeChannel()
+	r := startRouter(t, router.Config{Agent: newFakeRunner(), Replies: reply.Options{Redact: red.String}, MaxInputChars: -1}, ch)
+	t.Cleanup(func() { _ = r.Shutdown(context.Background()) })
 	huge := "token " + secret + " " + strings.Repeat("lorem ipsum ", 200_000/12)
 	if err := r.Deliver(t.Context(), msg("c1", "u", huge)); err != nil {
 		t.Fatal(err)
 	}
-	<-ch.notify
-	got := ch.texts()
+	<-ch.Notify
+	got := ch.Texts()
 	if len(got) != 1 {
 		t.Fatalf("sent %d messages, want 1", len(got))
 	}

@@ -474,13 +474,13 @@ func TestOutboxKeepsOrder(t *testing.T) {
 	e.say(t, "c1", "second")
 	e.events.wait(t, reply.OutboxQueued, 1)
 	e.say(t, "c2", "other chat")
-	<-e.ch.notify // another chat is not held up
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: other chat"}) {
+	<-e.ch.Notify // another chat is not held up
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: other chat"}) {
 		t.Fatalf("sent %q before the retry, want only the other chat's reply", got)
 	}
 	close(e.clock.run)
 	e.events.wait(t, reply.OutboxDelivered, 2)
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: other chat", "echo: first", "echo: second"}) {
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: other chat", "echo: first", "echo: second"}) {
 		t.Fatalf("sent %q, want the chat's replies in order", got)
 	}
 }
@@ -511,7 +511,7 @@ func TestOutboxProbesOneChatPerChannel(t *testing.T) {
 	if c1 < 3 || c2 != 1 {
 		t.Errorf("failed sends during the outage: c1 %d, c2 %d; want c1 retried (3+), c2 only its turn's send", c1, c2)
 	}
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: first chat", "echo: second chat"}) {
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: first chat", "echo: second chat"}) {
 		t.Errorf("sent %q", got)
 	}
 }
@@ -556,7 +556,7 @@ func assertDropped(t *testing.T, e *flakyEnv) {
 	if left, _ := e.st.PendingOutbox(t.Context()); len(left) != 0 || e.r.PendingReplies() != 0 {
 		t.Errorf("outbox still holds %d replies (gauge %d)", len(left), e.r.PendingReplies())
 	}
-	if got := e.ch.texts(); len(got) != 0 {
+	if got := e.ch.Texts(); len(got) != 0 {
 		t.Errorf("sent %q, want nothing", got)
 	}
 }

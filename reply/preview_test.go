@@ -76,9 +76,9 @@ func (c *liveChannel) log(ctx context.Context, kind, id, text string) error {
 }
 
 func (c *liveChannel) Send(ctx context.Context, m channels.Outbound) (string, error) {
-	c.fakeChannel.mu.Lock()
-	id := fmt.Sprintf("out-%d", len(c.fakeChannel.sent)+1)
-	c.fakeChannel.mu.Unlock()
+	c.fakeChannel.Mu.Lock()
+	id := fmt.Sprintf("out-%d", len(c.fakeChannel.Sent)+1)
+	c.fakeChannel.Mu.Unlock()
 	if err := c.log(ctx, "send", id, m.Text); err != nil {
 		return "", err
 	}
@@ -293,7 +293,7 @@ func TestPreviewDraftsPerMessage(t *testing.T) {
 		if !strings.HasPrefix(ids[drafts[0]], "First") || !strings.HasPrefix(ids[drafts[len(drafts)-1]], "Second") {
 			t.Fatalf("drafts %q", ids)
 		}
-		if got := ch.texts(); !slices.Equal(got, []string{first, second}) {
+		if got := ch.Texts(); !slices.Equal(got, []string{first, second}) {
 			t.Fatalf("sent %q; want the two replies", got)
 		}
 		if ch.count("edit")+ch.count("delete") != 0 {
@@ -354,9 +354,9 @@ func TestPreviewReplyDeltasEachCallItsOwnMessage(t *testing.T) {
 		if !slices.Equal(finals, []string{"out-2 " + first, "out-3 " + second}) {
 			t.Fatalf("final edits %q; want each call's preview turned into its reply (calls %q)", finals, kinds(ops))
 		}
-		ch.fakeChannel.mu.Lock()
-		quotes := []bool{ch.sent[0].ReplyTo != "", ch.sent[1].ReplyTo != "", ch.sent[2].ReplyTo != ""}
-		ch.fakeChannel.mu.Unlock()
+		ch.fakeChannel.Mu.Lock()
+		quotes := []bool{ch.Sent[0].ReplyTo != "", ch.Sent[1].ReplyTo != "", ch.Sent[2].ReplyTo != ""}
+		ch.fakeChannel.Mu.Unlock()
 		if !slices.Equal(quotes, []bool{true, false, false}) {
 			t.Errorf("messages quoting the question: %v; want only the first", quotes)
 		}

@@ -12,13 +12,6 @@ import (
 	"github.com/switchboard-gateway/switchboard/router"
 )
 
-// typed is how many typing indicators the channel was sent.
-func (c *fakeChannel) typed() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.typing
-}
-
 // advance moves a synctest bubble's clock by d (it moves when every
 // goroutine in the bubble waits: a timer due by then fires at once) and
 // waits for what that started.
@@ -35,8 +28,8 @@ func TestTypingKeptAlive(t *testing.T) {
 		runner := newFakeRunner()
 		ch := newFakeChannel()
 		r := startRouter(t, router.Config{Agent: runner}, ch)
-		typing := ch.typed
-		release := runner.hold("slow")
+		typing := ch.Typed
+		release := runner.Hold("slow")
 		if err := r.Deliver(t.Context(), msg("c1", "u", "slow")); err != nil {
 			t.Fatal(err)
 		}
@@ -79,11 +72,11 @@ func TestTypingNotForQuickReplies(t *testing.T) {
 		if err := r.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got := ch.texts(); !slices.Equal(got, []string{"echo: quick"}) {
+		if got := ch.Texts(); !slices.Equal(got, []string{"echo: quick"}) {
 			t.Fatalf("sent %q, want the echo", got)
 		}
 		advance(reply.TypingEvery)
-		if n := ch.typed(); n != 0 {
+		if n := ch.Typed(); n != 0 {
 			t.Errorf("typing sent %d times for a reply within reply.TypingDelay; want 0", n)
 		}
 		_ = r.Shutdown(context.Background())
@@ -111,11 +104,11 @@ func TestTypingBounded(t *testing.T) {
 		runner := newFakeRunner()
 		ch := blockingTyper{newFakeChannel(), make(chan struct{})}
 		r := startRouter(t, router.Config{Agent: runner, MaxConcurrentTurns: 2 * reply.TypingInFlight}, ch)
-		typing := ch.typed
+		typing := ch.Typed
 		var releases []chan struct{}
 		for i := range reply.TypingInFlight + 2 {
 			text := fmt.Sprint("slow ", i)
-			releases = append(releases, runner.hold(text))
+			releases = append(releases, runner.Hold(text))
 			if err := r.Deliver(t.Context(), msg(fmt.Sprint("c", i), "u", text)); err != nil {
 				t.Fatal(err)
 			}

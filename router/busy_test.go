@@ -73,9 +73,9 @@ func deliverAll(t *testing.T, r *Router, ins ...channels.Inbound) time.Duration 
 }
 
 func lineMsg(channel, chat, text string) channels.Inbound {
-	msgSeq++
-	return channels.Inbound{Channel: channel, ChatID: chat, ChatType: channels.DM, MessageID: fmt.Sprint(msgSeq),
-		UserID: "u-" + chat, Text: text, Mentioned: true}
+	in := msg(chat, "u-"+chat, text)
+	in.Channel = channel
+	return in
 }
 
 // slowRunner's turns take 5 s (of the test's virtual clock) without a

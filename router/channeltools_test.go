@@ -114,7 +114,7 @@ func TestChannelContextTools(t *testing.T) {
 		}
 	}
 	// A file was delivered, so the fallback stays quiet: never both.
-	if got := ch.texts(); len(got) != 0 {
+	if got := ch.Texts(); len(got) != 0 {
 		t.Fatalf("text sent besides the files: %q", got)
 	}
 

@@ -135,7 +135,7 @@ func TestInterceptorSeam(t *testing.T) {
 	if prepared != 3 {
 		t.Fatalf("Prepare ran %d times; want 3", prepared)
 	}
-	if got := ch.texts(); !slices.Equal(got, []string{"echo: hello", "echo: resumed", "Stopping the fake."}) {
+	if got := ch.Texts(); !slices.Equal(got, []string{"echo: hello", "echo: resumed", "Stopping the fake."}) {
 		t.Fatalf("sent %q", got)
 	}
 	if len(ic.paused) != 1 || ic.paused[0] == 0 {

@@ -55,12 +55,12 @@ func (f *downRunner) ran() []string {
 	return slices.Clone(f.runs)
 }
 
-// chatTexts returns what was sent to chat.
-func (c *fakeChannel) chatTexts(chat string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// chatTexts returns what was sent to chat on c.
+func chatTexts(c *fakeChannel, chat string) []string {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	var out []string
-	for _, m := range c.sent {
+	for _, m := range c.Sent {
 		if m.ChatID == chat {
 			out = append(out, m.Text)
 		}
@@ -114,7 +114,7 @@ func TestModelUnavailableWaits(t *testing.T) {
 		elapse(20 * time.Second)
 		synctest.Wait()
 		for _, c := range []string{"c1", "c2"} {
-			got := ch.chatTexts(c)
+			got := chatTexts(ch, c)
 			if len(got) != 1 || !strings.Contains(got[0], "the language model is unavailable right now. I'll answer your message when it's back") {
 				t.Fatalf("%s holds %q during the outage, want one notice", c, got)
 			}
@@ -140,10 +140,10 @@ func TestModelUnavailableWaits(t *testing.T) {
 		if d := time.Since(start); d != 20*time.Second {
 			t.Errorf("answered after %s, want 20s (woken when the model answered)", d)
 		}
-		if got := ch.chatTexts("c1"); len(got) != 3 || got[1] != "echo: first" || got[2] != "echo: second" {
+		if got := chatTexts(ch, "c1"); len(got) != 3 || got[1] != "echo: first" || got[2] != "echo: second" {
 			t.Errorf("c1 holds %q, want the notice, then the answers in order", got)
 		}
-		if got := ch.chatTexts("c2"); len(got) != 2 || got[1] != "echo: elsewhere" {
+		if got := chatTexts(ch, "c2"); len(got) != 2 || got[1] != "echo: elsewhere" {
 			t.Errorf("c2 holds %q, want the notice, then the answer", got)
 		}
 		if w := r.ModelWaits(); w.Waiting != 0 || w.Held != 2 || w.Answered != 2 || w.GivenUp != 0 {
@@ -179,7 +179,7 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 		if d := time.Since(start); d != 2*time.Minute {
 			t.Errorf("given up after %s, want 2m", d)
 		}
-		got := ch.chatTexts("c1")
+		got := chatTexts(ch, "c1")
 		if len(got) != 2 || !strings.Contains(got[0], "unavailable right now") ||
 			!strings.Contains(got[1], "has been unavailable for 2 minutes, so I couldn't answer this message") {
 			t.Fatalf("c1 holds %q, want the notice, then the message given up", got)
@@ -194,7 +194,7 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if got := ch.chatTexts("c1"); len(got) != 3 || !strings.Contains(got[2], "unavailable right now") {
+		if got := chatTexts(ch, "c1"); len(got) != 3 || !strings.Contains(got[2], "unavailable right now") {
 			t.Errorf("c1 holds %q, want a new notice for the next message", got)
 		}
 	})
@@ -220,7 +220,7 @@ func TestModelUnavailableHonoursRetryAfter(t *testing.T) {
 		if err := r.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got := ch.chatTexts("c1"); len(got) != 2 || got[1] != "echo: later" {
+		if got := chatTexts(ch, "c1"); len(got) != 2 || got[1] != "echo: later" {
 			t.Errorf("c1 holds %q, want the notice and the answer", got)
 		}
 	})
@@ -279,7 +279,7 @@ func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 		if d := time.Since(restarted); d != 30*time.Second {
 			t.Errorf("given up %s after the restart, want 30s (2m from the first attempt)", d)
 		}
-		got := ch.chatTexts("c1")
+		got := chatTexts(ch, "c1")
 		if len(got) != 2 || !strings.Contains(got[1], "has been unavailable for 2 minutes") {
 			t.Fatalf("c1 holds %q after the restart, want the notice, then the message given up", got)
 		}
