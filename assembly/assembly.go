@@ -54,11 +54,6 @@ func Static(s StaticSources) []agent.Source {
 	return out
 }
 
-// Chats finds a message's chat in the store (the scope of its memories).
-type Chats interface {
-	EnsureChat(ctx context.Context, channel, chatKey, chatType, title string) (store.Chat, error)
-}
-
 // Memory is what the learned memories give a turn (memory.Service).
 type Memory interface {
 	Section(ctx context.Context, sc memory.Scope, text string) (agent.Section, bool)
@@ -81,9 +76,8 @@ type Config struct {
 	// overlay), read once per turn.
 	Skills func(ctx context.Context) *skills.Registry
 	// Learning adds the profile, recalled memories and the memory tools
-	// (learning.enabled); Chats, Memory and Profiles are needed with it.
+	// (learning.enabled); Memory and Profiles are needed with it.
 	Learning bool
-	Chats    Chats
 	Memory   Memory
 	Profiles Profiles
 	// Delegate adds the delegate tool to message turns; nil: none.
@@ -111,9 +105,11 @@ func New(cfg Config) *Assembler {
 	return &Assembler{cfg: cfg, log: log.With("component", "assembly")}
 }
 
-// Message is what the turn answering a chat message gets.
-func (a *Assembler) Message(ctx context.Context, in channels.Inbound) router.Prepared {
-	p := a.common(ctx, in)
+// Message is what the turn answering a chat message gets; chatID is its
+// stored chat, as the router read it for the turn (the scope of its
+// memories).
+func (a *Assembler) Message(ctx context.Context, in channels.Inbound, chatID int64) router.Prepared {
+	p := a.common(ctx, in, chatID)
 	if a.cfg.Delegate != nil {
 		p.Sources = append(p.Sources, a.cfg.Delegate.Source(in))
 	}
@@ -122,18 +118,18 @@ func (a *Assembler) Message(ctx context.Context, in channels.Inbound) router.Pre
 
 // Job is what a scheduled task's turn gets: as a message, without the
 // delegate tool. in is the job's made-up message (router.RunJob).
-func (a *Assembler) Job(ctx context.Context, in channels.Inbound) router.Prepared {
-	return a.common(ctx, in)
+func (a *Assembler) Job(ctx context.Context, in channels.Inbound, chatID int64) router.Prepared {
+	return a.common(ctx, in, chatID)
 }
 
 // common is what every routed turn gets: the active skills, then what was
 // learned.
-func (a *Assembler) common(ctx context.Context, in channels.Inbound) router.Prepared {
+func (a *Assembler) common(ctx context.Context, in channels.Inbound, chatID int64) router.Prepared {
 	var p router.Prepared
 	if a.cfg.Skills != nil {
 		p = withSkills(a.cfg.Skills(ctx), in)
 	}
-	a.learned(ctx, in, &p)
+	a.learned(ctx, in, chatID, &p)
 	return p
 }
 
@@ -158,18 +154,13 @@ func withSkills(reg *skills.Registry, in channels.Inbound) router.Prepared {
 // learned adds what was learned, when learning is on and the turn has a
 // user: in private chats the user's profile, then the memories relevant to
 // the message (the user's in private chats, the group's in groups), and
-// the memory tools bound to that scope. Without the chat (a store fault)
-// the turn goes on without them.
-func (a *Assembler) learned(ctx context.Context, in channels.Inbound, p *router.Prepared) {
+// the memory tools bound to that scope. chatID is the turn's stored chat,
+// which the router read once for the turn.
+func (a *Assembler) learned(ctx context.Context, in channels.Inbound, chatID int64, p *router.Prepared) {
 	if !a.cfg.Learning || in.UserID == "" {
 		return
 	}
-	chat, err := a.cfg.Chats.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
-	if err != nil {
-		a.log.Warn("turn goes on without memories", "err", err)
-		return
-	}
-	sc := memory.Scope{Channel: in.Channel, UserID: in.UserID, ChatID: chat.ID, Group: in.ChatType == channels.Group}
+	sc := memory.Scope{Channel: in.Channel, UserID: in.UserID, ChatID: chatID, Group: in.ChatType == channels.Group}
 	if !sc.Group {
 		if sec, ok := a.cfg.Profiles.Section(ctx, store.UserKey(in.Channel, in.UserID), a.cfg.Now()); ok {
 			p.Sections = append(p.Sections, sec)

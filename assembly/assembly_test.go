@@ -2,7 +2,6 @@ package assembly
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"testing/fstest"
@@ -15,19 +14,11 @@ import (
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
-// fakeLearned stands in for the store's chats, the memories and the
-// profiles; it records the scopes it was asked about.
+// fakeLearned stands in for the memories; it records the scopes it was
+// asked about.
 type fakeLearned struct {
-	chatErr error
-	scopes  []memory.Scope
-	users   []string
-}
-
-func (f *fakeLearned) EnsureChat(_ context.Context, channel, key, chatType, title string) (store.Chat, error) {
-	if f.chatErr != nil {
-		return store.Chat{}, f.chatErr
-	}
-	return store.Chat{ID: 7, Channel: channel, Key: key, Type: chatType, Title: title}, nil
+	scopes []memory.Scope
+	users  []string
 }
 
 func (f *fakeLearned) Section(_ context.Context, sc memory.Scope, _ string) (agent.Section, bool) {
@@ -94,7 +85,6 @@ func TestWhatATurnGets(t *testing.T) {
 		in       channels.Inbound
 		job      bool
 		learning bool
-		chatErr  error
 
 		sources  []string
 		sections []string
@@ -115,22 +105,20 @@ func TestWhatATurnGets(t *testing.T) {
 			sources: []string{"skills", "delegate:c1"}, sections: []string{"Skill: weather"}, skills: []string{"weather"}},
 		{name: "no user: nothing learned", in: noUser, learning: true,
 			sources: []string{"skills", "delegate:c1"}, sections: []string{"Skill: weather"}, skills: []string{"weather"}},
-		{name: "the chat cannot be read: the turn goes on without memories", in: dm, learning: true, chatErr: errors.New("disk I/O error"),
-			sources: []string{"skills", "delegate:c1"}, sections: []string{"Skill: weather"}, skills: []string{"weather"}},
 		{name: "a plan-mode command", in: plan,
 			sources: []string{"skills", "delegate:c1"}, sections: []string{"Skill: research"}, skills: []string{"research"}, plan: true},
 	}
 	reg := registry(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			learned, profiles := &fakeLearned{chatErr: tt.chatErr}, &fakeProfiles{}
+			learned, profiles := &fakeLearned{}, &fakeProfiles{}
 			a := New(Config{Skills: func(context.Context) *skills.Registry { return reg },
-				Learning: tt.learning, Chats: learned, Memory: learned, Profiles: profiles, Delegate: fakeDelegate{}})
+				Learning: tt.learning, Memory: learned, Profiles: profiles, Delegate: fakeDelegate{}})
 			prepare := a.Message
 			if tt.job {
 				prepare = a.Job
 			}
-			p := prepare(t.Context(), tt.in)
+			p := prepare(t.Context(), tt.in, 7) // the chat the router read for the turn
 			if got := names(p.Sources); !slices.Equal(got, tt.sources) {
 				t.Errorf("sources = %q; want %q", got, tt.sources)
 			}
@@ -161,7 +149,7 @@ func TestWhatATurnGets(t *testing.T) {
 }
 
 func TestWithoutSkillsOrDelegate(t *testing.T) {
-	p := New(Config{}).Message(t.Context(), channels.Inbound{Channel: "console", ChatID: "c", UserID: "u"})
+	p := New(Config{}).Message(t.Context(), channels.Inbound{Channel: "console", ChatID: "c", UserID: "u"}, 1)
 	if len(p.Sources) != 0 || len(p.Sections) != 0 || p.Skills != nil || p.Plan {
 		t.Fatalf("prepared = %+v; want nothing added", p)
 	}

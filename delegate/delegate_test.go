@@ -33,9 +33,9 @@ func rig(t *testing.T) (*routertest.Rig, *Tasks, *testkit.FakeLLM) {
 	}
 	tasks := New(Config{Agent: ag, Store: st})
 	a := routertest.Start(t, router.Config{Store: st, Agent: ag, Tasks: tasks,
-		Prepare: func(_ context.Context, in channels.Inbound) router.Prepared {
+		Hooks: router.Hooks{Prepare: func(_ context.Context, in channels.Inbound, _ int64) router.Prepared {
 			return router.Prepared{Sources: []agent.Source{tasks.Source(in)}}
-		}})
+		}}})
 	return a, tasks, fake
 }
 

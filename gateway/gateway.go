@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/metrics"
 	"github.com/switchboard-gateway/switchboard/plans"
 	"github.com/switchboard-gateway/switchboard/profile"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/schedule"
 	"github.com/switchboard-gateway/switchboard/skills"
@@ -223,7 +224,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		}})
 	asm := assembly.New(assembly.Config{
 		Skills:   func(ctx context.Context) *skills.Registry { return lrn.skills(ctx, watcher.Current()) },
-		Learning: cfg.Learning.Enabled, Chats: st, Memory: lrn.memory, Profiles: lrn.profile,
+		Learning: cfg.Learning.Enabled, Memory: lrn.memory, Profiles: lrn.profile,
 		Delegate: tasks, Logger: log,
 	})
 	rt, err := router.New(router.Config{
@@ -233,37 +234,40 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		TurnTimeout:        cfg.Agent.TurnTimeout,
 		ModelName:          cfg.LLM.Model,
 		Vision:             cfg.LLM.Vision,
-		FilesRoot:          cfg.Tools.Files.Root,
-		Preview:            map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
-		ToolProgress:       map[string]bool{"telegram": cfg.Channels.Telegram.ShowToolProgress, "discord": cfg.Channels.Discord.ShowToolProgress},
 		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
 		Location:           loc,
 		Logger:             log,
-		OnEvent: func(in channels.Inbound, ev agent.Event) {
-			mon.onEvent(in, ev)
-			lrn.onEvent(in, ev)
+		MaxInputChars:      cfg.Channels.MaxInputChars,
+		Replies: reply.Options{
+			FilesRoot:    cfg.Tools.Files.Root,
+			Preview:      map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
+			ToolProgress: map[string]bool{"telegram": cfg.Channels.Telegram.ShowToolProgress, "discord": cfg.Channels.Discord.ShowToolProgress},
+			OnSend:       mon.onSend,
+			Outbox:       st,
+			OutboxConfig: reply.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
+				OnEvent: func(ev reply.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
+			Redact:   g.redact.String,
+			MaxChars: cfg.Channels.ReplyMaxChars,
 		},
-		Learning:   lrn.commands(),
-		OnSend:     mon.onSend,
-		Load:       pacer.Observe,
-		Prepare:    asm.Message,
-		PrepareJob: asm.Job,
+		Hooks: router.Hooks{
+			OnEvent: func(in channels.Inbound, ev agent.Event) {
+				mon.onEvent(in, ev)
+				lrn.onEvent(in, ev)
+			},
+			Load:        pacer.Observe,
+			Prepare:     asm.Message,
+			PrepareJob:  asm.Job,
+			StatusNotes: lrn.statusNotes(statusNotes(watcher, mcp, g.channelStatuses)),
+		},
+		ModelWait: router.ModelWait{MaxAge: cfg.Agent.ModelOutageMaxAge, Answered: mon.model.Answered},
+		Learning:  lrn.commands(),
 		Interceptors: []router.Interceptor{
 			approvals.New(approvals.Config{Store: st, Timeout: cfg.Agent.ApprovalTimeout,
 				TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
 			plans.New(plans.Config{Store: st, Planner: ag, StepMaxSteps: cfg.Agent.PlanStepMaxSteps,
 				FeedbackTimeout: cfg.Agent.PlanFeedbackTimeout, TurnTimeout: cfg.Agent.TurnTimeout, Logger: log}),
 		},
-		Tasks:             tasks,
-		StatusNotes:       lrn.statusNotes(statusNotes(watcher, mcp, g.channelStatuses)),
-		ModelOutageMaxAge: cfg.Agent.ModelOutageMaxAge,
-		ModelAnswered:     mon.model.Answered,
-		Outbox:            st,
-		OutboxConfig: router.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,
-			OnEvent: func(ev router.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
-		Redact:        g.redact.String,
-		ReplyMaxChars: cfg.Channels.ReplyMaxChars,
-		MaxInputChars: cfg.Channels.MaxInputChars,
+		Tasks: tasks,
 	})
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/metrics"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
@@ -67,11 +68,11 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 	s.activity = NewActivity()
 	s.api = chatapi.New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
 	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model",
-		OnEvent: func(in channels.Inbound, ev agent.Event) {
+		Hooks: router.Hooks{OnEvent: func(in channels.Inbound, ev agent.Event) {
 			s.metrics.Observe(in, ev)
 			s.activity.Observe(in, ev)
-		},
-		OnSend: s.metrics.Sent,
+		}},
+		Replies: reply.Options{OnSend: s.metrics.Sent},
 	})
 	if err != nil {
 		t.Fatal(err)

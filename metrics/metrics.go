@@ -184,7 +184,7 @@ func (m *Metrics) Sent(channel string, err error) {
 }
 
 // Outbox records what happened to a reply the platform did not take: kind
-// is "queued", "delivered" (late) or "dropped" (router.OutboxEvent).
+// is "queued", "delivered" (late) or "dropped" (reply.OutboxEvent).
 func (m *Metrics) Outbox(kind, channel string) {
 	switch kind {
 	case "queued":

@@ -169,7 +169,7 @@ func TestPlanTimeoutContinues(t *testing.T) {
 // A skill with mode: plan runs its command as a plan (Prepared.Plan).
 func TestPlanFromSkillMode(t *testing.T) {
 	a, fake := planRig(t, func(_ *Config, rc *router.Config) {
-		rc.Prepare = func(_ context.Context, in channels.Inbound) router.Prepared {
+		rc.Hooks.Prepare = func(_ context.Context, in channels.Inbound, _ int64) router.Prepared {
 			return router.Prepared{Plan: strings.HasPrefix(in.Text, "/research")}
 		}
 	})

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -99,10 +98,8 @@ type gate struct {
 	refused map[string]bool   // users told they are refused (once per process)
 }
 
-func newGate(st pairings, rules map[string]Access, send func(context.Context, channels.Inbound, string) (string, error)) *gate {
-	g := &gate{store: st, send: send, rules: map[string]Access{}, refused: map[string]bool{}}
-	maps.Copy(g.rules, rules)
-	return g
+func newGate(st pairings, send func(context.Context, channels.Inbound, string) (string, error)) *gate {
+	return &gate{store: st, send: send, rules: map[string]Access{}, refused: map[string]bool{}}
 }
 
 // set sets a channel's rule.

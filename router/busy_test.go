@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
 )
 
 // lineChannel records what was sent to each chat with the priority it
@@ -72,9 +73,9 @@ func deliverAll(t *testing.T, r *Router, ins ...channels.Inbound) time.Duration 
 }
 
 func lineMsg(channel, chat, text string) channels.Inbound {
-	msgSeq++
-	return channels.Inbound{Channel: channel, ChatID: chat, ChatType: channels.DM, MessageID: fmt.Sprint(msgSeq),
-		UserID: "u-" + chat, Text: text, Mentioned: true}
+	in := msg(chat, "u-"+chat, text)
+	in.Channel = channel
+	return in
 }
 
 // slowRunner's turns take 5 s (of the test's virtual clock) without a
@@ -141,7 +142,7 @@ func TestDroppedQueueNoticeIsNoFailedSend(t *testing.T) {
 		var mu sync.Mutex
 		var outcomes []error
 		onSend := func(_ string, err error) { mu.Lock(); outcomes = append(outcomes, err); mu.Unlock() }
-		r, _ := startWaitRouter(t, Config{Store: st, Agent: slowRunner{}, MaxConcurrentTurns: 1, OnSend: onSend})
+		r, _ := startWaitRouter(t, Config{Store: st, Agent: slowRunner{}, MaxConcurrentTurns: 1, Replies: reply.Options{OnSend: onSend}})
 		defer r.Shutdown(context.Background())
 		tg := newLineChannel("tg", false)
 		tg.pacePreviews = true

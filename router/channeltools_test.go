@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -61,11 +62,11 @@ func TestChannelContextTools(t *testing.T) {
 	// The per-turn sources (Prepare's: the delegate tool) come last.
 	delegate := &agent.Tool{Name: "delegate", Parameters: json.RawMessage(`{"type":"object"}`),
 		Fn: func(context.Context, json.RawMessage) (string, error) { return "", nil }}
-	prepare := func(context.Context, channels.Inbound) Prepared {
+	prepare := func(context.Context, channels.Inbound, int64) Prepared {
 		return Prepared{Sources: []agent.Source{agent.StaticSource{SourceName: "delegate", List: []*agent.Tool{delegate}}}}
 	}
-	r, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		Prepare: prepare})
+	r, _ := New(Config{Store: st, Agent: ag, Replies: reply.Options{FilesRoot: ws}, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		Hooks: Hooks{Prepare: prepare}})
 	r.AddChannel(ch, everyone)
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -113,15 +114,15 @@ func TestChannelContextTools(t *testing.T) {
 		}
 	}
 	// A file was delivered, so the fallback stays quiet: never both.
-	if got := ch.texts(); len(got) != 0 {
+	if got := ch.Texts(); len(got) != 0 {
 		t.Fatalf("text sent besides the files: %q", got)
 	}
 
 	// A channel without those capabilities offers only send_message.
 	fake.Push(testkit.Reply{Text: "hi"})
 	plain := newFakeChannel()
-	r2, _ := New(Config{Store: st, Agent: ag, FilesRoot: ws, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		Prepare: prepare})
+	r2, _ := New(Config{Store: st, Agent: ag, Replies: reply.Options{FilesRoot: ws}, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
+		Hooks: Hooks{Prepare: prepare}})
 	r2.AddChannel(plain, everyone)
 	r2.Start(t.Context())
 	defer r2.Shutdown(context.Background())

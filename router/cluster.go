@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
@@ -38,28 +40,128 @@ type Cluster interface {
 	PollInterval() time.Duration
 }
 
-// claim marks a stored message as taken by this process (queued, running,
-// or being dispatched); false: it is already.
-func (r *Router) claim(id int64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.leases.inflight[id] {
-		return false
+// leased is the owner of a replica among others (Config.Cluster): it
+// answers the chats whose lease it holds. Its maps are guarded by
+// Router.mu.
+type leased struct {
+	r *Router
+	c Cluster
+	// Messages taken by this process, and chats whose lease to give back.
+	inflight map[int64]bool
+	held     map[string]bool
+	pinned   map[string]int  // chats a request waits on here (InProcessReplier)
+	owned    map[string]bool // chats whose lease this process holds (see acquired)
+	takeMu   [64]sync.Mutex  // takeChat, striped by chat
+}
+
+func newLeased(r *Router, c Cluster) *leased {
+	return &leased{r: r, c: c, inflight: map[int64]bool{}, held: map[string]bool{}, pinned: map[string]int{},
+		owned: map[string]bool{}}
+}
+
+// start leaves pending messages to the chats' owners; the poll takes those
+// of chats nobody owns, resuming their unfinished turns.
+func (l *leased) start(context.Context) error {
+	l.r.workers.Add(1)
+	go l.poll()
+	return nil
+}
+
+// pin takes the chat of a message that must be answered here (an
+// InProcessReplier's) before it is stored.
+func (l *leased) pin(ctx context.Context, in channels.Inbound) (func(), error) {
+	if !l.r.inProcess(in.Channel) {
+		return func() {}, nil
 	}
-	r.leases.inflight[id] = true
+	return l.pinChat(ctx, in.Channel, in.ChatID)
+}
+
+// stored: from here the chat's owner answers the message, this replica if
+// it can take the chat, else the one that has it. A replica whose turn
+// slots are all busy leaves a new chat to one with room (the polls).
+func (l *leased) stored(ctx context.Context, _ int64, in channels.Inbound, log *slog.Logger) error {
+	if !l.mayTake(in.Channel, in.ChatID) {
+		return nil
+	}
+	if err := l.takeChat(ctx, in.Channel, in.ChatID); err != nil {
+		log.Warn("stored a message but could not take its chat; the poll will", "err", err)
+	}
+	return nil
+}
+
+// idle offers the chat's lease back once per emptied queue.
+func (l *leased) idle(q *chatQueue) {
+	r := l.r
+	if r.base.Err() != nil || q.handed {
+		return
+	}
+	q.handed = true
+	r.mu.Unlock()
+	released := l.handBack(q.channel, q.chat) // may queue more
+	r.mu.Lock()
+	q.released = q.released || released
+}
+
+// next: the chat is taken again before a job, an interceptor's work, or a
+// message queued after the lease was given back.
+func (l *leased) next(q *chatQueue, it item) bool {
+	q.handed = false
+	retake := q.released || !it.plain()
+	q.released = false
+	return retake
+}
+
+func (l *leased) ready(ctx context.Context, q *chatQueue, it item, retake bool) bool {
+	switch {
+	case retake && !l.holdFor(ctx, q, it):
+		// Stopping; a message stays pending, a job is abandoned.
+		l.r.mu.Lock()
+		q.released = true
+		l.r.mu.Unlock()
+		return false
+	case it.plain() && !l.stillPending(ctx, it.inboxID):
+		return false // answered meanwhile by the replica that had the chat
+	}
 	return true
 }
 
-func (r *Router) unclaim(id int64) {
+func (l *leased) dropped(it item) {
+	if it.plain() {
+		l.unclaim(it.inboxID)
+	}
+}
+
+func (l *leased) done(q *chatQueue, it item) {
+	if it.plain() && !l.requeued(q, it) {
+		l.unclaim(it.inboxID)
+	}
+}
+
+// claim marks a stored message as taken by this process (queued, running,
+// or being dispatched); false: it is already.
+func (l *leased) claim(id int64) bool {
+	r := l.r
 	r.mu.Lock()
-	delete(r.leases.inflight, id)
+	defer r.mu.Unlock()
+	if l.inflight[id] {
+		return false
+	}
+	l.inflight[id] = true
+	return true
+}
+
+func (l *leased) unclaim(id int64) {
+	r := l.r
+	r.mu.Lock()
+	delete(l.inflight, id)
 	r.mu.Unlock()
 }
 
 // takeChat takes the chat's lease if no other live replica holds it and
 // dispatches its pending messages, oldest first, that this process has not
 // taken yet.
-func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
+func (l *leased) takeChat(ctx context.Context, channel, chat string) error {
+	r := l.r
 	r.mu.Lock()
 	closing := r.closing
 	r.mu.Unlock()
@@ -68,41 +170,41 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	}
 	// One take at a time per chat, or two (the poll and a worker giving
 	// the chat back) could queue its messages out of order.
-	mu := &r.leases.takeMu[takeStripe(channel, chat)]
+	mu := &l.takeMu[takeStripe(channel, chat)]
 	mu.Lock()
 	defer mu.Unlock()
-	c := r.cfg.Cluster
+	c := l.c
 	ok, err := c.AcquireChat(ctx, channel, chat)
 	if err != nil || !ok {
 		return err
 	}
-	r.acquired(ctx, channel, chat)
+	l.acquired(ctx, channel, chat)
 	items, err := c.PendingOf(ctx, channel, chat)
 	if err != nil {
 		r.mu.Lock()
-		r.leases.held[chatKey(channel, chat)] = true // given back by a later poll
+		l.held[chatKey(channel, chat)] = true // given back by a later poll
 		r.mu.Unlock()
 		return err
 	}
 	for _, it := range items {
-		if !r.claim(it.ID) {
+		if !l.claim(it.ID) {
 			continue
 		}
 		// Listed before it was finished here a moment ago?
 		if pending, err := c.InboxPending(ctx, it.ID); err != nil || !pending {
-			r.unclaim(it.ID)
+			l.unclaim(it.ID)
 			continue
 		}
 		var in channels.Inbound
 		if err := json.Unmarshal(it.Payload, &in); err != nil {
 			r.log.Error("stored message unreadable; skipping it", "inbox_id", it.ID, "err", err)
 			_ = r.cfg.Store.FinishInbox(ctx, it.ID, store.InboxSkipped)
-			r.unclaim(it.ID)
+			l.unclaim(it.ID)
 			continue
 		}
 		queued, err := r.dispatch(ctx, it.ID, in, false)
 		if !queued {
-			r.unclaim(it.ID)
+			l.unclaim(it.ID)
 		}
 		if err != nil {
 			r.log.Error("dispatch stored message", "inbox_id", it.ID, "channel", channel, "chat", chat, "err", err)
@@ -111,7 +213,7 @@ func (r *Router) takeChat(ctx context.Context, channel, chat string) error {
 	// Whatever was queued, the next poll gives the chat back if no queue
 	// has it then: its worker may be past giving it back already.
 	r.mu.Lock()
-	r.leases.held[chatKey(channel, chat)] = true
+	l.held[chatKey(channel, chat)] = true
 	r.mu.Unlock()
 	return nil
 }
@@ -127,20 +229,21 @@ func (r *Router) inProcess(channel string) bool {
 
 // pin takes the chat for a message that must be answered here, waiting
 // while another replica answers the chat; the lease is kept until unpin.
-func (r *Router) pin(ctx context.Context, channel, chat string) (unpin func(), err error) {
+func (l *leased) pinChat(ctx context.Context, channel, chat string) (unpin func(), err error) {
+	r := l.r
 	k := chatKey(channel, chat)
 	r.mu.Lock()
-	r.leases.pinned[k]++
+	l.pinned[k]++
 	r.mu.Unlock()
 	unpin = func() {
 		r.mu.Lock()
-		if r.leases.pinned[k]--; r.leases.pinned[k] == 0 {
-			delete(r.leases.pinned, k)
+		if l.pinned[k]--; l.pinned[k] == 0 {
+			delete(l.pinned, k)
 		}
-		r.leases.held[k] = true // given back by the poll once idle
+		l.held[k] = true // given back by the poll once idle
 		r.mu.Unlock()
 	}
-	if !r.hold(ctx, channel, chat) {
+	if !l.hold(ctx, channel, chat) {
 		unpin()
 		return nil, fmt.Errorf("router: waiting for chat %s/%s: %w", channel, chat, ctx.Err())
 	}
@@ -152,21 +255,23 @@ func (r *Router) pin(ctx context.Context, channel, chat string) (unpin func(), e
 // fewer chats are busy here than there are turn slots, so that under load
 // new chats go to replicas with room (long polling takes every update in on
 // one replica).
-func (r *Router) mayTake(channel, chat string) bool {
+func (l *leased) mayTake(channel, chat string) bool {
+	r := l.r
 	k := chatKey(channel, chat)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.queues[k] != nil || r.leases.held[k] || r.leases.pinned[k] > 0 || r.running < r.cfg.MaxConcurrentTurns
+	return r.queues[k] != nil || l.held[k] || l.pinned[k] > 0 || r.running < r.cfg.MaxConcurrentTurns
 }
 
 // poll takes the chats with pending messages that this replica may own,
 // and gives back chats it holds without work, until the router stops.
-func (r *Router) poll() {
+func (l *leased) poll() {
+	r := l.r
 	defer r.workers.Done()
-	t := time.NewTicker(r.cfg.Cluster.PollInterval())
+	t := time.NewTicker(l.c.PollInterval())
 	defer t.Stop()
 	for {
-		r.pollOnce(r.base)
+		l.pollOnce(r.base)
 		select {
 		case <-r.base.Done():
 			return
@@ -175,8 +280,9 @@ func (r *Router) poll() {
 	}
 }
 
-func (r *Router) pollOnce(ctx context.Context) {
-	items, err := r.cfg.Cluster.Claimable(ctx)
+func (l *leased) pollOnce(ctx context.Context) {
+	r := l.r
+	items, err := l.c.Claimable(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("look for messages to take over", "err", err)
@@ -190,7 +296,7 @@ func (r *Router) pollOnce(ctx context.Context) {
 	r.mu.Lock()
 	for _, it := range items {
 		key := chatKey(it.Channel, it.ChatKey)
-		if seen[key] || r.leases.inflight[it.ID] {
+		if seen[key] || l.inflight[it.ID] {
 			continue
 		}
 		seen[key] = true
@@ -201,37 +307,38 @@ func (r *Router) pollOnce(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !r.mayTake(c[0], c[1]) {
+		if !l.mayTake(c[0], c[1]) {
 			continue
 		}
-		if err := r.takeChat(ctx, c[0], c[1]); err != nil && ctx.Err() == nil {
+		if err := l.takeChat(ctx, c[0], c[1]); err != nil && ctx.Err() == nil {
 			r.log.Warn("take over a chat", "channel", c[0], "chat", c[1], "err", err)
 		}
 	}
-	r.releaseIdle(ctx)
+	l.releaseIdle(ctx)
 }
 
 // releaseIdle gives back the chats taken since the last poll that have no
 // queue now (a busy chat's worker gives it back when done, and the next
 // poll checks again).
-func (r *Router) releaseIdle(ctx context.Context) {
+func (l *leased) releaseIdle(ctx context.Context) {
+	r := l.r
 	r.mu.Lock()
 	var idle []string
-	for k := range r.leases.held {
+	for k := range l.held {
 		if r.queues[k] == nil {
 			idle = append(idle, k)
-			delete(r.leases.held, k)
+			delete(l.held, k)
 		}
 	}
 	r.mu.Unlock()
 	for _, k := range idle {
 		channel, chat := splitKey(k)
-		released, err := r.release(ctx, channel, chat, func() bool { return r.queues[k] == nil })
+		released, err := l.release(ctx, channel, chat, func() bool { return r.queues[k] == nil })
 		if err != nil || !released {
 			// Not released: messages are pending (the next poll takes them
 			// here, the chat is still this replica's), or it is busy again.
 			r.mu.Lock()
-			r.leases.held[k] = true
+			l.held[k] = true
 			r.mu.Unlock()
 		}
 	}
@@ -241,20 +348,21 @@ func (r *Router) releaseIdle(ctx context.Context) {
 // no request waits for it here (pinned), unless messages of the chat are
 // pending. It runs under the chat's take lock, so that it cannot undo a
 // take that has just succeeded.
-func (r *Router) release(ctx context.Context, channel, chat string, idle func() bool) (bool, error) {
-	mu := &r.leases.takeMu[takeStripe(channel, chat)]
+func (l *leased) release(ctx context.Context, channel, chat string, idle func() bool) (bool, error) {
+	r := l.r
+	mu := &l.takeMu[takeStripe(channel, chat)]
 	mu.Lock()
 	defer mu.Unlock()
 	r.mu.Lock()
-	ok := r.leases.pinned[chatKey(channel, chat)] == 0 && idle()
+	ok := l.pinned[chatKey(channel, chat)] == 0 && idle()
 	r.mu.Unlock()
 	if !ok {
 		return false, nil
 	}
-	released, err := r.cfg.Cluster.ReleaseChat(ctx, channel, chat)
+	released, err := l.c.ReleaseChat(ctx, channel, chat)
 	if released {
 		r.mu.Lock()
-		delete(r.leases.owned, chatKey(channel, chat))
+		delete(l.owned, chatKey(channel, chat))
 		r.mu.Unlock()
 	}
 	return released, err
@@ -267,11 +375,12 @@ func (r *Router) release(ctx context.Context, channel, chat string, idle func() 
 // after that): one whose message is pending is resumed with that message;
 // any other (a job's, or one whose message was finished) is recorded as
 // cancelled, so that it does not stay running for ever.
-func (r *Router) acquired(ctx context.Context, channel, chat string) {
+func (l *leased) acquired(ctx context.Context, channel, chat string) {
+	r := l.r
 	k := chatKey(channel, chat)
 	r.mu.Lock()
-	had := r.leases.owned[k]
-	r.leases.owned[k] = true
+	had := l.owned[k]
+	l.owned[k] = true
 	r.mu.Unlock()
 	if had {
 		return
@@ -280,13 +389,13 @@ func (r *Router) acquired(ctx context.Context, channel, chat string) {
 	if err != nil {
 		r.log.Warn("look for turns a stopped replica left running", "channel", channel, "chat", chat, "err", err)
 		r.mu.Lock()
-		delete(r.leases.owned, k) // look again at the next acquisition
+		delete(l.owned, k) // look again at the next acquisition
 		r.mu.Unlock()
 		return
 	}
 	for _, t := range turns {
 		if t.InboxID != 0 {
-			if pending, err := r.cfg.Cluster.InboxPending(ctx, t.InboxID); err != nil || pending {
+			if pending, err := l.c.InboxPending(ctx, t.InboxID); err != nil || pending {
 				continue // resumed with its message (or looked at again next time)
 			}
 		}
@@ -303,19 +412,20 @@ func (r *Router) acquired(ctx context.Context, channel, chat string) {
 // handBack gives the chat's lease back once its queue is empty; if messages
 // of the chat are pending (taken in by another replica meanwhile), it keeps
 // the lease and queues them. It reports whether the lease was given back.
-func (r *Router) handBack(channel, chat string) bool {
-	released, err := r.release(r.base, channel, chat, func() bool { return true })
+func (l *leased) handBack(channel, chat string) bool {
+	r := l.r
+	released, err := l.release(r.base, channel, chat, func() bool { return true })
 	if err != nil {
 		if r.base.Err() == nil {
 			r.log.Warn("give a chat back", "channel", channel, "chat", chat, "err", err)
 		}
 		r.mu.Lock()
-		r.leases.held[chatKey(channel, chat)] = true
+		l.held[chatKey(channel, chat)] = true
 		r.mu.Unlock()
 		return false
 	}
 	if !released {
-		if err := r.takeChat(r.base, channel, chat); err != nil && r.base.Err() == nil {
+		if err := l.takeChat(r.base, channel, chat); err != nil && r.base.Err() == nil {
 			r.log.Warn("take a chat's pending messages", "channel", channel, "chat", chat, "err", err)
 		}
 	}
@@ -324,14 +434,15 @@ func (r *Router) handBack(channel, chat string) bool {
 
 // hold waits until this replica holds the chat's lease, or ctx ends
 // (false).
-func (r *Router) hold(ctx context.Context, channel, chat string) bool {
-	wait := r.cfg.Cluster.PollInterval()
-	mu := &r.leases.takeMu[takeStripe(channel, chat)]
+func (l *leased) hold(ctx context.Context, channel, chat string) bool {
+	r := l.r
+	wait := l.c.PollInterval()
+	mu := &l.takeMu[takeStripe(channel, chat)]
 	for {
 		mu.Lock()
-		ok, err := r.cfg.Cluster.AcquireChat(ctx, channel, chat)
+		ok, err := l.c.AcquireChat(ctx, channel, chat)
 		if err == nil && ok {
-			r.acquired(ctx, channel, chat)
+			l.acquired(ctx, channel, chat)
 		}
 		mu.Unlock()
 		if err == nil && ok {
@@ -353,19 +464,20 @@ func (r *Router) hold(ctx context.Context, channel, chat string) bool {
 // holdFor takes the queue's chat again before it (a job, or a message
 // queued after the lease was given back); false if ctx (or the job's own)
 // ended first.
-func (r *Router) holdFor(ctx context.Context, q *chatQueue, it item) bool {
+func (l *leased) holdFor(ctx context.Context, q *chatQueue, it item) bool {
 	if it.job != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(it.job.ctx, cancel)()
 	}
-	return r.hold(ctx, q.channel, q.chat)
+	return l.hold(ctx, q.channel, q.chat)
 }
 
 // requeued reports whether afterProcess put the message back at the head
 // of its queue (the store failed it and it is tried again).
-func (r *Router) requeued(q *chatQueue, it item) bool {
+func (l *leased) requeued(q *chatQueue, it item) bool {
+	r := l.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(q.items) > 0 && q.items[0].inboxID == it.inboxID && q.items[0].plain()
@@ -373,8 +485,9 @@ func (r *Router) requeued(q *chatQueue, it item) bool {
 
 // stillPending reports whether a queued message is still to be processed
 // (another replica may have answered it while this one waited for its chat).
-func (r *Router) stillPending(ctx context.Context, id int64) bool {
-	pending, err := r.cfg.Cluster.InboxPending(ctx, id)
+func (l *leased) stillPending(ctx context.Context, id int64) bool {
+	r := l.r
+	pending, err := l.c.InboxPending(ctx, id)
 	if err != nil {
 		r.log.Warn("check a queued message", "inbox_id", id, "err", err)
 		return true // process it: the turn's own store writes fail if the store does
@@ -388,7 +501,7 @@ func takeStripe(channel, chat string) int {
 	h.Write([]byte(channel))
 	h.Write([]byte{0})
 	h.Write([]byte(chat))
-	return int(h.Sum32() % uint32(len(leases{}.takeMu)))
+	return int(h.Sum32() % uint32(len(leased{}.takeMu)))
 }
 
 func splitKey(k string) (channel, chat string) {

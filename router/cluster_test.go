@@ -565,7 +565,7 @@ func TestClusterInProcessChannelAnswersWhereTakenIn(t *testing.T) {
 	waitUntil(t, "b to wait for the chat", func() bool {
 		b.r.mu.Lock()
 		defer b.r.mu.Unlock()
-		return b.r.leases.pinned["local\x00user1"] == 1
+		return b.r.own.(*leased).pinned["local\x00user1"] == 1
 	})
 	if items, err := st.PendingInbox(t.Context()); err != nil || len(items) != 1 {
 		t.Fatalf("pending while b waits: %d %v; want only a's message", len(items), err)

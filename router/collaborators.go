@@ -41,7 +41,7 @@ type Interceptor interface {
 // A Taker is an Interceptor that may handle a message itself instead of
 // its agent turn (a /plan). Take is called for every queued message that
 // would start an agent turn: true when it handled the message. prepare
-// computes what the turn would add (Config.Prepare), once.
+// computes what the turn would add (Config.Hooks.Prepare), once.
 type Taker interface {
 	Take(ctx context.Context, in channels.Inbound, prepare func() Prepared) bool
 }
@@ -101,7 +101,7 @@ type Chats interface {
 // from work it queued: a resumed turn, a plan step.
 type ChatTurn struct {
 	// In is the message the turn is for: it decides the skills and context
-	// (Config.Prepare) and is what observers see.
+	// (Config.Hooks.Prepare) and is what observers see.
 	In channels.Inbound
 	// Reply is where and how the turn's messages go: its chat, and the
 	// message quoted in groups (none when its MessageID is empty).
@@ -140,11 +140,7 @@ func (r *Router) RunTurn(ctx context.Context, t ChatTurn) agent.Result {
 	if log == nil {
 		log = r.log.With("channel", t.In.Channel, "chat", t.In.ChatID)
 	}
-	binding := &chatBinding{r: r, in: t.Reply, inboxID: t.InboxID, log: log}
-	binding.turnID.Store(t.TurnID)
-	if t.Unrecorded {
-		binding.delivered = func(context.Context, int64, string) {}
-	}
+	binding := r.bindChatTurn(t, log)
 	return r.cfg.Agent.Run(ctx, r.turnFor(ctx, t.In, t.ChatID, t.SessionID, t.InboxID, binding, nil, t.Adjust))
 }
 

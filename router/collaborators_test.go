@@ -99,7 +99,7 @@ func TestInterceptorSeam(t *testing.T) {
 	prepared := 0
 	runner := newFakeRunner()
 	r, err := New(Config{Store: st, Agent: pausingRunner{runner}, Interceptors: []Interceptor{ic},
-		Prepare:   func(context.Context, channels.Inbound) Prepared { prepared++; return Prepared{} },
+		Hooks:     Hooks{Prepare: func(context.Context, channels.Inbound, int64) Prepared { prepared++; return Prepared{} }},
 		NewTicker: func(time.Duration) Ticker { return manualTicker{c: ticks} }})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestInterceptorSeam(t *testing.T) {
 	if prepared != 3 {
 		t.Fatalf("Prepare ran %d times; want 3", prepared)
 	}
-	if got := ch.texts(); !slices.Equal(got, []string{"echo: hello", "echo: resumed", "Stopping the fake."}) {
+	if got := ch.Texts(); !slices.Equal(got, []string{"echo: hello", "echo: resumed", "Stopping the fake."}) {
 		t.Fatalf("sent %q", got)
 	}
 	if len(ic.paused) != 1 || ic.paused[0] == 0 {
@@ -178,7 +178,7 @@ func TestInterceptorRequiredPairOnly(t *testing.T) {
 	if want := []string{"answer", "/take", "pause"}; !slices.Equal(ic.intercepted, want) {
 		t.Fatalf("intercepted %q, want %q", ic.intercepted, want)
 	}
-	if got, want := ch.texts(), []string{"echo: /take", "Nothing to stop."}; !slices.Equal(got, want) {
+	if got, want := ch.Texts(), []string{"echo: /take", "Nothing to stop."}; !slices.Equal(got, want) {
 		t.Fatalf("sent %q, want %q", got, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -42,32 +43,32 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 	if !ok {
 		return false
 	}
-	var reply string
+	var text string
 	switch name {
 	case "stop":
-		reply = r.stop(ctx, in)
+		text = r.stop(ctx, in)
 	case "status":
-		reply = r.status(ctx, in)
+		text = r.status(ctx, in)
 	case "tasks":
-		reply = noTasks
+		text = noTasks
 		if r.cfg.Tasks != nil {
-			reply = r.cfg.Tasks.Describe(in.Channel, in.ChatID)
+			text = r.cfg.Tasks.Describe(in.Channel, in.ChatID)
 		}
 	case "help", "start":
-		reply = helpText
+		text = helpText
 		if r.cfg.Learning != nil {
-			reply += learningHelp
+			text += learningHelp
 		}
 	case "memory", "profile":
-		if reply, ok = learningCommand(ctx, r.cfg.Learning, name, args, in); !ok {
+		if text, ok = learningCommand(ctx, r.cfg.Learning, name, args, in); !ok {
 			return false
 		}
 	default:
 		return false // /new and unknown commands go through the queue
 	}
 	// Kept in the outbox when the platform does not take it.
-	rp := outgoing{in: in, text: reply, inboxID: inboxID, log: r.log.With("channel", in.Channel, "chat", in.ChatID, "inbox_id", inboxID)}
-	if _, err := r.deliverReply(ctx, rp); err != nil && !errors.Is(err, agent.ErrSendQueued) {
+	rp := reply.Message{In: in, Text: text, InboxID: inboxID, Log: r.log.With("channel", in.Channel, "chat", in.ChatID, "inbox_id", inboxID)}
+	if _, err := r.replies.Deliver(ctx, rp); err != nil && !errors.Is(err, agent.ErrSendQueued) {
 		r.log.Warn("command reply failed", "command", name, "err", err)
 	}
 	if err := r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), inboxID, store.InboxDone); err != nil {
@@ -96,9 +97,7 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 	}
 	for _, it := range abandonJobs(dropped, ErrJobStopped) {
 		_ = r.cfg.Store.FinishInbox(context.WithoutCancel(ctx), it.inboxID, store.InboxSkipped)
-		if it.plain() {
-			r.unclaim(it.inboxID)
-		}
+		r.own.dropped(it)
 	}
 	for _, ic := range r.cfg.Interceptors {
 		if sp, ok := ic.(Stopper); ok {
@@ -162,8 +161,8 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 			fmt.Fprintf(&b, "Summarised: %d messages (%d turns) up to %s, in %d folds\n", c.Messages, c.Turns, c.Until.Format(statusTime), c.Folds)
 		}
 	}
-	if r.cfg.StatusNotes != nil && r.gate.admin(in) { // operator matters, for operators only
-		for _, n := range r.cfg.StatusNotes() {
+	if r.cfg.Hooks.StatusNotes != nil && r.gate.admin(in) { // operator matters, for operators only
+		for _, n := range r.cfg.Hooks.StatusNotes() {
 			b.WriteString(n + "\n")
 		}
 	}

@@ -17,7 +17,7 @@ func TestMessagePastInputLimitIsRefused(t *testing.T) {
 	limit := channels.DefaultMaxInputChars
 	e.deliver(t, msg("c1", "u", strings.Repeat("é", limit+1)))
 	want := fmt.Sprintf("That message is %d characters; the limit is %d. Send it as a file or in parts.", limit+1, limit)
-	if got := e.ch.texts(); len(got) != 1 || got[0] != want {
+	if got := e.ch.Texts(); len(got) != 1 || got[0] != want {
 		t.Fatalf("sent %q, want the one sentence %q", got, want)
 	}
 	var rows int
@@ -31,12 +31,12 @@ func TestMessagePastInputLimitIsRefused(t *testing.T) {
 	atLimit := strings.Repeat("é", limit)
 	e.deliver(t, msg("c1", "u", atLimit))
 	e.waitSent(t, 2)
-	if got := e.ch.texts(); len(got) != 2 || !strings.HasPrefix(got[1], "echo: éé") {
+	if got := e.ch.Texts(); len(got) != 2 || !strings.HasPrefix(got[1], "echo: éé") {
 		t.Fatalf("a message at the limit was not answered: %d sends", len(got))
 	}
-	e.runner.mu.Lock()
-	turns := e.runner.turns
-	e.runner.mu.Unlock()
+	e.runner.Mu.Lock()
+	turns := e.runner.Turns
+	e.runner.Mu.Unlock()
 	if len(turns) != 1 || turns[0].Input.Content != atLimit {
 		t.Errorf("%d turns ran, want 1 with the message at the limit whole (none for the refused one)", len(turns))
 	}
@@ -48,9 +48,9 @@ func TestInputLimitOff(t *testing.T) {
 	long := strings.Repeat("a", channels.DefaultMaxInputChars+1)
 	e.deliver(t, msg("c1", "u", long))
 	e.waitSent(t, 1)
-	e.runner.mu.Lock()
-	turns := e.runner.turns
-	e.runner.mu.Unlock()
+	e.runner.Mu.Lock()
+	turns := e.runner.Turns
+	e.runner.Mu.Unlock()
 	if len(turns) != 1 || turns[0].Input.Content != long {
 		t.Fatalf("with no limit the message did not reach a turn whole (%d turns)", len(turns))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -199,10 +200,11 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 	defer cancelTurn()
 	stopTyping := r.Typing(ctx, in)
 	defer stopTyping()
-	binding := &chatBinding{r: r, in: in, log: log, delivered: j.Delivered, runID: j.RunID}
-	if binding.delivered == nil {
-		binding.delivered = func(context.Context, int64, string) {}
+	delivered := j.Delivered
+	if delivered == nil {
+		delivered = func(context.Context, int64, string) {}
 	}
+	binding := r.replies.Bind(reply.Binding{In: in, Log: log, Delivered: delivered, RunID: j.RunID})
 	input, note := jobInput(j)
 	turn := agent.Turn{
 		ChatID: chat.ID, SessionID: sess.ID, Kind: "job",
@@ -210,12 +212,12 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 		UserID: j.UserID, Input: llm.Message{Role: llm.RoleUser, Content: input}, Note: note,
 		Chat: binding, Location: loc, OnEvent: r.turnEvents(ctx, in, binding),
 	}
-	prepare := r.cfg.PrepareJob
+	prepare := r.cfg.Hooks.PrepareJob
 	if prepare == nil {
-		prepare = r.cfg.Prepare
+		prepare = r.cfg.Hooks.Prepare
 	}
 	if prepare != nil {
-		prepare(ctx, in).apply(&turn)
+		prepare(ctx, in, chat.ID).apply(&turn)
 	}
 	if j.MaxSteps > 0 {
 		turn.MaxSteps = j.MaxSteps
@@ -229,7 +231,7 @@ func (r *Router) runJob(ctx context.Context, jr *jobRun) {
 // the model knows what the user was sent. A text the platform does not
 // take now is kept in the outbox and counts as sent.
 func (r *Router) remind(ctx context.Context, in channels.Inbound, chat store.Chat, sess store.Session, j JobTurn, log *slog.Logger) (agent.Result, error) {
-	id, err := r.deliverReply(ctx, outgoing{in: in, text: j.Text, runID: j.RunID, log: log})
+	id, err := r.replies.Deliver(ctx, reply.Message{In: in, Text: j.Text, RunID: j.RunID, Log: log})
 	queued := errors.Is(err, agent.ErrSendQueued)
 	if err != nil && !queued {
 		return agent.Result{StopReason: agent.StopEndTurn}, fmt.Errorf("router: reminder %q: send: %w", j.Name, err)

@@ -59,11 +59,11 @@ func TestRunJobReminder(t *testing.T) {
 	if !res.Delivered || res.Reply != "Drink some water." || res.TurnID == 0 {
 		t.Errorf("result = %+v", res)
 	}
-	if got := e.ch.texts(); !slices.Equal(got, []string{"Drink some water."}) {
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"Drink some water."}) {
 		t.Errorf("sent %q", got)
 	}
-	if len(e.runner.turns) != 0 {
-		t.Errorf("a reminder called the agent: %+v", e.runner.turns)
+	if len(e.runner.Turns) != 0 {
+		t.Errorf("a reminder called the agent: %+v", e.runner.Turns)
 	}
 	if got := d.get(); !slices.Equal(got, []string{"out-1"}) {
 		t.Errorf("delivered = %q, want [out-1]", got)
@@ -85,16 +85,16 @@ func TestRunJobReminder(t *testing.T) {
 func TestRunJobSharesTheChatFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 4, everyone)
-		release := e.runner.hold("first")
+		release := e.runner.Hold("first")
 		e.deliver(t, msg("c1", "u1", "first"))
-		if got := <-e.runner.started; got != "first" {
+		if got := <-e.runner.Started; got != "first" {
 			t.Fatalf("started %q", got)
 		}
 		var d deliveries
 		done := e.runJob(e.ctx, JobTurn{Name: "digest", Channel: "fake", ChatID: "c1", UserID: "u1",
 			Prompt: "Summarise the news.", MaxSteps: 3, Delivered: d.record})
 		synctest.Wait()
-		if n := len(e.runner.started); n != 0 {
+		if n := len(e.runner.Started); n != 0 {
 			t.Fatalf("the job started while the chat's turn was running (%d started)", n)
 		}
 		if d := e.r.QueueDepth(); d != 1 {
@@ -109,23 +109,23 @@ func TestRunJobSharesTheChatFIFO(t *testing.T) {
 		e.waitSent(t, 3)
 		jobText := "Summarise the news."
 		want := []string{"echo: first", "echo: " + jobText, "echo: second"}
-		if got := e.ch.texts(); !slices.Equal(got, want) {
+		if got := e.ch.Texts(); !slices.Equal(got, want) {
 			t.Fatalf("sent %q, want %q", got, want)
 		}
 		// The job's turn: kind job, the owner, the chat key, its own step cap.
-		jt := e.runner.turns[1]
+		jt := e.runner.Turns[1]
 		if jt.Kind != "job" || jt.UserID != "u1" || jt.ChatKey != "c1" || jt.MaxSteps != 3 || jt.InboxID != 0 || jt.Input.Content != jobText ||
 			!strings.HasPrefix(jt.Note, "[scheduled task digest] ") {
 			t.Errorf("job turn = %+v", jt)
 		}
-		if e.runner.turns[2].ChatKey != "c1" || e.runner.turns[2].Kind != "" {
-			t.Errorf("user turn after the job = %+v", e.runner.turns[2])
+		if e.runner.Turns[2].ChatKey != "c1" || e.runner.Turns[2].Kind != "" {
+			t.Errorf("user turn after the job = %+v", e.runner.Turns[2])
 		}
 		if got := d.get(); !slices.Equal(got, []string{"out-2"}) {
 			t.Errorf("job deliveries = %q, want [out-2]", got)
 		}
-		if e.runner.maxSeen != 1 {
-			t.Errorf("one chat ran %d turns at once", e.runner.maxSeen)
+		if e.runner.MaxSeen != 1 {
+			t.Errorf("one chat ran %d turns at once", e.runner.MaxSeen)
 		}
 		_ = e.r.Shutdown(context.Background())
 		e.st.Close()
@@ -137,9 +137,9 @@ func TestRunJobSharesTheChatFIFO(t *testing.T) {
 func TestRunJobDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 4, everyone)
-		e.runner.hold("long")
+		e.runner.Hold("long")
 		e.deliver(t, msg("c1", "u1", "long"))
-		<-e.runner.started
+		<-e.runner.Started
 		stopped := e.runJob(e.ctx, JobTurn{Name: "a", Channel: "fake", ChatID: "c1", Text: "never sent"})
 		synctest.Wait()
 		e.deliver(t, msg("c1", "u1", "/stop"))
@@ -147,9 +147,9 @@ func TestRunJobDropped(t *testing.T) {
 			t.Fatalf("RunJob after /stop: %v, want ErrJobStopped", r.err)
 		}
 
-		release := e.runner.hold("again")
+		release := e.runner.Hold("again")
 		e.deliver(t, msg("c1", "u1", "again"))
-		<-e.runner.started
+		<-e.runner.Started
 		ctx, cancel := context.WithCancel(e.ctx)
 		withdrawn := e.runJob(ctx, JobTurn{Name: "b", Channel: "fake", ChatID: "c1", Prompt: "never run"})
 		synctest.Wait()
@@ -162,10 +162,10 @@ func TestRunJobDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"Stopped. I also dropped 1 queued message(s).", "echo: again"}
-		if got := e.ch.texts(); !slices.Equal(got, want) {
+		if got := e.ch.Texts(); !slices.Equal(got, want) {
 			t.Fatalf("sent %q, want %q", got, want)
 		}
-		if n := len(e.runner.turns); n != 2 {
+		if n := len(e.runner.Turns); n != 2 {
 			t.Errorf("%d agent turns, want 2 (no job ran)", n)
 		}
 
@@ -189,7 +189,7 @@ func TestRunJobRejectsBadJobs(t *testing.T) {
 			t.Errorf("RunJob(%s) succeeded", j.Name)
 		}
 	}
-	if len(e.ch.texts()) != 0 || len(e.runner.turns) != 0 {
+	if len(e.ch.Texts()) != 0 || len(e.runner.Turns) != 0 {
 		t.Error("a rejected job sent or ran something")
 	}
 }

@@ -83,7 +83,7 @@ func TestMemoryAndProfileCommands(t *testing.T) {
 	for i, s := range steps {
 		e.deliver(t, s.in)
 		e.waitSent(t, 1)
-		got := e.ch.texts()[i]
+		got := e.ch.Texts()[i]
 		for _, w := range s.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%q: reply %q lacks %q", s.in.Text, got, w)
@@ -96,14 +96,14 @@ func TestMemoryAndProfileCommands(t *testing.T) {
 	g.ChatType = channels.Group
 	e.deliver(t, g)
 	e.waitSent(t, 1)
-	if got := e.ch.texts()[len(steps)]; !strings.Contains(got, "send /profile in a private chat") {
+	if got := e.ch.Texts()[len(steps)]; !strings.Contains(got, "send /profile in a private chat") {
 		t.Errorf("group /profile = %q", got)
 	}
 	g = msg("g1", "u1", "/memory forget all")
 	g.ChatType = channels.Group
 	e.deliver(t, g)
 	e.waitSent(t, 1)
-	if got := e.ch.texts()[len(steps)+1]; got != "Forgot 1 memories about this group." {
+	if got := e.ch.Texts()[len(steps)+1]; got != "Forgot 1 memories about this group." {
 		t.Errorf("group /memory forget all = %q", got)
 	}
 	fl.mu.Lock()
@@ -115,8 +115,8 @@ func TestMemoryAndProfileCommands(t *testing.T) {
 	if !slices.Contains(calls, "memories group u1") {
 		t.Errorf("calls %q: the group listing must ask with the group chat type", calls)
 	}
-	if len(e.runner.turns) != 0 {
-		t.Errorf("commands started %d agent turns", len(e.runner.turns))
+	if len(e.runner.Turns) != 0 {
+		t.Errorf("commands started %d agent turns", len(e.runner.Turns))
 	}
 	pending, _ := e.st.PendingInbox(e.ctx)
 	if len(pending) != 0 {
@@ -129,12 +129,12 @@ func TestMemoryCommandWithoutLearning(t *testing.T) {
 	e := newEnv(t, 4, everyone)
 	e.deliver(t, msg("d1", "u1", "/memory"))
 	e.waitSent(t, 1)
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: /memory"}) {
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: /memory"}) {
 		t.Errorf("sent %q, want the agent's answer", got)
 	}
 	e.deliver(t, msg("d1", "u1", "/help"))
 	e.waitSent(t, 1)
-	if got := e.ch.texts()[1]; strings.Contains(got, "/memory") {
+	if got := e.ch.Texts()[1]; strings.Contains(got, "/memory") {
 		t.Errorf("/help mentions /memory without learning: %q", got)
 	}
 }

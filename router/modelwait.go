@@ -22,8 +22,8 @@ import (
 // (storefaults.go): the chat is told once, and the message is tried again
 // at the head of its chat's queue after a growing wait (or what the server
 // asked for in Retry-After, if longer), or sooner when a
-// model call succeeds anywhere (Config.ModelAnswered), while other chats
-// go on. A message that waited Config.ModelOutageMaxAge is given up: the
+// model call succeeds anywhere (Config.ModelWait.Answered), while other chats
+// go on. A message that waited Config.ModelWait.MaxAge is given up: the
 // user is told, the turn is recorded as failed, and an ERROR is logged and
 // counted. A restart keeps the message pending and resumes its turn.
 //
@@ -45,6 +45,9 @@ type modelOutage struct {
 	turnID int64
 	steps  int
 	err    error
+	// resumed is the turn the attempt resumed, as process read it (zero:
+	// it began a new one), so that the turn is read once per attempt.
+	resumed store.Turn
 }
 
 func (e *modelOutage) Error() string {
@@ -123,12 +126,12 @@ func (r *Router) modelAnswered(key string, it item) {
 // described above.
 func (r *Router) waitForModel(ctx context.Context, key string, q *chatQueue, it item, mo *modelOutage) {
 	log := r.log.With("channel", it.in.Channel, "chat", it.in.ChatID, "inbox_id", it.inboxID, "turn_id", mo.turnID)
-	maxAge := r.cfg.ModelOutageMaxAge
+	maxAge := r.cfg.ModelWait.MaxAge
 	if maxAge <= 0 {
 		maxAge = DefaultModelOutageMaxAge
 	}
 	now := time.Now()
-	began := r.heldSince(ctx, it, mo, now)
+	began := r.heldSince(it, mo, now)
 	w := &r.waits
 	w.mu.Lock()
 	w.init()
@@ -160,8 +163,8 @@ func (r *Router) waitForModel(ctx context.Context, key string, q *chatQueue, it 
 	r.tellModelDown(ctx, it.in)
 
 	var back <-chan struct{}
-	if r.cfg.ModelAnswered != nil {
-		back = r.cfg.ModelAnswered()
+	if r.cfg.ModelWait.Answered != nil {
+		back = r.cfg.ModelWait.Answered()
 	}
 	switch sleepForModel(ctx, wait, back, stop) {
 	case waitStopped:
@@ -183,8 +186,9 @@ func (r *Router) waitForModel(ctx context.Context, key string, q *chatQueue, it 
 // process that has not held it yet can tell: the start of its open turn,
 // which a restart resumes (its first attempt met the outage), so that
 // ModelOutageMaxAge counts across restarts; now for a message this
-// process has not tried before, or when the store cannot say.
-func (r *Router) heldSince(ctx context.Context, it item, mo *modelOutage, now time.Time) time.Time {
+// process has not tried before, or when the store could not say. The turn
+// is the one process read before the attempt (mo.resumed), not read again.
+func (r *Router) heldSince(it item, mo *modelOutage, now time.Time) time.Time {
 	if it.fresh || mo.turnID == 0 {
 		return now
 	}
@@ -194,8 +198,8 @@ func (r *Router) heldSince(ctx context.Context, it item, mo *modelOutage, now ti
 	if known {
 		return now // unused: the wait already has its start
 	}
-	t, ok, err := r.cfg.Store.TurnForInbox(ctx, it.inboxID)
-	if err != nil || !ok || t.ID != mo.turnID || t.StartedAt.IsZero() || t.StartedAt.After(now) {
+	t := mo.resumed
+	if t.ID == 0 || t.ID != mo.turnID || t.StartedAt.IsZero() || t.StartedAt.After(now) {
 		return now
 	}
 	return t.StartedAt

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -54,12 +55,12 @@ func (f *downRunner) ran() []string {
 	return slices.Clone(f.runs)
 }
 
-// chatTexts returns what was sent to chat.
-func (c *fakeChannel) chatTexts(chat string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// chatTexts returns what was sent to chat on c.
+func chatTexts(c *fakeChannel, chat string) []string {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	var out []string
-	for _, m := range c.sent {
+	for _, m := range c.Sent {
 		if m.ChatID == chat {
 			out = append(out, m.Text)
 		}
@@ -100,7 +101,7 @@ func TestModelUnavailableWaits(t *testing.T) {
 		st := openWaitStore(t)
 		runner := &downRunner{down: true}
 		back := &answered{}
-		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelAnswered: back.wait})
+		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{Answered: back.wait}})
 		defer r.Shutdown(context.Background())
 		start := time.Now()
 		for _, m := range []struct{ chat, text string }{{"c1", "first"}, {"c1", "second"}, {"c2", "elsewhere"}} {
@@ -113,7 +114,7 @@ func TestModelUnavailableWaits(t *testing.T) {
 		elapse(20 * time.Second)
 		synctest.Wait()
 		for _, c := range []string{"c1", "c2"} {
-			got := ch.chatTexts(c)
+			got := chatTexts(ch, c)
 			if len(got) != 1 || !strings.Contains(got[0], "the language model is unavailable right now. I'll answer your message when it's back") {
 				t.Fatalf("%s holds %q during the outage, want one notice", c, got)
 			}
@@ -139,10 +140,10 @@ func TestModelUnavailableWaits(t *testing.T) {
 		if d := time.Since(start); d != 20*time.Second {
 			t.Errorf("answered after %s, want 20s (woken when the model answered)", d)
 		}
-		if got := ch.chatTexts("c1"); len(got) != 3 || got[1] != "echo: first" || got[2] != "echo: second" {
+		if got := chatTexts(ch, "c1"); len(got) != 3 || got[1] != "echo: first" || got[2] != "echo: second" {
 			t.Errorf("c1 holds %q, want the notice, then the answers in order", got)
 		}
-		if got := ch.chatTexts("c2"); len(got) != 2 || got[1] != "echo: elsewhere" {
+		if got := chatTexts(ch, "c2"); len(got) != 2 || got[1] != "echo: elsewhere" {
 			t.Errorf("c2 holds %q, want the notice, then the answer", got)
 		}
 		if w := r.ModelWaits(); w.Waiting != 0 || w.Held != 2 || w.Answered != 2 || w.GivenUp != 0 {
@@ -166,7 +167,7 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := openWaitStore(t)
 		runner := &downRunner{down: true}
-		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute})
+		r, ch := startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
 		defer r.Shutdown(context.Background())
 		start := time.Now()
 		if err := r.Deliver(t.Context(), msg("c1", "u", "lost cause")); err != nil {
@@ -178,7 +179,7 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 		if d := time.Since(start); d != 2*time.Minute {
 			t.Errorf("given up after %s, want 2m", d)
 		}
-		got := ch.chatTexts("c1")
+		got := chatTexts(ch, "c1")
 		if len(got) != 2 || !strings.Contains(got[0], "unavailable right now") ||
 			!strings.Contains(got[1], "has been unavailable for 2 minutes, so I couldn't answer this message") {
 			t.Fatalf("c1 holds %q, want the notice, then the message given up", got)
@@ -193,7 +194,7 @@ func TestModelUnavailableGivenUp(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if got := ch.chatTexts("c1"); len(got) != 3 || !strings.Contains(got[2], "unavailable right now") {
+		if got := chatTexts(ch, "c1"); len(got) != 3 || !strings.Contains(got[2], "unavailable right now") {
 			t.Errorf("c1 holds %q, want a new notice for the next message", got)
 		}
 	})
@@ -219,7 +220,7 @@ func TestModelUnavailableHonoursRetryAfter(t *testing.T) {
 		if err := r.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got := ch.chatTexts("c1"); len(got) != 2 || got[1] != "echo: later" {
+		if got := chatTexts(ch, "c1"); len(got) != 2 || got[1] != "echo: later" {
 			t.Errorf("c1 holds %q, want the notice and the answer", got)
 		}
 	})
@@ -255,7 +256,7 @@ func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 		st := openWaitStore(t)
 		runner := &turnDownRunner{downRunner: downRunner{down: true}, st: st}
 		start := func() (*Router, *fakeChannel) {
-			return startWaitRouter(t, Config{Store: st, Agent: runner, ModelOutageMaxAge: 2 * time.Minute})
+			return startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
 		}
 		r1, _ := start()
 		if err := r1.Deliver(t.Context(), msg("c1", "u", "patience")); err != nil {
@@ -278,7 +279,7 @@ func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 		if d := time.Since(restarted); d != 30*time.Second {
 			t.Errorf("given up %s after the restart, want 30s (2m from the first attempt)", d)
 		}
-		got := ch.chatTexts("c1")
+		got := chatTexts(ch, "c1")
 		if len(got) != 2 || !strings.Contains(got[1], "has been unavailable for 2 minutes") {
 			t.Fatalf("c1 holds %q after the restart, want the notice, then the message given up", got)
 		}
@@ -287,6 +288,50 @@ func TestModelOutageMaxAgeAcrossRestart(t *testing.T) {
 		}
 		if pending, err := st.PendingInbox(t.Context()); err != nil || len(pending) != 0 {
 			t.Errorf("pending at the end = %d, %v; want 0", len(pending), err)
+		}
+	})
+}
+
+// turnReads is the real store, counting its reads of a message's turn.
+type turnReads struct {
+	*store.Store
+	n atomic.Int64
+}
+
+func (c *turnReads) TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error) {
+	c.n.Add(1)
+	return c.Store.TurnForInbox(ctx, inboxID)
+}
+
+// A replayed message's turn is read once per attempt: the wait for the
+// model starts from the turn the attempt read (heldSince), not from a
+// second read of it.
+func TestReplayedTurnReadOncePerAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := openWaitStore(t)
+		runner := &turnDownRunner{downRunner: downRunner{down: true}, st: st}
+		r1, _ := startWaitRouter(t, Config{Store: st, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
+		if err := r1.Deliver(t.Context(), msg("c1", "u", "patience")); err != nil {
+			t.Fatal(err)
+		}
+		elapse(90 * time.Second)
+		if err := r1.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		before := len(runner.ran())
+
+		reads := &turnReads{Store: st}
+		r2, _ := startWaitRouter(t, Config{Store: reads, Agent: runner, ModelWait: ModelWait{MaxAge: 2 * time.Minute}})
+		defer r2.Shutdown(context.Background())
+		if err := r2.Drain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		attempts := len(runner.ran()) - before
+		if attempts == 0 {
+			t.Fatal("the replayed message was not tried after the restart")
+		}
+		if n := reads.n.Load(); n != int64(attempts) {
+			t.Errorf("the replayed message's turn was read %d times in %d attempts, want once per attempt", n, attempts)
 		}
 	})
 }

@@ -1,10 +1,12 @@
 // Package router takes normalised messages from every channel and runs them:
 // access check → commands → durable intake → a per-chat FIFO, so one chat
 // runs one turn at a time while different chats run concurrently up to a
-// limit. It binds each turn to its chat for replies and typing indicators,
-// replays stored-but-unfinished messages after a restart, shares the chats
-// with other replicas through leases (cluster.go), and keeps a chat's
-// order when the store takes no writes (storefaults.go).
+// limit. It replays stored-but-unfinished messages after a restart, answers
+// the chats its owner gives it (owner.go: every chat, or with other
+// replicas those whose lease it holds, cluster.go), and keeps a chat's
+// order when the store takes no writes (storefaults.go). What goes to the
+// chats (a turn's replies, previews, typing, the outbox) is package reply's,
+// used through one port (sender).
 //
 // The features that hold a conversation between turns (approvals, plans) and
 // background work (the delegate tool) live in their own packages and plug in
@@ -24,6 +26,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/store"
 
 	"github.com/switchboard-gateway/switchboard/internal/slots"
@@ -66,12 +69,9 @@ type Store interface {
 	Intake(ctx context.Context, it store.InboxItem) (int64, bool, error)
 	FinishInbox(ctx context.Context, id int64, status string) error
 	PendingInbox(ctx context.Context) ([]store.InboxItem, error)
-	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
-	Deliveries(ctx context.Context, inboxID int64) (int, error)
-	// The parts of a reply split by its channel, so that a crash between
-	// them resends only the missing ones (parts.go).
-	RecordReplyPart(ctx context.Context, inboxID int64, reply string, part int, platformMsgID string) error
-	ReplyParts(ctx context.Context, inboxID int64, reply string) (map[int]string, error)
+	// The replies' deliveries and the parts of a reply split by its
+	// channel (the reply side's, which the router hands it).
+	reply.Store
 	TurnForInbox(ctx context.Context, inboxID int64) (store.Turn, bool, error)
 
 	// Turns: /status, the ones a restart or a stopped replica cut off, and
@@ -98,10 +98,8 @@ func (t realTicker) C() <-chan time.Time { return t.Ticker.C }
 
 // Config wires a Router.
 type Config struct {
-	Store    Store
-	Agent    Runner
-	Channels []channels.Channel
-	Access   map[string]Access // by channel name; a channel without an entry admits nobody (see access.go)
+	Store Store
+	Agent Runner
 
 	MaxConcurrentTurns int
 	TurnTimeout        time.Duration
@@ -109,84 +107,87 @@ type Config struct {
 	// Transcribe turns a voice message into text; nil: voice messages reach
 	// the model as a notice that transcription is not configured.
 	Transcribe func(ctx context.Context, name string, audio []byte) (string, error)
-	// Preview turns on streaming previews per channel (by name): a draft,
-	// or one message edited as the model writes, which the final reply
-	// replaces (preview.go).
-	Preview map[string]bool
-	// ToolProgress turns on, per channel, the line that says what tools
-	// running longer than a moment are doing (preview.go).
-	ToolProgress map[string]bool
-	// Now is the outbox's clock; nil: time.Now.
-	Now       func() time.Time
-	FilesRoot string // the only directory send_file may send from (the workspace)
-	ModelName string // for /status
-	Location  *time.Location
+	ModelName  string // for /status
+	Location   *time.Location
+	// MaxInputChars caps an inbound message's text
+	// (channels.max_input_chars): past it the chat is told in one sentence
+	// and the message is not stored (input.go). 0:
+	// channels.DefaultMaxInputChars; negative: no cap.
+	MaxInputChars int
 
-	// Prepare returns what the turn answering a chat message adds to the
-	// agent's defaults (skills, profile, memories, the delegate tool),
-	// computed once at the start of the turn; may be nil. The gateway's is
-	// assembly.Assembler.Message.
-	Prepare func(ctx context.Context, in channels.Inbound) Prepared
-	// PrepareJob is Prepare for a scheduled task's turn (see RunJob); nil:
-	// Prepare. The gateway's is assembly.Assembler.Job.
-	PrepareJob func(ctx context.Context, in channels.Inbound) Prepared
-	// StatusNotes returns the operator's lines for /status (skill
-	// problems, channels and MCP servers that are down…), shown only to
-	// the channel's admins (Access.Admins); may be nil.
-	StatusNotes func() []string
+	// Replies is the reply side: previews, tool progress, the outbox, the
+	// redaction and cap of what goes out, the files root (package reply).
+	Replies reply.Options
+	// Hooks are what the gateway adds to turns and observes of them.
+	Hooks Hooks
+	// ModelWait is how messages wait for a model that is unavailable
+	// (modelwait.go).
+	ModelWait ModelWait
+
 	// Learning answers /memory and /profile (see learning.go); may be nil.
 	Learning Learning
-	// OnEvent observes every turn event (logs, metrics, dashboard); may be nil.
-	OnEvent func(in channels.Inbound, ev agent.Event)
-	// OnSend observes the outcome of every message sent to a chat
-	// (metrics: send failures); may be nil.
-	OnSend func(channel string, err error)
-	// Load observes the number of chats with a turn running or queued each
-	// time it changes (the GC pacer); it runs under the router's lock and
-	// must be quick. May be nil.
-	Load func(running int)
-	// NewTicker makes the interceptors' sweep ticker; nil uses
-	// time.NewTicker.
-	NewTicker func(d time.Duration) Ticker
-	Logger    *slog.Logger
-	// Cluster shares the chats with other replicas on the same store (see
-	// cluster.go); nil: this process owns every chat.
-	Cluster Cluster
-
 	// Interceptors hold chats' conversations between turns (approvals,
 	// plans), consulted in order (see Interceptor); may be empty.
 	Interceptors []Interceptor
 	// Tasks is the chats' background work, for /tasks and /stop; may be nil.
 	Tasks Tasks
 
-	// ModelOutageMaxAge bounds how long a message waits for a model that
-	// is unavailable (modelwait.go); 0: DefaultModelOutageMaxAge.
-	ModelOutageMaxAge time.Duration
-	// ModelAnswered returns a channel closed when a model call next
-	// succeeds, which wakes the messages waiting for the model; nil: they
-	// wait out their backoff.
-	ModelAnswered func() <-chan struct{}
-	// Outbox keeps the replies the platform did not take, to deliver them
-	// later (outbox.go); nil: no outbox, such a reply is lost. The
-	// gateway's is its *store.Store.
-	Outbox OutboxStore
-	// OutboxConfig tunes the outbox's delivery; zero values take the
-	// defaults.
-	OutboxConfig OutboxConfig
-
-	// Redact replaces the gateway's secrets in what is sent to chats;
-	// nil: text goes out as written.
-	Redact func(string) string
-	// ReplyMaxChars caps a message to a chat (channels.reply_max_chars);
-	// past it the reply is cut and says so (shape.go). 0:
-	// DefaultReplyMaxChars; negative: no cap.
-	ReplyMaxChars int
-	// MaxInputChars caps an inbound message's text
-	// (channels.max_input_chars): past it the chat is told in one sentence
-	// and the message is not stored (input.go). 0:
-	// channels.DefaultMaxInputChars; negative: no cap.
-	MaxInputChars int
+	// NewTicker makes the interceptors' sweep ticker; nil uses
+	// time.NewTicker.
+	NewTicker func(d time.Duration) Ticker
+	Logger    *slog.Logger
+	// Cluster shares the chats with other replicas on the same store (see
+	// cluster.go); nil: this process owns every chat (owner.go).
+	Cluster Cluster
 }
+
+// Hooks are what the gateway adds to the turns and observes of them; each
+// may be nil.
+type Hooks struct {
+	// Prepare returns what the turn answering a chat message adds to the
+	// agent's defaults (skills, profile, memories, the delegate tool),
+	// computed once at the start of the turn; chatID is the message's
+	// stored chat, as the turn read it. The gateway's is
+	// assembly.Assembler.Message.
+	Prepare func(ctx context.Context, in channels.Inbound, chatID int64) Prepared
+	// PrepareJob is Prepare for a scheduled task's turn (see RunJob); nil:
+	// Prepare. The gateway's is assembly.Assembler.Job.
+	PrepareJob func(ctx context.Context, in channels.Inbound, chatID int64) Prepared
+	// StatusNotes returns the operator's lines for /status (skill
+	// problems, channels and MCP servers that are down…), shown only to
+	// the channel's admins (Access.Admins).
+	StatusNotes func() []string
+	// OnEvent observes every turn event (logs, metrics, dashboard).
+	OnEvent func(in channels.Inbound, ev agent.Event)
+	// Load observes the number of chats with a turn running or queued each
+	// time it changes (the GC pacer); it runs under the router's lock and
+	// must be quick.
+	Load func(running int)
+}
+
+// ModelWait tunes how messages wait for a model that is unavailable
+// (modelwait.go).
+type ModelWait struct {
+	// MaxAge bounds how long a message waits; 0: DefaultModelOutageMaxAge.
+	MaxAge time.Duration
+	// Answered returns a channel closed when a model call next succeeds,
+	// which wakes the messages waiting for the model; nil: they wait out
+	// their backoff.
+	Answered func() <-chan struct{}
+}
+
+// sender is the port the router sends to chats through (*reply.Sender):
+// notices, replies kept in the outbox when the platform does not take
+// them, the chats of turns and their typing indicators.
+type sender interface {
+	Send(ctx context.Context, in channels.Inbound, text string) (string, error)
+	Deliver(ctx context.Context, m reply.Message) (string, error)
+	Bind(b reply.Binding) *reply.Chat
+	Typing(ctx context.Context, in channels.Inbound) (stop func())
+	Answered(ctx context.Context, inboxID int64) bool
+}
+
+var _ sender = (*reply.Sender)(nil)
 
 // Prepared is what a turn adds to the agent's defaults.
 type Prepared struct {
@@ -203,9 +204,11 @@ type Router struct {
 	cfg      Config
 	log      *slog.Logger
 	channels map[string]channels.Channel
-	turns    *slots.Slots             // MaxConcurrentTurns, first come first served (busy.go)
-	typing   map[string]chan struct{} // per channel, typingInFlight slots; under mu
+	turns    *slots.Slots // MaxConcurrentTurns, first come first served (busy.go)
 	gate     *gate
+	replies  sender
+	outbox   *reply.Outbox // nil: no Config.Replies.Outbox
+	own      owner         // which chats this process answers (owner.go)
 
 	mu     sync.Mutex
 	queues map[string]*chatQueue
@@ -219,20 +222,7 @@ type Router struct {
 	cancel                     context.CancelCauseFunc // with agent.ErrCheckpoint at shutdown
 	workers                    sync.WaitGroup
 
-	leases leases     // with a Cluster (cluster.go)
-	waits  modelWaits // messages waiting for the model (modelwait.go)
-	outbox *outbox    // nil: no Config.Outbox
-}
-
-// leases is what a Router keeps of the chats' leases with a Cluster: the
-// maps are guarded by Router.mu.
-type leases struct {
-	// Messages taken by this process, and chats whose lease to give back.
-	inflight map[int64]bool
-	held     map[string]bool
-	pinned   map[string]int  // chats a request waits on here (channels.InProcessReplier)
-	owned    map[string]bool // chats whose lease this process holds (see acquired)
-	takeMu   [64]sync.Mutex  // takeChat, striped by chat
+	waits modelWaits // messages waiting for the model (modelwait.go)
 }
 
 type chatQueue struct {
@@ -243,7 +233,7 @@ type chatQueue struct {
 	retry   time.Duration // the next wait before a message the store failed is tried again
 
 	channel, chat string
-	handed        bool // with a Cluster: the lease was offered back since the last item
+	handed        bool // leased: the lease was offered back since the last item
 	released      bool // … and given back: take it again before the next message
 }
 
@@ -278,9 +268,6 @@ func New(cfg Config) (*Router, error) {
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = DefaultTurnTimeout
 	}
-	if cfg.ReplyMaxChars == 0 {
-		cfg.ReplyMaxChars = DefaultReplyMaxChars
-	}
 	if cfg.MaxInputChars == 0 {
 		cfg.MaxInputChars = channels.DefaultMaxInputChars
 	}
@@ -298,18 +285,13 @@ func New(cfg Config) (*Router, error) {
 		queues:       map[string]*chatQueue{},
 		storeNotices: notices{what: "the store takes no writes"},
 		modelNotices: notices{what: "the model is unavailable"},
-		leases: leases{inflight: map[int64]bool{}, held: map[string]bool{}, pinned: map[string]int{},
-			owned: map[string]bool{}},
-		typing: map[string]chan struct{}{},
 	}
-	r.gate = newGate(cfg.Store, cfg.Access, r.Send)
+	r.own = newOwner(r, cfg.Cluster)
+	out := reply.New(reply.Config{Options: cfg.Replies, Store: cfg.Store, Channel: r.Channel, InProcess: r.inProcess,
+		Shared: cfg.Cluster != nil, Logger: r.log})
+	r.replies, r.outbox = out, out.Outbox()
+	r.gate = newGate(cfg.Store, r.Send)
 	r.idle = sync.NewCond(&r.mu)
-	if cfg.Outbox != nil {
-		r.outbox = newOutbox(r, cfg.Outbox, cfg.OutboxConfig, cfg.Now)
-	}
-	for _, ch := range cfg.Channels {
-		r.channels[ch.Name()] = ch
-	}
 	return r, nil
 }
 
@@ -336,11 +318,11 @@ func (r *Router) Start(ctx context.Context) error {
 	if r.outbox != nil {
 		// Replies kept before a restart are picked up by its first pass;
 		// new replies to their chats wait behind them.
-		r.outbox.load(ctx)
+		r.outbox.Load(ctx)
 		r.workers.Add(1)
 		go func() {
 			defer r.workers.Done()
-			r.outbox.run(r.base)
+			r.outbox.Run(r.base)
 		}()
 	}
 	if len(r.cfg.Interceptors) > 0 {
@@ -350,43 +332,7 @@ func (r *Router) Start(ctx context.Context) error {
 			r.sweep(r.base)
 		}()
 	}
-	if r.cfg.Cluster != nil {
-		// Pending messages belong to the chats' owners; the poll takes
-		// those of chats nobody owns, resuming their unfinished turns.
-		r.workers.Add(1)
-		go r.poll()
-		return nil
-	}
-	pending, err := r.cfg.Store.PendingInbox(ctx)
-	if err != nil {
-		return fmt.Errorf("router: load pending messages: %w", err)
-	}
-	pendingIDs := map[int64]bool{}
-	for _, it := range pending {
-		var in channels.Inbound
-		if err := json.Unmarshal(it.Payload, &in); err != nil {
-			r.log.Error("stored message unreadable; skipping it", "inbox_id", it.ID, "err", err)
-			_ = r.cfg.Store.FinishInbox(ctx, it.ID, store.InboxSkipped)
-			continue
-		}
-		pendingIDs[it.ID] = true
-		r.log.Info("resuming unfinished message", "inbox_id", it.ID, "channel", in.Channel, "chat", in.ChatID)
-		r.enqueue(item{inboxID: it.ID, in: in})
-	}
-	// Turns left running by a crash and not tied to a pending message can
-	// not be resumed: record them as failed so the history stays honest.
-	running, err := r.cfg.Store.RunningTurns(ctx)
-	if err != nil {
-		return fmt.Errorf("router: load running turns: %w", err)
-	}
-	for _, t := range running {
-		if t.InboxID != 0 && pendingIDs[t.InboxID] {
-			continue
-		}
-		_ = r.cfg.Store.FinishTurn(ctx, t.ID, store.TurnEnd{StopReason: string(agent.StopCancelled),
-			Status: store.TurnCancelled, Steps: t.Steps, Error: "interrupted by a restart"})
-	}
-	return nil
+	return r.own.start(ctx)
 }
 
 // Deliver implements channels.Sink: it returns once the message is stored
@@ -420,13 +366,11 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 	if err != nil {
 		return fmt.Errorf("router: encode message: %w", err)
 	}
-	if r.cfg.Cluster != nil && r.inProcess(in.Channel) {
-		unpin, err := r.pin(ctx, in.Channel, in.ChatID)
-		if err != nil {
-			return err
-		}
-		defer unpin()
+	unpin, err := r.own.pin(ctx, in)
+	if err != nil {
+		return err
 	}
+	defer unpin()
 	id, fresh, err := r.cfg.Store.Intake(ctx, store.InboxItem{Channel: in.Channel, ChatKey: in.ChatID,
 		MessageID: in.MessageID, UserID: in.UserID, Payload: payload})
 	if err != nil {
@@ -441,20 +385,7 @@ func (r *Router) Deliver(ctx context.Context, in channels.Inbound) error {
 		log.Debug("duplicate message ignored", "message_id", in.MessageID)
 		return nil
 	}
-	if r.cfg.Cluster != nil {
-		// Stored: from here the chat's owner answers it, this replica if it
-		// can take the chat, else the one that has it. A replica whose turn
-		// slots are all busy leaves a new chat to one with room (the polls).
-		if !r.mayTake(in.Channel, in.ChatID) {
-			return nil
-		}
-		if err := r.takeChat(ctx, in.Channel, in.ChatID); err != nil {
-			log.Warn("stored a message but could not take its chat; the poll will", "err", err)
-		}
-		return nil
-	}
-	_, err = r.dispatch(ctx, id, in, true)
-	return err
+	return r.own.stored(ctx, id, in, log)
 }
 
 // dispatch handles a stored message: a command that must not wait, an
@@ -478,28 +409,20 @@ func (r *Router) dispatch(ctx context.Context, id int64, in channels.Inbound, fr
 // Send sends text to the chat of in, quoting in.MessageID in groups
 // (Chats).
 func (r *Router) Send(ctx context.Context, in channels.Inbound, text string) (string, error) {
-	return r.send(ctx, in, text, nil)
+	return r.replies.Send(ctx, in, text)
 }
 
-// send is Send with the durable record of the reply's parts, if any.
-func (r *Router) send(ctx context.Context, in channels.Inbound, text string, parts channels.Parts) (string, error) {
-	r.mu.Lock()
-	ch := r.channels[in.Channel]
-	r.mu.Unlock()
-	if ch == nil {
-		return "", fmt.Errorf("router: no channel %q", in.Channel)
+// Typing shows the chat's typing indicator until stop is called (Chats).
+func (r *Router) Typing(ctx context.Context, in channels.Inbound) (stop func()) {
+	return r.replies.Typing(ctx, in)
+}
+
+// PendingReplies is the number of replies waiting in the outbox.
+func (r *Router) PendingReplies() int {
+	if r.outbox == nil {
+		return 0
 	}
-	out := outbound(in, r.outText(text))
-	out.Parts = parts
-	// The mark tells a channel that pairs replies with requests (the HTTP
-	// API) which message this answers.
-	id, err := ch.Send(channels.WithInbound(ctx, in), out)
-	// A preview dropped by outbound pacing (a queue notice) is not a
-	// failed send; the adapter counts it as paced.
-	if r.cfg.OnSend != nil && !errors.Is(err, channels.ErrPaced) {
-		r.cfg.OnSend(in.Channel, err)
-	}
-	return id, err
+	return r.outbox.Pending()
 }
 
 func (r *Router) enqueue(it item) {
@@ -526,12 +449,8 @@ func (r *Router) work(key string, q *chatQueue) {
 	defer r.workers.Done()
 	for {
 		r.mu.Lock()
-		if len(q.items) == 0 && r.cfg.Cluster != nil && r.base.Err() == nil && !q.handed {
-			q.handed = true
-			r.mu.Unlock()
-			released := r.handBack(q.channel, q.chat) // may queue more
-			r.mu.Lock()
-			q.released = q.released || released
+		if len(q.items) == 0 {
+			r.own.idle(q) // may queue more
 		}
 		if len(q.items) == 0 || r.base.Err() != nil {
 			q.items = abandonJobs(q.items, ErrShuttingDown)
@@ -551,22 +470,10 @@ func (r *Router) work(key string, q *chatQueue) {
 		ctx, cancel := context.WithCancel(r.base)
 		q.cancel = cancel
 		q.current = &it
-		q.handed = false
-		plain := it.plain()
-		retake := r.cfg.Cluster != nil && (q.released || !plain)
-		q.released = false
+		retake := r.own.next(q, it)
 		r.mu.Unlock()
 
-		skip := false
-		switch {
-		case retake && !r.holdFor(ctx, q, it):
-			skip = true // stopping; a message stays pending, a job is abandoned below
-			r.mu.Lock()
-			q.released = true
-			r.mu.Unlock()
-		case r.cfg.Cluster != nil && plain && !r.stillPending(ctx, it.inboxID):
-			skip = true // answered meanwhile by the replica that had the chat
-		}
+		skip := !r.own.ready(ctx, q, it, retake)
 		if it.busy == nil {
 			it.busy = new(atomic.Bool)
 		}
@@ -582,9 +489,7 @@ func (r *Router) work(key string, q *chatQueue) {
 			r.turns.Release()
 			r.afterProcess(ctx, key, q, it, storeErr)
 		}
-		if r.cfg.Cluster != nil && plain && !r.requeued(q, it) {
-			r.unclaim(it.inboxID)
-		}
+		r.own.done(q, it)
 		abandonJobs([]item{it}, r.dropReason()) // a no-op unless a job ended without running
 		cancel()
 		r.mu.Lock()
@@ -593,10 +498,10 @@ func (r *Router) work(key string, q *chatQueue) {
 	}
 }
 
-// observeLoad reports r.running to Config.Load; r.mu is held.
+// observeLoad reports r.running to Config.Hooks.Load; r.mu is held.
 func (r *Router) observeLoad() {
-	if r.cfg.Load != nil {
-		r.cfg.Load(r.running)
+	if r.cfg.Hooks.Load != nil {
+		r.cfg.Hooks.Load(r.running)
 	}
 }
 

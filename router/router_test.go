@@ -13,93 +13,21 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/chatfake"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
-// fakeChannel records what the router sends and how often it types.
-type fakeChannel struct {
-	mu     sync.Mutex
-	sent   []channels.Outbound
-	typing int
-	notify chan struct{} // receives after every send (buffered)
-}
+// The fake channel and echoing agent of the router's tests (shared with
+// the reply side's).
+type (
+	fakeChannel = chatfake.Channel
+	fakeRunner  = chatfake.Runner
+)
 
-func newFakeChannel() *fakeChannel { return &fakeChannel{notify: make(chan struct{}, 100)} }
-
-func (c *fakeChannel) Name() string                                   { return "fake" }
-func (c *fakeChannel) Run(ctx context.Context, _ channels.Sink) error { <-ctx.Done(); return nil }
-func (c *fakeChannel) Send(_ context.Context, m channels.Outbound) (string, error) {
-	c.mu.Lock()
-	c.sent = append(c.sent, m)
-	n := len(c.sent)
-	c.mu.Unlock()
-	c.notify <- struct{}{}
-	return fmt.Sprintf("out-%d", n), nil
-}
-func (c *fakeChannel) Typing(context.Context, string) error {
-	c.mu.Lock()
-	c.typing++
-	c.mu.Unlock()
-	return nil
-}
-func (c *fakeChannel) texts() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, m := range c.sent {
-		out = append(out, m.Text)
-	}
-	return out
-}
-
-// fakeRunner is an agent that answers "echo: <text>" through the chat,
-// optionally blocking until released or cancelled.
-type fakeRunner struct {
-	mu      sync.Mutex
-	started chan string // the text of each turn as it starts
-	release map[string]chan struct{}
-	running int
-	maxSeen int
-	turns   []agent.Turn
-}
-
-func newFakeRunner() *fakeRunner {
-	return &fakeRunner{started: make(chan string, 100), release: map[string]chan struct{}{}}
-}
-
-// hold makes the turn for text block until released.
-func (f *fakeRunner) hold(text string) chan struct{} {
-	ch := make(chan struct{})
-	f.mu.Lock()
-	f.release[text] = ch
-	f.mu.Unlock()
-	return ch
-}
-
-func (f *fakeRunner) Run(ctx context.Context, t agent.Turn) agent.Result {
-	f.mu.Lock()
-	f.running++
-	f.maxSeen = max(f.maxSeen, f.running)
-	f.turns = append(f.turns, t)
-	wait := f.release[t.Input.Content]
-	f.mu.Unlock()
-	defer func() { f.mu.Lock(); f.running--; f.mu.Unlock() }()
-	f.started <- t.Input.Content
-	if wait != nil {
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return agent.Result{StopReason: agent.StopCancelled}
-		}
-	}
-	if _, err := t.Chat.Send(ctx, "echo: "+t.Input.Content); err != nil {
-		return agent.Result{StopReason: agent.StopLLMError, Err: err}
-	}
-	return agent.Result{StopReason: agent.StopEndTurn, Delivered: true}
-}
+func newFakeChannel() *fakeChannel { return chatfake.NewChannel() }
+func newFakeRunner() *fakeRunner   { return chatfake.NewRunner() }
 
 type env struct {
 	r      *Router
@@ -142,13 +70,7 @@ type stoppedTicker struct{}
 func (stoppedTicker) C() <-chan time.Time { return nil }
 func (stoppedTicker) Stop()               {}
 
-var msgSeq int
-
-func msg(chat, user, text string) channels.Inbound {
-	msgSeq++
-	return channels.Inbound{Channel: "fake", ChatID: chat, ChatType: channels.DM, MessageID: fmt.Sprint(msgSeq),
-		UserID: user, Text: text, Mentioned: true}
-}
+func msg(chat, user, text string) channels.Inbound { return chatfake.Msg(chat, user, text) }
 
 func (e *env) deliver(t *testing.T, in channels.Inbound) {
 	t.Helper()
@@ -161,9 +83,9 @@ func (e *env) waitSent(t *testing.T, n int) {
 	t.Helper()
 	for range n {
 		select {
-		case <-e.ch.notify:
+		case <-e.ch.Notify:
 		case <-e.ctx.Done():
-			t.Fatalf("waiting for %d sends: %v (sent %q)", n, e.ctx.Err(), e.ch.texts())
+			t.Fatalf("waiting for %d sends: %v (sent %q)", n, e.ctx.Err(), e.ch.Texts())
 		}
 	}
 }
@@ -174,9 +96,9 @@ var everyone = Access{Users: []string{"*"}}
 // never dropped, never merged, in order.
 func TestPerChatFIFO(t *testing.T) {
 	e := newEnv(t, 4, everyone)
-	release := e.runner.hold("first")
+	release := e.runner.Hold("first")
 	e.deliver(t, msg("c1", "u", "first"))
-	if got := <-e.runner.started; got != "first" {
+	if got := <-e.runner.Started; got != "first" {
 		t.Fatalf("started %q", got)
 	}
 	e.deliver(t, msg("c1", "u", "second"))
@@ -186,11 +108,11 @@ func TestPerChatFIFO(t *testing.T) {
 	}
 	close(release)
 	e.waitSent(t, 3)
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: first", "echo: second", "echo: third"}) {
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: first", "echo: second", "echo: third"}) {
 		t.Fatalf("sent %q", got)
 	}
-	if e.runner.maxSeen != 1 {
-		t.Fatalf("one chat ran %d turns at once", e.runner.maxSeen)
+	if e.runner.MaxSeen != 1 {
+		t.Fatalf("one chat ran %d turns at once", e.runner.MaxSeen)
 	}
 }
 
@@ -198,28 +120,28 @@ func TestPerChatFIFO(t *testing.T) {
 func TestConcurrencyLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, 2, everyone)
-		rel := []chan struct{}{e.runner.hold("a"), e.runner.hold("b"), e.runner.hold("c")}
+		rel := []chan struct{}{e.runner.Hold("a"), e.runner.Hold("b"), e.runner.Hold("c")}
 		e.deliver(t, msg("c1", "u", "a"))
 		e.deliver(t, msg("c2", "u", "b"))
 		e.deliver(t, msg("c3", "u", "c"))
 		// Receives, not counts after synctest.Wait: a store write that
 		// meets SQLITE_BUSY waits on a timer, which synctest.Wait counts
 		// as blocked, so a turn can start after Wait returned.
-		<-e.runner.started
-		<-e.runner.started
+		<-e.runner.Started
+		<-e.runner.Started
 		synctest.Wait()
-		if n := len(e.runner.started); n != 0 {
+		if n := len(e.runner.Started); n != 0 {
 			t.Fatalf("%d more turns started while 2 held their slots; want 0 (the limit is 2)", n)
 		}
 		close(rel[0])
-		<-e.runner.started // the third, once a slot is free (a deadlock fails the test)
+		<-e.runner.Started // the third, once a slot is free (a deadlock fails the test)
 		close(rel[1])
 		close(rel[2])
 		if err := e.r.Drain(e.ctx); err != nil {
 			t.Fatal(err)
 		}
-		if e.runner.maxSeen != 2 {
-			t.Fatalf("max concurrent turns = %d; want 2", e.runner.maxSeen)
+		if e.runner.MaxSeen != 2 {
+			t.Fatalf("max concurrent turns = %d; want 2", e.runner.MaxSeen)
 		}
 		_ = e.r.Shutdown(context.Background())
 		e.st.Close()
@@ -229,13 +151,13 @@ func TestConcurrencyLimit(t *testing.T) {
 // /stop cancels the running turn and drops queued messages; it does not wait.
 func TestStopCancelsRunningTurn(t *testing.T) {
 	e := newEnv(t, 4, everyone)
-	e.runner.hold("long job")
+	e.runner.Hold("long job")
 	e.deliver(t, msg("c1", "u", "long job"))
-	<-e.runner.started
+	<-e.runner.Started
 	e.deliver(t, msg("c1", "u", "queued"))
 	e.deliver(t, msg("c1", "u", "/stop"))
 	e.waitSent(t, 1)
-	if got := e.ch.texts(); !slices.Equal(got, []string{"Stopped. I also dropped 1 queued message(s)."}) {
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"Stopped. I also dropped 1 queued message(s)."}) {
 		t.Fatalf("sent %q", got)
 	}
 	if err := e.r.Drain(e.ctx); err != nil {
@@ -260,7 +182,7 @@ func TestIdempotentIntake(t *testing.T) {
 	if err := e.r.Drain(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.runner.turns); n != 1 {
+	if n := len(e.runner.Turns); n != 1 {
 		t.Fatalf("%d turns for one message id", n)
 	}
 }
@@ -272,7 +194,7 @@ func TestAccessAndGroups(t *testing.T) {
 	e.deliver(t, stranger)
 	e.deliver(t, msg("c9", "666", "please"))
 	e.waitSent(t, 1)
-	got := e.ch.texts()
+	got := e.ch.Texts()
 	if len(got) != 1 || !strings.Contains(got[0], "Your user id is 666") {
 		t.Fatalf("refusals = %q; want exactly one naming the id", got)
 	}
@@ -291,16 +213,16 @@ func TestAccessAndGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	var texts []string
-	for _, tr := range e.runner.turns {
+	for _, tr := range e.runner.Turns {
 		texts = append(texts, tr.Input.Content)
 	}
 	slices.Sort(texts)
 	if !slices.Equal(texts, []string{"[from user 42]\n@bot hi", "hi", "hi by id"}) {
 		t.Fatalf("turns for %q", texts)
 	}
-	e.ch.mu.Lock()
-	defer e.ch.mu.Unlock()
-	for _, m := range e.ch.sent {
+	e.ch.Mu.Lock()
+	defer e.ch.Mu.Unlock()
+	for _, m := range e.ch.Sent {
 		if m.ChatID == "g1" && m.ReplyTo != addressed.MessageID {
 			t.Fatalf("group reply does not quote the message: %+v", m)
 		}
@@ -311,8 +233,8 @@ func TestEmptyAllowlistAdmitsNobody(t *testing.T) {
 	e := newEnv(t, 4, Access{})
 	e.deliver(t, msg("c1", "1", "hi"))
 	e.waitSent(t, 1)
-	if len(e.runner.turns) != 0 || !strings.Contains(e.ch.texts()[0], "allowlist") {
-		t.Fatalf("turns %d, sent %q", len(e.runner.turns), e.ch.texts())
+	if len(e.runner.Turns) != 0 || !strings.Contains(e.ch.Texts()[0], "allowlist") {
+		t.Fatalf("turns %d, sent %q", len(e.runner.Turns), e.ch.Texts())
 	}
 }
 
@@ -338,12 +260,12 @@ func TestCommands(t *testing.T) {
 	e.deliver(t, msg("c1", "u", "/status"))
 	e.deliver(t, msg("c1", "u", "/help"))
 	e.waitSent(t, 2)
-	got := e.ch.texts()
+	got := e.ch.Texts()
 	if !strings.HasPrefix(got[1], "Started a new conversation") || !strings.Contains(got[2], "Idle") ||
 		!strings.Contains(got[2], fmt.Sprintf("Conversation #%d", after.ID)) || !strings.Contains(got[3], "/new") {
 		t.Fatalf("command replies = %q", got)
 	}
-	if n := len(e.runner.turns); n != 1 {
+	if n := len(e.runner.Turns); n != 1 {
 		t.Fatalf("commands reached the model: %d turns", n)
 	}
 }
@@ -374,7 +296,7 @@ func TestStatusShowsRequestSizeAndSummary(t *testing.T) {
 	}
 	e.deliver(t, msg("c1", "u", "/status"))
 	e.waitSent(t, 1)
-	got := e.ch.texts()[0]
+	got := e.ch.Texts()[0]
 	for _, want := range []string{"Last request: about 14210 tokens, 58.1 KB", "Summarised: 2 messages (2 turns) up to ", "in 1 folds"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("/status = %q; want %q in it", got, want)
@@ -387,7 +309,7 @@ func TestStatusShowsRequestSizeAndSummary(t *testing.T) {
 	}
 	e.deliver(t, msg("c1", "u", "/status"))
 	e.waitSent(t, 1)
-	if got := e.ch.texts()[2]; strings.Contains(got, "Summarised") {
+	if got := e.ch.Texts()[2]; strings.Contains(got, "Summarised") {
 		t.Fatalf("/status after /new = %q; the new conversation has no summary", got)
 	}
 }
@@ -417,104 +339,26 @@ func startRouter(t *testing.T, cfg Config, ch channels.Channel) *Router {
 	return r
 }
 
-// typed is how many typing indicators the channel was sent.
-func (c *fakeChannel) typed() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.typing
-}
-
-// advance moves a synctest bubble's clock by d (it moves when every
-// goroutine in the bubble waits: a timer due by then fires at once) and
-// waits for what that started.
-func advance(d time.Duration) {
-	<-time.NewTimer(d).C
-	synctest.Wait()
-}
-
-// Liveness: the typing indicator shows once a turn has run typingDelay, is
-// refreshed every typingEvery while it runs (here a long tool), and stops
-// with the turn.
-func TestTypingKeptAlive(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		runner := newFakeRunner()
-		ch := newFakeChannel()
-		r := startRouter(t, Config{Agent: runner}, ch)
-		typing := ch.typed
-		release := runner.hold("slow")
-		if err := r.Deliver(t.Context(), msg("c1", "u", "slow")); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		if n := typing(); n != 0 {
-			t.Fatalf("typing sent %d times before typingDelay; want 0", n)
-		}
-		advance(typingDelay)
-		if n := typing(); n != 1 {
-			t.Fatalf("typing sent %d times after typingDelay; want 1", n)
-		}
-		for range 3 {
-			advance(typingEvery)
-		}
-		if n := typing(); n != 4 {
-			t.Fatalf("typing sent %d times; want 4 (first + 3 refreshes)", n)
-		}
-		close(release)
-		if err := r.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		advance(3 * typingEvery)
-		if n := typing(); n != 4 {
-			t.Fatalf("typing sent %d times after the turn; want it stopped at 4", n)
-		}
-		_ = r.Shutdown(context.Background())
-	})
-}
-
-// A turn answered within typingDelay shows no typing indicator, and none
-// comes after its reply.
-func TestTypingNotForQuickReplies(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ch := newFakeChannel()
-		r := startRouter(t, Config{Agent: newFakeRunner()}, ch)
-		if err := r.Deliver(t.Context(), msg("c1", "u", "quick")); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		if got := ch.texts(); !slices.Equal(got, []string{"echo: quick"}) {
-			t.Fatalf("sent %q, want the echo", got)
-		}
-		advance(typingEvery)
-		if n := ch.typed(); n != 0 {
-			t.Errorf("typing sent %d times for a reply within typingDelay; want 0", n)
-		}
-		_ = r.Shutdown(context.Background())
-	})
-}
-
-// Config.Load sees the number of chats with a turn running or queued as
+// Config.Hooks.Load sees the number of chats with a turn running or queued as
 // it changes: up with each chat, down to 0 when they are done.
 func TestLoadObserved(t *testing.T) {
 	runner := newFakeRunner()
 	var mu sync.Mutex
 	var seen []int
-	r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 4, Load: func(n int) {
+	r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 4, Hooks: Hooks{Load: func(n int) {
 		mu.Lock()
 		seen = append(seen, n)
 		mu.Unlock()
-	}}, newFakeChannel())
+	}}}, newFakeChannel())
 	defer func() { _ = r.Shutdown(context.Background()) }()
 	var releases []chan struct{}
 	for i := range 3 {
 		text := fmt.Sprint("held ", i)
-		releases = append(releases, runner.hold(text))
+		releases = append(releases, runner.Hold(text))
 		if err := r.Deliver(t.Context(), msg(fmt.Sprint("c", i), "u", text)); err != nil {
 			t.Fatal(err)
 		}
-		<-runner.started
+		<-runner.Started
 	}
 	for _, rel := range releases {
 		close(rel)
@@ -527,56 +371,6 @@ func TestLoadObserved(t *testing.T) {
 	if want := []int{1, 2, 3}; len(seen) != 6 || !slices.Equal(seen[:3], want) || seen[5] != 0 {
 		t.Errorf("Load saw %v, want 1, 2, 3, then down to 0", seen)
 	}
-}
-
-// blockingTyper is a channel whose typing indicators take until released.
-type blockingTyper struct {
-	*fakeChannel
-	release chan struct{}
-}
-
-func (b blockingTyper) Typing(ctx context.Context, chat string) error {
-	_ = b.fakeChannel.Typing(ctx, chat)
-	<-b.release
-	return nil
-}
-
-// Typing indicators are bounded per channel: with typingInFlight of them
-// still being sent (a slow platform, a burst of turns), a further turn's
-// beat is skipped rather than queued, and it types again at its next
-// refresh once slots are free.
-func TestTypingBounded(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		runner := newFakeRunner()
-		ch := blockingTyper{newFakeChannel(), make(chan struct{})}
-		r := startRouter(t, Config{Agent: runner, MaxConcurrentTurns: 2 * typingInFlight}, ch)
-		typing := ch.typed
-		var releases []chan struct{}
-		for i := range typingInFlight + 2 {
-			text := fmt.Sprint("slow ", i)
-			releases = append(releases, runner.hold(text))
-			if err := r.Deliver(t.Context(), msg(fmt.Sprint("c", i), "u", text)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		advance(typingDelay)
-		if n := typing(); n != typingInFlight {
-			t.Errorf("%d typing indicators sent for %d turns, want %d: the rest wait for none", n, typingInFlight+2, typingInFlight)
-		}
-		close(ch.release)
-		synctest.Wait()
-		advance(typingEvery)
-		if n := typing(); n != 2*typingInFlight+2 {
-			t.Errorf("%d typing indicators after a refresh, want %d (every turn types again)", n, 2*typingInFlight+2)
-		}
-		for _, rel := range releases {
-			close(rel)
-		}
-		if err := r.Drain(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		_ = r.Shutdown(context.Background())
-	})
 }
 
 // After a restart, stored but unfinished messages are handled; one whose
@@ -613,7 +407,7 @@ func TestRestartReplaysPending(t *testing.T) {
 	if err := r.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := ch.texts(); !slices.Equal(got, []string{"echo: unanswered"}) {
+	if got := ch.Texts(); !slices.Equal(got, []string{"echo: unanswered"}) {
 		t.Fatalf("after restart sent %q", got)
 	}
 	if n, _ := st.Deliveries(ctx, unanswered); n != 1 {
@@ -687,7 +481,7 @@ func TestPairing(t *testing.T) {
 		e.deliver(t, msg("dm-9", "9", fmt.Sprintf("hello? (%d)", i+1)))
 	}
 	e.waitSent(t, 1)
-	got := e.ch.texts() // Deliver answers a stranger before it returns
+	got := e.ch.Texts() // Deliver answers a stranger before it returns
 	if len(got) != 1 {
 		t.Fatalf("five messages from a stranger got %d replies, want 1: %q", len(got), got)
 	}
@@ -702,7 +496,7 @@ func TestPairing(t *testing.T) {
 	group.ChatType = channels.Group
 	e.deliver(t, group) // groups never hand out codes
 	e.waitSent(t, 1)
-	if last := e.ch.texts()[1]; !strings.Contains(last, "allowlist") {
+	if last := e.ch.Texts()[1]; !strings.Contains(last, "allowlist") {
 		t.Fatalf("group reply = %q", last)
 	}
 	if _, err := e.st.ApprovePairing(e.ctx, code); err != nil {
@@ -710,7 +504,7 @@ func TestPairing(t *testing.T) {
 	}
 	e.deliver(t, msg("dm-9", "9", "now?"))
 	e.waitSent(t, 1)
-	if last := e.ch.texts()[2]; last != "echo: now?" {
+	if last := e.ch.Texts()[2]; last != "echo: now?" {
 		t.Fatalf("after approval: %q", last)
 	}
 }
@@ -722,7 +516,7 @@ func TestPairingRefusesNoUserID(t *testing.T) {
 	for range 3 {
 		e.deliver(t, msg("dm-anon", "", "let me in"))
 	}
-	if got := e.ch.texts(); len(got) != 0 {
+	if got := e.ch.Texts(); len(got) != 0 {
 		t.Fatalf("a message without a user id was answered: %q", got)
 	}
 	if list, _ := e.st.PendingPairings(e.ctx); len(list) != 0 {
@@ -732,7 +526,7 @@ func TestPairingRefusesNoUserID(t *testing.T) {
 	// answered, an admitted anonymous one would have run before it.
 	e.deliver(t, msg("dm-anon", "1", "known"))
 	e.waitSent(t, 1)
-	if got := e.ch.texts(); len(got) != 1 || got[0] != "echo: known" {
+	if got := e.ch.Texts(); len(got) != 1 || got[0] != "echo: known" {
 		t.Fatalf("chat holds %q, want only the known user's answer", got)
 	}
 }
@@ -774,7 +568,7 @@ func TestFreshMessagesSkipEarlierAttemptLookups(t *testing.T) {
 	if err := r.Deliver(t.Context(), msg("c1", "u", "hello")); err != nil {
 		t.Fatal(err)
 	}
-	<-ch.notify
+	<-ch.Notify
 	if err := r.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -808,7 +602,7 @@ func TestFreshMessagesSkipEarlierAttemptLookups(t *testing.T) {
 	if cs.lookups.Load() == 0 {
 		t.Error("a message pending from before a restart was not looked up")
 	}
-	if got := ch.texts(); len(got) != 1 {
+	if got := ch.Texts(); len(got) != 1 {
 		t.Errorf("sent %q; want only the first answer (the second message was answered before the crash)", got)
 	}
 }
@@ -822,7 +616,7 @@ func TestStatusNotesForAdminsOnly(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	ch := newFakeChannel()
 	r, err := New(Config{Store: st, Agent: newFakeRunner(), NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		StatusNotes: func() []string { return []string{"Skill problem: broken.yaml:3: unknown field"} }})
+		Hooks: Hooks{StatusNotes: func() []string { return []string{"Skill problem: broken.yaml:3: unknown field"} }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -840,11 +634,11 @@ func TestStatusNotesForAdminsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case <-ch.notify:
+		case <-ch.Notify:
 		case <-t.Context().Done():
 			t.Fatal("no /status reply")
 		}
-		got := ch.texts()[i]
+		got := ch.Texts()[i]
 		if strings.Contains(got, "Skill problem") != tt.wantNotes || !strings.HasPrefix(got, "Idle.") {
 			t.Errorf("user %s: /status = %q, want the operator's notes: %v", tt.user, got, tt.wantNotes)
 		}

@@ -67,7 +67,7 @@ func TestStoreUnavailableRetriesInOrder(t *testing.T) {
 		}
 		synctest.Wait()
 		// c1's first turn failed and waits; c2 was answered.
-		got := ch.texts()
+		got := ch.Texts()
 		if len(got) != 2 || !strings.Contains(got[0]+got[1], "storage is full") || !slices.Contains(got, "echo: elsewhere") {
 			t.Fatalf("sent %q before the retry, want the notice and c2's answer", got)
 		}
@@ -78,14 +78,14 @@ func TestStoreUnavailableRetriesInOrder(t *testing.T) {
 		if d := time.Since(start); d != 3*time.Second {
 			t.Errorf("c1 was answered after %s, want 3s (waits of 1s and 2s)", d)
 		}
-		ch.mu.Lock()
+		ch.Mu.Lock()
 		var c1 []string
-		for _, m := range ch.sent {
+		for _, m := range ch.Sent {
 			if m.ChatID == "c1" {
 				c1 = append(c1, m.Text)
 			}
 		}
-		ch.mu.Unlock()
+		ch.Mu.Unlock()
 		if len(c1) != 3 || !strings.Contains(c1[0], "storage is full") || c1[1] != "echo: first" || c1[2] != "echo: second" {
 			t.Errorf("c1 holds %q, want one notice, then the answers in order", c1)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
@@ -184,7 +185,7 @@ type harness struct {
 	// once retry is closed, moving its clock an hour past the store's.
 	retry  chan struct{}
 	later  atomic.Int64 // nanoseconds
-	outbox chan router.OutboxEvent
+	outbox chan reply.OutboxEvent
 }
 
 type setup struct {
@@ -238,9 +239,9 @@ func start(t *testing.T, path string, clk *fakeClock, s setup) *harness {
 		rc.Interceptors = s.interceptors(h.st)
 	}
 	if s.outbox {
-		h.retry, h.outbox = make(chan struct{}), make(chan router.OutboxEvent, 10)
-		rc.Outbox, rc.Now = h.st, func() time.Time { return clk.Now().Add(time.Duration(h.later.Load())) }
-		rc.OutboxConfig = router.OutboxConfig{After: h.outboxAfter(t), OnEvent: func(ev router.OutboxEvent) { h.outbox <- ev }}
+		h.retry, h.outbox = make(chan struct{}), make(chan reply.OutboxEvent, 10)
+		rc.Replies.Outbox, rc.Replies.Now = h.st, func() time.Time { return clk.Now().Add(time.Duration(h.later.Load())) }
+		rc.Replies.OutboxConfig = reply.OutboxConfig{After: h.outboxAfter(t), OnEvent: func(ev reply.OutboxEvent) { h.outbox <- ev }}
 	}
 	if h.rt, err = router.New(rc); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
-	"github.com/switchboard-gateway/switchboard/router"
+	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/schedule/spec"
 	"github.com/switchboard-gateway/switchboard/store"
 )
@@ -78,7 +78,7 @@ func TestReminderKeptDuringAnOutage(t *testing.T) {
 	if r := h.report(t); r.Outcome != store.RunOK || r.Job.ID != job.ID {
 		t.Fatalf("report = %+v, want ok", r)
 	}
-	h.outboxEvent(t, router.OutboxQueued)
+	h.outboxEvent(t, reply.OutboxQueued)
 	runs := h.runs(t, job.ID)
 	if len(runs) != 1 || runs[0].Outcome != store.RunOK {
 		t.Fatalf("runs = %+v", runs)
@@ -89,7 +89,7 @@ func TestReminderKeptDuringAnOutage(t *testing.T) {
 
 	h.ch.setDown(false)
 	close(h.retry) // an hour later: the reply's next attempt is due
-	h.outboxEvent(t, router.OutboxDelivered)
+	h.outboxEvent(t, reply.OutboxDelivered)
 	if got := h.sent(t); got != "Drink some water." {
 		t.Fatalf("sent %q", got)
 	}

@@ -1,4 +1,4 @@
-package router
+package reply
 
 import (
 	"context"
@@ -109,7 +109,7 @@ type previewer struct {
 	// delivered: a send_message call succeeded, so the model's plain text
 	// will never be sent (fallback.Decide) and is not previewed either.
 	delivered bool
-	// clean replaces secrets in what a preview shows (Config.Redact); nil:
+	// clean replaces secrets in what a preview shows (Options.Redact); nil:
 	// shown as written.
 	clean func(string) string
 }

@@ -1,4 +1,4 @@
-package router
+package reply
 
 // The outbox: a reply the platform did not take (Telegram or Discord down,
 // or rate limiting longer than the adapter waits) is kept in the store and
@@ -35,7 +35,7 @@ const (
 	maxLastError = 300
 )
 
-// OutboxStore is the store's outbox (Config.Outbox). Without it a reply
+// OutboxStore is the store's outbox (Options.Outbox). Without it a reply
 // the platform did not take is lost, as before.
 type OutboxStore interface {
 	EnqueueOutbox(ctx context.Context, it store.OutboxItem) (int64, error)
@@ -56,7 +56,7 @@ type OutboxConfig struct {
 	MinBackoff time.Duration // the wait after the first failed attempt (DefaultOutboxMinBackoff)
 	MaxBackoff time.Duration // the longest wait between attempts (DefaultOutboxMaxBackoff)
 	// After waits for the next attempt; nil: time.After. Tests inject it
-	// with Config.Now to run hours of backoff at once.
+	// with Options.Now to run hours of backoff at once.
 	After func(d time.Duration) <-chan time.Time
 	// OnEvent observes what happens to replies (metrics); may be nil.
 	OnEvent func(ev OutboxEvent)
@@ -76,15 +76,16 @@ type OutboxEvent struct {
 	Age     time.Duration // since the reply was kept (delivered, dropped)
 }
 
-// outbox keeps and delivers the replies the platforms did not take.
-type outbox struct {
-	r     *Router
-	store OutboxStore
-	cfg   OutboxConfig
-	now   func() time.Time
-	log   *slog.Logger
-	wake  chan struct{}
-	down  map[string]downProbe // by channel; the worker's own
+// Outbox keeps and delivers the replies the platforms did not take.
+type Outbox struct {
+	s      *Sender
+	shared bool // other replicas keep replies too (Config.Shared)
+	store  OutboxStore
+	cfg    OutboxConfig
+	now    func() time.Time
+	log    *slog.Logger
+	wake   chan struct{}
+	down   map[string]downProbe // by channel; the worker's own
 
 	mu sync.Mutex
 	// waiting counts the replies waiting per chat (chatKey): a reply to a
@@ -97,7 +98,7 @@ type outbox struct {
 	pending atomic.Int64
 }
 
-func newOutbox(r *Router, st OutboxStore, cfg OutboxConfig, now func() time.Time) *outbox {
+func newOutbox(s *Sender, st OutboxStore, cfg OutboxConfig, now func() time.Time, shared bool) *Outbox {
 	if cfg.MaxAge <= 0 {
 		cfg.MaxAge = DefaultReplyMaxAge
 	}
@@ -113,20 +114,15 @@ func newOutbox(r *Router, st OutboxStore, cfg OutboxConfig, now func() time.Time
 	if now == nil {
 		now = time.Now
 	}
-	return &outbox{r: r, store: st, cfg: cfg, now: now, log: r.log.With("part", "outbox"), wake: make(chan struct{}, 1),
+	return &Outbox{s: s, shared: shared, store: st, cfg: cfg, now: now, log: s.log.With("part", "outbox"), wake: make(chan struct{}, 1),
 		down: map[string]downProbe{}, waiting: map[string]int{}}
 }
 
-// PendingReplies is the number of replies waiting in the outbox.
-func (r *Router) PendingReplies() int {
-	if r.outbox == nil {
-		return 0
-	}
-	return int(r.outbox.pending.Load())
-}
+// Pending is the number of replies waiting in the outbox.
+func (o *Outbox) Pending() int { return int(o.pending.Load()) }
 
 // backoff is the wait after the given number of failed attempts.
-func (o *outbox) backoff(attempts int) time.Duration {
+func (o *Outbox) backoff(attempts int) time.Duration {
 	d := o.cfg.MinBackoff
 	for i := 1; i < attempts && d < o.cfg.MaxBackoff; i++ {
 		d *= 2
@@ -134,40 +130,40 @@ func (o *outbox) backoff(attempts int) time.Duration {
 	return min(d, o.cfg.MaxBackoff)
 }
 
-// outgoing is something the router sends to a chat on behalf of a message or
-// a job: a text (a turn's reply, a reminder, a command's answer) or a file
-// (send_file, send_photo, with Text its caption).
-type outgoing struct {
-	in    channels.Inbound // the chat, and the message answered (quoted in groups)
-	text  string
-	file  *channels.OutboundFile
-	parts channels.Parts // the durable record of a text's parts, if any
+// Message is something the router sends to a chat on behalf of a message
+// or a job: a text (a turn's reply, a reminder, a command's answer) or a
+// file (send_file, send_photo, with Text its caption).
+type Message struct {
+	In    channels.Inbound // the chat, and the message answered (quoted in groups)
+	Text  string
+	File  *channels.OutboundFile
+	Parts channels.Parts // the durable record of a text's parts, if any
 	// What its delivery is recorded against: the inbox message it answers,
 	// its turn, the scheduled run it belongs to (each 0 when none).
-	inboxID, turnID, runID int64
-	log                    *slog.Logger
+	InboxID, TurnID, RunID int64
+	Log                    *slog.Logger
 }
 
-// deliverReply sends a reply, or keeps it in the outbox: when replies to
+// Deliver sends a reply, or keeps it in the outbox: when replies to
 // the chat already wait there (order within a chat holds), or when the
 // platform is unavailable. A kept reply returns an error wrapping
 // agent.ErrSendQueued. Replies to a requester waiting in this process (the
 // HTTP API, the terminal) are never kept.
-func (r *Router) deliverReply(ctx context.Context, rp outgoing) (string, error) {
-	rp.text = r.outText(rp.text)
-	if rp.file != nil {
-		f := *rp.file
-		f.Caption = r.outText(f.Caption)
-		rp.file = &f
+func (s *Sender) Deliver(ctx context.Context, rp Message) (string, error) {
+	rp.Text = s.Text(rp.Text)
+	if rp.File != nil {
+		f := *rp.File
+		f.Caption = s.Text(f.Caption)
+		rp.File = &f
 	}
-	o := r.outbox
-	if o == nil || r.inProcess(rp.in.Channel) {
-		return r.sendReply(ctx, rp)
+	o := s.outbox
+	if o == nil || s.cfg.InProcess(rp.In.Channel) {
+		return s.sendReply(ctx, rp)
 	}
-	if o.waitingIn(ctx, rp.in.Channel, rp.in.ChatID) {
+	if o.waitingIn(ctx, rp.In.Channel, rp.In.ChatID) {
 		return o.keep(ctx, rp, nil)
 	}
-	id, err := r.sendReply(ctx, rp)
+	id, err := s.sendReply(ctx, rp)
 	if err != nil && errors.Is(err, channels.ErrUnavailable) && ctx.Err() == nil {
 		return o.keep(ctx, rp, err)
 	}
@@ -175,21 +171,19 @@ func (r *Router) deliverReply(ctx context.Context, rp outgoing) (string, error) 
 }
 
 // sendReply sends a reply now.
-func (r *Router) sendReply(ctx context.Context, rp outgoing) (string, error) {
-	if rp.file == nil {
-		return r.send(ctx, rp.in, rp.text, rp.parts)
+func (s *Sender) sendReply(ctx context.Context, rp Message) (string, error) {
+	if rp.File == nil {
+		return s.send(ctx, rp.In, rp.Text, rp.Parts)
 	}
-	r.mu.Lock()
-	fs, ok := r.channels[rp.in.Channel].(channels.FileSender)
-	r.mu.Unlock()
+	fs, ok := s.cfg.Channel(rp.In.Channel).(channels.FileSender)
 	if !ok {
 		return "", errors.New("this chat does not take files")
 	}
-	return fs.SendFile(ctx, rp.in.ChatID, *rp.file)
+	return fs.SendFile(ctx, rp.In.ChatID, *rp.File)
 }
 
-// load counts the replies a restart left waiting, before any turn runs.
-func (o *outbox) load(ctx context.Context) {
+// Load counts the replies a restart left waiting, before any turn runs.
+func (o *Outbox) Load(ctx context.Context) {
 	rows, err := o.store.PendingOutbox(ctx)
 	if err != nil {
 		o.log.Warn("could not read the waiting replies; new replies do not wait behind them", "err", err)
@@ -204,8 +198,8 @@ func (o *outbox) load(ctx context.Context) {
 }
 
 // waitingIn reports whether replies to the chat wait in the outbox.
-func (o *outbox) waitingIn(ctx context.Context, channel, chat string) bool {
-	if o.r.cfg.Cluster != nil {
+func (o *Outbox) waitingIn(ctx context.Context, channel, chat string) bool {
+	if o.shared {
 		n, err := o.store.OutboxWaiting(ctx, channel, chat)
 		return err == nil && n > 0
 	}
@@ -215,7 +209,7 @@ func (o *outbox) waitingIn(ctx context.Context, channel, chat string) bool {
 }
 
 // settled counts a reply delivered or dropped.
-func (o *outbox) settled(it store.OutboxItem) {
+func (o *Outbox) settled(it store.OutboxItem) {
 	o.pending.Add(-1)
 	k := chatKey(it.Channel, it.ChatKey)
 	o.mu.Lock()
@@ -229,13 +223,13 @@ func (o *outbox) settled(it store.OutboxItem) {
 // when the reply waits behind others. It returns an error wrapping
 // agent.ErrSendQueued; when the reply could not be stored, cause, or (with
 // no cause) the outcome of sending it now rather than losing it.
-func (o *outbox) keep(ctx context.Context, rp outgoing, cause error) (string, error) {
+func (o *Outbox) keep(ctx context.Context, rp Message, cause error) (string, error) {
 	now := o.now()
-	in := rp.in
-	it := store.OutboxItem{InboxID: rp.inboxID, TurnID: rp.turnID, ScheduleRunID: rp.runID, Channel: in.Channel,
-		ChatKey: in.ChatID, MessageID: in.MessageID, ReplyTo: outbound(in, rp.text).ReplyTo, Text: rp.text, NextAttemptAt: now}
+	in := rp.In
+	it := store.OutboxItem{InboxID: rp.InboxID, TurnID: rp.TurnID, ScheduleRunID: rp.RunID, Channel: in.Channel,
+		ChatKey: in.ChatID, MessageID: in.MessageID, ReplyTo: outbound(in, rp.Text).ReplyTo, Text: rp.Text, NextAttemptAt: now}
 	what := "reply"
-	if f := rp.file; f != nil {
+	if f := rp.File; f != nil {
 		it.ReplyTo, it.FilePath, it.FileURL, it.Photo, it.Text = "", f.Path, f.URL, f.Photo, f.Caption
 		what = "file"
 	}
@@ -244,7 +238,7 @@ func (o *outbox) keep(ctx context.Context, rp outgoing, cause error) (string, er
 		it.Attempts, it.LastError, it.NextAttemptAt = 1, clip(cause.Error(), maxLastError), now.Add(o.backoff(1))
 		why = "the platform did not take it"
 	}
-	log := rp.log
+	log := rp.Log
 	if log == nil {
 		log = o.log.With("channel", in.Channel, "chat", in.ChatID)
 	}
@@ -252,7 +246,7 @@ func (o *outbox) keep(ctx context.Context, rp outgoing, cause error) (string, er
 	if err != nil {
 		log.Error("could not keep a "+what+" for later delivery", "err", err)
 		if cause == nil { // the platform is up: send it now rather than lose it
-			return o.r.sendReply(ctx, rp)
+			return o.s.sendReply(ctx, rp)
 		}
 		return "", cause
 	}
@@ -278,13 +272,13 @@ func (o *outbox) keep(ctx context.Context, rp outgoing, cause error) (string, er
 	return "", fmt.Errorf("%w: the platform did not take it (%w)", agent.ErrSendQueued, cause)
 }
 
-// run delivers waiting replies until ctx ends: at start (those a restart
+// Run delivers waiting replies until ctx ends: at start (those a restart
 // left), when a reply is kept, and when the next one is due.
-func (o *outbox) run(ctx context.Context) {
+func (o *Outbox) Run(ctx context.Context) {
 	for {
 		wait, waiting := o.pass(ctx)
 		var due <-chan time.Time
-		if waiting || o.r.cfg.Cluster != nil { // other replicas keep replies too: look now and then
+		if waiting || o.shared { // other replicas keep replies too: look now and then
 			due = o.cfg.After(wait)
 		}
 		select {
@@ -299,7 +293,7 @@ func (o *outbox) run(ctx context.Context) {
 // pass tries every chat's waiting replies in order, up to the first one
 // not yet due or failing again, and returns the wait until the next is
 // due; waiting is false when none is left.
-func (o *outbox) pass(ctx context.Context) (wait time.Duration, waiting bool) {
+func (o *Outbox) pass(ctx context.Context) (wait time.Duration, waiting bool) {
 	rows, err := o.store.PendingOutbox(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -357,7 +351,7 @@ type downProbe struct {
 // only drops those too old). It stops at the first one not due yet or
 // failing, and returns how long until it is due; failed says the platform
 // was unavailable.
-func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) (wait time.Duration, ok, failed bool) {
+func (o *Outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) (wait time.Duration, ok, failed bool) {
 	for _, it := range rows {
 		now := o.now()
 		log := o.log.With("outbox_id", it.ID, "channel", it.Channel, "chat", it.ChatKey, "inbox_id", it.InboxID, "turn_id", it.TurnID)
@@ -412,10 +406,8 @@ func (o *outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) 
 // of its parts: the parts a failed attempt got through are not sent again
 // (parts.go). A file in the workspace is looked up again: one gone (or
 // now outside the workspace) is an unsendableError.
-func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger) (string, error) {
-	o.r.mu.Lock()
-	ch := o.r.channels[it.Channel]
-	o.r.mu.Unlock()
+func (o *Outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger) (string, error) {
+	ch := o.s.cfg.Channel(it.Channel)
 	if ch == nil {
 		// Not (yet) registered in this process: try again later.
 		return "", channels.Unavailable(fmt.Errorf("router: no channel %q", it.Channel))
@@ -425,29 +417,29 @@ func (o *outbox) send(ctx context.Context, it store.OutboxItem, log *slog.Logger
 	if it.FilePath != "" || it.FileURL != "" {
 		id, err = o.sendFile(ctx, ch, it)
 	} else {
-		text := o.r.outText(it.Text) // kept before a change of secrets or cap
+		text := o.s.Text(it.Text) // kept before a change of secrets or cap
 		out := channels.Outbound{ChatID: it.ChatKey, Text: text, ReplyTo: it.ReplyTo}
 		if it.InboxID != 0 {
-			out.Parts = o.r.partsFor(ctx, it.InboxID, false, 0, text, log)
+			out.Parts = o.s.partsFor(ctx, it.InboxID, false, 0, text, log)
 		}
 		in := channels.Inbound{Channel: it.Channel, ChatID: it.ChatKey, MessageID: it.MessageID}
 		id, err = ch.Send(channels.WithInbound(ctx, in), out)
 	}
-	if o.r.cfg.OnSend != nil {
-		o.r.cfg.OnSend(it.Channel, err)
+	if o.s.cfg.OnSend != nil {
+		o.s.cfg.OnSend(it.Channel, err)
 	}
 	return id, err
 }
 
 // sendFile sends a waiting file.
-func (o *outbox) sendFile(ctx context.Context, ch channels.Channel, it store.OutboxItem) (string, error) {
+func (o *Outbox) sendFile(ctx context.Context, ch channels.Channel, it store.OutboxItem) (string, error) {
 	fs, ok := ch.(channels.FileSender)
 	if !ok {
 		return "", unsendableError{fmt.Errorf("channel %q no longer takes files", it.Channel)}
 	}
 	f := channels.OutboundFile{URL: it.FileURL, Caption: it.Text, Photo: it.Photo}
 	if it.FilePath != "" {
-		path, err := confined(o.r.cfg.FilesRoot, it.FilePath)
+		path, err := confined(o.s.cfg.FilesRoot, it.FilePath)
 		if err != nil {
 			return "", unsendableError{fmt.Errorf("the file to send is gone: %w", err)}
 		}
@@ -465,7 +457,7 @@ func (e unsendableError) Error() string { return e.err.Error() }
 func (e unsendableError) Unwrap() error { return e.err }
 
 // drop gives a reply up, with an ERROR: never silently.
-func (o *outbox) drop(ctx context.Context, log *slog.Logger, it store.OutboxItem, age time.Duration, reason string) {
+func (o *Outbox) drop(ctx context.Context, log *slog.Logger, it store.OutboxItem, age time.Duration, reason string) {
 	if err := o.store.DropOutbox(context.WithoutCancel(ctx), it, reason); err != nil {
 		log.Error("could not drop a reply", "err", err)
 		return
@@ -475,14 +467,4 @@ func (o *outbox) drop(ctx context.Context, log *slog.Logger, it store.OutboxItem
 	if o.cfg.OnEvent != nil {
 		o.cfg.OnEvent(OutboxEvent{Kind: OutboxDropped, Channel: it.Channel, Age: age})
 	}
-}
-
-// outbound is the message a reply to in becomes: in groups it quotes the
-// message it answers.
-func outbound(in channels.Inbound, text string) channels.Outbound {
-	out := channels.Outbound{ChatID: in.ChatID, Text: text}
-	if in.ChatType == channels.Group {
-		out.ReplyTo = in.MessageID
-	}
-	return out
 }

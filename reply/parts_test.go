@@ -1,4 +1,4 @@
-package router
+package reply_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -91,9 +92,9 @@ func TestResumedReplySendsOnlyMissingParts(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	ch := &splitChannel{cut: 2, hanging: make(chan struct{})}
-	start := func() *Router {
-		r, err := New(Config{Store: st, Agent: replyRunner{replies: []string{"a|b|c"}},
-			NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	start := func() *router.Router {
+		r, err := router.New(router.Config{Store: st, Agent: replyRunner{replies: []string{"a|b|c"}},
+			NewTicker: func(time.Duration) router.Ticker { return stoppedTicker{} }})
 		if err != nil {
 			t.Fatal(err)
 		}

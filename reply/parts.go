@@ -1,4 +1,4 @@
-package router
+package reply
 
 import (
 	"context"
@@ -37,17 +37,17 @@ type replyParts struct {
 // nothing to look up: replied is how many replies this turn delivered.
 // Otherwise the store counts the replies delivered before, whichever
 // process sent them, and has the parts of this one sent before a crash.
-func (r *Router) partsFor(ctx context.Context, inboxID int64, fresh bool, replied int, text string, log *slog.Logger) channels.Parts {
+func (s *Sender) partsFor(ctx context.Context, inboxID int64, fresh bool, replied int, text string, log *slog.Logger) channels.Parts {
 	if fresh {
-		return &replyParts{st: r.cfg.Store, inboxID: inboxID, key: replyKey(replied, text), log: log}
+		return &replyParts{st: s.cfg.Store, inboxID: inboxID, key: replyKey(replied, text), log: log}
 	}
-	n, err := r.cfg.Store.Deliveries(ctx, inboxID)
+	n, err := s.cfg.Store.Deliveries(ctx, inboxID)
 	if err != nil {
 		log.Warn("reply parts: cannot count the deliveries; sending the reply whole", "err", err)
 		return nil
 	}
 	key := replyKey(n, text)
-	sent, err := r.cfg.Store.ReplyParts(ctx, inboxID, key)
+	sent, err := s.cfg.Store.ReplyParts(ctx, inboxID, key)
 	if err != nil {
 		log.Warn("reply parts: cannot read the parts sent before; sending the reply whole", "err", err)
 		return nil
@@ -55,7 +55,7 @@ func (r *Router) partsFor(ctx context.Context, inboxID int64, fresh bool, replie
 	if len(sent) > 0 {
 		log.Info("completing a reply cut off after a restart", "parts_sent", len(sent))
 	}
-	return &replyParts{st: r.cfg.Store, inboxID: inboxID, key: key, sent: sent, log: log}
+	return &replyParts{st: s.cfg.Store, inboxID: inboxID, key: key, sent: sent, log: log}
 }
 
 // Sent implements channels.Parts.

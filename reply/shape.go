@@ -1,4 +1,4 @@
-package router
+package reply
 
 import (
 	"fmt"
@@ -14,14 +14,14 @@ const DefaultReplyMaxChars = 16_000
 // replyCutNote ends a reply cut at the cap (%d: the cap).
 const replyCutNote = "\n\n… [reply cut at %d characters]"
 
-// outText is text as it may leave for a chat: the gateway's secrets
-// replaced (Config.Redact) and cut at Config.ReplyMaxChars with a note.
-// It is idempotent, so every send path may apply it.
-func (r *Router) outText(text string) string {
-	if r.cfg.Redact != nil {
-		text = r.cfg.Redact(text)
+// Text is text as it may leave for a chat: the gateway's secrets replaced
+// (Options.Redact) and cut at Options.MaxChars with a note. It is
+// idempotent, so every send path may apply it.
+func (s *Sender) Text(text string) string {
+	if s.cfg.Redact != nil {
+		text = s.cfg.Redact(text)
 	}
-	return capReply(text, r.cfg.ReplyMaxChars)
+	return capReply(text, s.cfg.MaxChars)
 }
 
 // capReply cuts text to at most limit characters (runes), the note

@@ -1,4 +1,4 @@
-package router
+package reply_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
+	"github.com/switchboard-gateway/switchboard/router"
 )
 
 // liveChannel is a fake channel with edits, drafts and deletes that logs
@@ -74,9 +76,9 @@ func (c *liveChannel) log(ctx context.Context, kind, id, text string) error {
 }
 
 func (c *liveChannel) Send(ctx context.Context, m channels.Outbound) (string, error) {
-	c.fakeChannel.mu.Lock()
-	id := fmt.Sprintf("out-%d", len(c.fakeChannel.sent)+1)
-	c.fakeChannel.mu.Unlock()
+	c.fakeChannel.Mu.Lock()
+	id := fmt.Sprintf("out-%d", len(c.fakeChannel.Sent)+1)
+	c.fakeChannel.Mu.Unlock()
 	if err := c.log(ctx, "send", id, m.Text); err != nil {
 		return "", err
 	}
@@ -185,10 +187,10 @@ func liveRunWith(t *testing.T, ch *liveChannel, chatType channels.ChatType, prev
 	script func(ctx context.Context, t agent.Turn, run int) agent.Result) {
 	t.Helper()
 	st := openWaitStore(t)
-	cfg := Config{Store: st, Agent: &scriptRunner{script: script},
-		Preview: map[string]bool{"fake": preview}, ToolProgress: map[string]bool{"fake": progress},
-		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}
-	r, err := New(cfg)
+	cfg := router.Config{Store: st, Agent: &scriptRunner{script: script},
+		Replies:   reply.Options{Preview: map[string]bool{"fake": preview}, ToolProgress: map[string]bool{"fake": progress}},
+		NewTicker: func(time.Duration) router.Ticker { return stoppedTicker{} }}
+	r, err := router.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +253,8 @@ func TestPreviewOneEditedMessage(t *testing.T) {
 		}
 		prev := ops[0].at
 		for _, op := range edits {
-			if op.kind != "edit" || !op.preview || op.at-prev < previewEvery {
-				t.Fatalf("calls %q; want preview edits at least %s apart", kinds(ops), previewEvery)
+			if op.kind != "edit" || !op.preview || op.at-prev < reply.PreviewEvery {
+				t.Fatalf("calls %q; want preview edits at least %s apart", kinds(ops), reply.PreviewEvery)
 			}
 			prev = op.at
 		}
@@ -291,7 +293,7 @@ func TestPreviewDraftsPerMessage(t *testing.T) {
 		if !strings.HasPrefix(ids[drafts[0]], "First") || !strings.HasPrefix(ids[drafts[len(drafts)-1]], "Second") {
 			t.Fatalf("drafts %q", ids)
 		}
-		if got := ch.texts(); !slices.Equal(got, []string{first, second}) {
+		if got := ch.Texts(); !slices.Equal(got, []string{first, second}) {
 			t.Fatalf("sent %q; want the two replies", got)
 		}
 		if ch.count("edit")+ch.count("delete") != 0 {
@@ -352,9 +354,9 @@ func TestPreviewReplyDeltasEachCallItsOwnMessage(t *testing.T) {
 		if !slices.Equal(finals, []string{"out-2 " + first, "out-3 " + second}) {
 			t.Fatalf("final edits %q; want each call's preview turned into its reply (calls %q)", finals, kinds(ops))
 		}
-		ch.fakeChannel.mu.Lock()
-		quotes := []bool{ch.sent[0].ReplyTo != "", ch.sent[1].ReplyTo != "", ch.sent[2].ReplyTo != ""}
-		ch.fakeChannel.mu.Unlock()
+		ch.fakeChannel.Mu.Lock()
+		quotes := []bool{ch.Sent[0].ReplyTo != "", ch.Sent[1].ReplyTo != "", ch.Sent[2].ReplyTo != ""}
+		ch.fakeChannel.Mu.Unlock()
 		if !slices.Equal(quotes, []bool{true, false, false}) {
 			t.Errorf("messages quoting the question: %v; want only the first", quotes)
 		}
@@ -485,7 +487,7 @@ func TestToolProgressLine(t *testing.T) {
 			t.Errorf("progress line shown at %s and changed at %s, want 2 s into the slow step and as its next tool starts",
 				ops[0].at, ops[1].at)
 		}
-		if !strings.HasPrefix(got[2], "edit out-1 [p] The answer") || ops[2].at != 7500*time.Millisecond+previewFirstAfter {
+		if !strings.HasPrefix(got[2], "edit out-1 [p] The answer") || ops[2].at != 7500*time.Millisecond+reply.PreviewFirstAfter {
 			t.Errorf("calls %q; want the reply's first words in the line's message 200 ms after its first token (at %s)", got, ops[2].at)
 		}
 		if ch.count("send") != 1 || got[len(got)-1] != "edit out-1 [r] "+answer {
@@ -600,19 +602,4 @@ func TestPreviewOff(t *testing.T) {
 			t.Fatalf("calls %q; want the reply alone", got)
 		}
 	})
-}
-
-func TestToolLabel(t *testing.T) {
-	for _, tc := range []struct{ tool, desc, want string }{
-		{"web_search", "whatever", "searching the web…"},
-		{"send_message", "Send a message", ""},
-		{"weather", "Look up the weather for a city. Uses the met office.", "Look up the weather for a city…"},
-		{"notes", "Search the notes\nin the wiki.", "Search the notes…"},
-		{"bare", "  ", "running bare…"},
-		{"long", strings.Repeat("very ", 20), strings.TrimSpace(strings.Repeat("very ", 12)) + "…"},
-	} {
-		if got := toolLabel(tc.tool, tc.desc); got != tc.want {
-			t.Errorf("toolLabel(%q, %q) = %q, want %q", tc.tool, tc.desc, got, tc.want)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package router
+package reply_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/switchboard-gateway/switchboard/fallback"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
+	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -99,7 +101,7 @@ func TestOutboxFileDuringOutage(t *testing.T) {
 	fake, st, root, content, clock, e := fileOutage(t, "sendDocument")
 
 	fake.PushText(7, 7, "ada", "file")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	if err := e.r.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestOutboxFileDuringOutage(t *testing.T) {
 	}
 
 	close(clock.run)
-	e.events.wait(t, OutboxDelivered, 1)
+	e.events.wait(t, reply.OutboxDelivered, 1)
 	sent := fake.Sent()
 	if len(sent) != 1 || sent[0].Method != "sendDocument" || sent[0].ChatID != 7 || sent[0].Text != "the report" ||
 		sent[0].FileName != "report.txt" || string(sent[0].FileData) != string(content) {
@@ -139,7 +141,7 @@ func TestOutboxFileDuringOutage(t *testing.T) {
 func TestOutboxFileGone(t *testing.T) {
 	fake, st, root, _, clock, e := fileOutage(t, "sendDocument")
 	fake.PushText(7, 7, "ada", "file")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	if err := e.r.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +149,7 @@ func TestOutboxFileGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(clock.run)
-	e.events.wait(t, OutboxDropped, 1)
+	e.events.wait(t, reply.OutboxDropped, 1)
 	if sent := fake.Sent(); len(sent) != 0 {
 		t.Errorf("sent %+v", sent)
 	}
@@ -166,7 +168,7 @@ func TestOutboxKeepsOrderOfTextAndFile(t *testing.T) {
 	fake, st, _, content, clock, e := fileOutage(t, "sendMessage")
 
 	fake.PushText(7, 7, "ada", "text and file")
-	e.events.wait(t, OutboxQueued, 2)
+	e.events.wait(t, reply.OutboxQueued, 2)
 	if err := e.r.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func TestOutboxKeepsOrderOfTextAndFile(t *testing.T) {
 		t.Fatalf("sent %+v while the text waits: the file overtook it", sent)
 	}
 	close(clock.run)
-	e.events.wait(t, OutboxDelivered, 2)
+	e.events.wait(t, reply.OutboxDelivered, 2)
 	sent := fake.Sent()
 	if len(sent) != 2 || sent[0].Method != "sendMessage" || sent[0].Text != "here it comes" ||
 		sent[1].Method != "sendDocument" || string(sent[1].FileData) != string(content) {
@@ -198,7 +200,7 @@ func TestOutboxReminderDuringOutage(t *testing.T) {
 
 	var mu sync.Mutex
 	var calls int
-	res, err := e.r.RunJob(t.Context(), JobTurn{Name: "tea", Channel: "telegram", ChatID: "7", ChatType: channels.DM,
+	res, err := e.r.RunJob(t.Context(), router.JobTurn{Name: "tea", Channel: "telegram", ChatID: "7", ChatType: channels.DM,
 		Text: "Time for tea", RunID: runID, Delivered: func(ctx context.Context, turnID int64, id string) {
 			mu.Lock()
 			calls++
@@ -212,7 +214,7 @@ func TestOutboxReminderDuringOutage(t *testing.T) {
 		t.Errorf("the run counts %d deliveries (%v) while its reminder waits, want 1 (not run again after a restart)", n, err)
 	}
 	close(clock.run)
-	e.events.wait(t, OutboxDelivered, 1)
+	e.events.wait(t, reply.OutboxDelivered, 1)
 	if got := sentByChat(fake); fmt.Sprint(got) != fmt.Sprint(map[int64][]string{7: {"Time for tea"}}) {
 		t.Fatalf("Telegram holds %v, want the reminder once", got)
 	}
@@ -253,9 +255,9 @@ func TestOutboxCommandConfirmations(t *testing.T) {
 	e := startTgRouter(t, st, fake, clock, 0)
 
 	fake.PushText(7, 7, "ada", "/new")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	update, _ := fake.PushText(8, 8, "bob", "/stop")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	if err := e.r.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestOutboxCommandConfirmations(t *testing.T) {
 		t.Errorf("%d messages still pending", len(pending))
 	}
 	close(clock.run)
-	e.events.wait(t, OutboxDelivered, 2)
+	e.events.wait(t, reply.OutboxDelivered, 2)
 	want := map[int64][]string{7: {"Started a new conversation. The previous one stays stored."}, 8: {"Nothing to stop."}}
 	if got := sentByChat(fake); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Telegram holds %v, want %v", got, want)
@@ -288,10 +290,12 @@ func TestOutboxNotForInProcessRequesters(t *testing.T) {
 	ch := &inProcessChannel{flakyChannel: e.ch}
 	e.r.AddChannel(ch, everyone)
 	e.ch.set(true, false)
-	b := &chatBinding{r: e.r, in: channels.Inbound{Channel: ch.Name(), ChatID: "c1"}, log: e.r.log}
-	_, err := b.Send(t.Context(), "hi")
-	if err == nil || !strings.Contains(err.Error(), "502") {
-		t.Fatalf("deliverReply = %v, want the platform's error", err)
+	// A turn in the chat (the fake runner sends "echo: hi" through its
+	// chat binding).
+	in := channels.Inbound{Channel: ch.Name(), ChatID: "c1"}
+	res := e.r.RunTurn(t.Context(), router.ChatTurn{In: in, Reply: in, Adjust: func(t *agent.Turn) { t.Input.Content = "hi" }})
+	if err := res.Err; err == nil || !strings.Contains(err.Error(), "502") {
+		t.Fatalf("the turn's send = %v, want the platform's error", err)
 	}
 	if left, _ := e.st.PendingOutbox(t.Context()); len(left) != 0 {
 		t.Errorf("outbox holds %d replies, want none", len(left))

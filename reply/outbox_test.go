@@ -1,4 +1,4 @@
-package router
+package reply_test
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/reply"
+	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -109,7 +111,7 @@ func (m *echoModel) count() int {
 }
 
 // outboxEvents collects the outbox's events for a test to wait on.
-type outboxEvents chan OutboxEvent
+type outboxEvents chan reply.OutboxEvent
 
 func (e outboxEvents) wait(t *testing.T, kind string, n int) {
 	t.Helper()
@@ -131,7 +133,7 @@ func (e outboxEvents) wait(t *testing.T, kind string, n int) {
 // Telegram adapter on a fake Bot API, on the store st, with the outbox on
 // the virtual clock.
 type tgRouter struct {
-	r      *Router
+	r      *router.Router
 	tg     *telegram.Adapter
 	model  *echoModel
 	events outboxEvents
@@ -165,9 +167,10 @@ func startTgRouterWith(t *testing.T, st *store.Store, fake *tgfake.Fake, clock *
 		t.Fatal(err)
 	}
 	events := make(outboxEvents, 100)
-	r, err := New(Config{Store: st, Agent: ag, Logger: log, Now: clock.Now, FilesRoot: filesRoot,
-		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		Outbox:    st, OutboxConfig: OutboxConfig{MaxAge: maxAge, After: clock.After, OnEvent: func(ev OutboxEvent) { events <- ev }}})
+	r, err := router.New(router.Config{Store: st, Agent: ag, Logger: log,
+		NewTicker: func(time.Duration) router.Ticker { return stoppedTicker{} },
+		Replies: reply.Options{Now: clock.Now, FilesRoot: filesRoot,
+			Outbox: st, OutboxConfig: reply.OutboxConfig{MaxAge: maxAge, After: clock.After, OnEvent: func(ev reply.OutboxEvent) { events <- ev }}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,10 +234,10 @@ func TestOutboxTelegramOutage(t *testing.T) {
 
 	// Two messages in one chat, one in another, all answered during the outage.
 	fake.PushText(7, 7, "ada", "a1")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	fake.PushText(7, 7, "ada", "a2")
 	fake.PushText(8, 8, "bob", "b1")
-	e.events.wait(t, OutboxQueued, 2)
+	e.events.wait(t, reply.OutboxQueued, 2)
 	if n := len(fake.Sent()); n != 0 {
 		t.Fatalf("%d messages went out during the outage", n)
 	}
@@ -256,7 +259,7 @@ func TestOutboxTelegramOutage(t *testing.T) {
 	}
 
 	close(clock.run) // the worker goes through the outage's virtual time
-	e.events.wait(t, OutboxDelivered, 3)
+	e.events.wait(t, reply.OutboxDelivered, 3)
 
 	want := map[int64][]string{7: {"re: a1", "re: a2"}, 8: {"re: b1"}}
 	if got := sentByChat(fake); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -296,7 +299,7 @@ func TestOutboxAfterRestart(t *testing.T) {
 	fake.Outage("sendMessage", http.StatusBadGateway, badGateway)
 	first := startTgRouter(t, st, fake, newVclock(t), 0)
 	fake.PushText(7, 7, "ada", "hello")
-	first.events.wait(t, OutboxQueued, 1)
+	first.events.wait(t, reply.OutboxQueued, 1)
 	first.stop()
 
 	// A crash between keeping a reply and finishing its message: the message
@@ -315,7 +318,7 @@ func TestOutboxAfterRestart(t *testing.T) {
 	clock := newVclock(t)
 	close(clock.run)
 	second := startTgRouter(t, st, fake, clock, 0)
-	second.events.wait(t, OutboxDelivered, 2)
+	second.events.wait(t, reply.OutboxDelivered, 2)
 	if err := second.r.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -351,12 +354,12 @@ func TestOutboxCompletesASplitReply(t *testing.T) {
 	fake.OutageAfter("sendMessage", 1, http.StatusBadGateway, badGateway)
 	e := startTgRouter(t, st, fake, clock, 0)
 	fake.PushText(7, 7, "ada", "long")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	if n := len(fake.Sent()); n != 1 {
 		t.Fatalf("%d parts went out before the outage, want 1", n)
 	}
 	close(clock.run)
-	e.events.wait(t, OutboxDelivered, 1)
+	e.events.wait(t, reply.OutboxDelivered, 1)
 	var texts []string
 	for _, m := range fake.Sent() {
 		texts = append(texts, m.Text)
@@ -408,7 +411,7 @@ func (c *flakyChannel) Send(ctx context.Context, m channels.Outbound) (string, e
 }
 
 type flakyEnv struct {
-	r      *Router
+	r      *router.Router
 	st     *store.Store
 	ch     *flakyChannel
 	clock  *vclock
@@ -422,10 +425,11 @@ func newFlakyEnv(t *testing.T, maxAge time.Duration) *flakyEnv {
 	e := &flakyEnv{st: st, ch: &flakyChannel{fakeChannel: newFakeChannel()}, clock: newVclock(t),
 		events: make(outboxEvents, 100), log: &testkit.SyncBuffer{}}
 	var err error
-	e.r, err = New(Config{Store: st, Agent: newFakeRunner(), Now: e.clock.Now,
+	e.r, err = router.New(router.Config{Store: st, Agent: newFakeRunner(),
 		Logger:    slog.New(slog.NewTextHandler(e.log, nil)),
-		NewTicker: func(time.Duration) Ticker { return stoppedTicker{} },
-		Outbox:    st, OutboxConfig: OutboxConfig{MaxAge: maxAge, After: e.clock.After, OnEvent: func(ev OutboxEvent) { e.events <- ev }}})
+		NewTicker: func(time.Duration) router.Ticker { return stoppedTicker{} },
+		Replies: reply.Options{Now: e.clock.Now,
+			Outbox: st, OutboxConfig: reply.OutboxConfig{MaxAge: maxAge, After: e.clock.After, OnEvent: func(ev reply.OutboxEvent) { e.events <- ev }}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,18 +455,18 @@ func TestOutboxKeepsOrder(t *testing.T) {
 	e := newFlakyEnv(t, 0)
 	e.ch.set(true, false)
 	e.say(t, "c1", "first")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	e.ch.set(false, false) // back, but the first reply still waits for its retry
 	e.say(t, "c1", "second")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	e.say(t, "c2", "other chat")
-	<-e.ch.notify // another chat is not held up
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: other chat"}) {
+	<-e.ch.Notify // another chat is not held up
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: other chat"}) {
 		t.Fatalf("sent %q before the retry, want only the other chat's reply", got)
 	}
 	close(e.clock.run)
-	e.events.wait(t, OutboxDelivered, 2)
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: other chat", "echo: first", "echo: second"}) {
+	e.events.wait(t, reply.OutboxDelivered, 2)
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: other chat", "echo: first", "echo: second"}) {
 		t.Fatalf("sent %q, want the chat's replies in order", got)
 	}
 }
@@ -474,9 +478,9 @@ func TestOutboxProbesOneChatPerChannel(t *testing.T) {
 	e := newFlakyEnv(t, 0)
 	e.ch.set(true, false)
 	e.say(t, "c1", "first chat")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	e.say(t, "c2", "second chat")
-	e.events.wait(t, OutboxQueued, 1)
+	e.events.wait(t, reply.OutboxQueued, 1)
 	start := e.clock.Now()
 	e.clock.mu.Lock()
 	e.clock.onAdvance = func(now time.Time) {
@@ -486,14 +490,14 @@ func TestOutboxProbesOneChatPerChannel(t *testing.T) {
 	}
 	e.clock.mu.Unlock()
 	close(e.clock.run)
-	e.events.wait(t, OutboxDelivered, 2)
+	e.events.wait(t, reply.OutboxDelivered, 2)
 	e.ch.mu.Lock()
 	c1, c2 := e.ch.refusedIn["c1"], e.ch.refusedIn["c2"]
 	e.ch.mu.Unlock()
 	if c1 < 3 || c2 != 1 {
 		t.Errorf("failed sends during the outage: c1 %d, c2 %d; want c1 retried (3+), c2 only its turn's send", c1, c2)
 	}
-	if got := e.ch.texts(); !slices.Equal(got, []string{"echo: first chat", "echo: second chat"}) {
+	if got := e.ch.Texts(); !slices.Equal(got, []string{"echo: first chat", "echo: second chat"}) {
 		t.Errorf("sent %q", got)
 	}
 }
@@ -506,9 +510,9 @@ func TestOutboxDrops(t *testing.T) {
 		e := newFlakyEnv(t, time.Hour)
 		e.ch.set(true, false)
 		e.say(t, "c1", "too late")
-		e.events.wait(t, OutboxQueued, 1)
+		e.events.wait(t, reply.OutboxQueued, 1)
 		close(e.clock.run)
-		e.events.wait(t, OutboxDropped, 1)
+		e.events.wait(t, reply.OutboxDropped, 1)
 		if !strings.Contains(e.log.String(), `level=ERROR msg="reply dropped undelivered"`) ||
 			!strings.Contains(e.log.String(), "not delivered within 1h0m0s") {
 			t.Errorf("no ERROR naming the age in the log:\n%s", e.log.String())
@@ -522,10 +526,10 @@ func TestOutboxDrops(t *testing.T) {
 		e := newFlakyEnv(t, 0)
 		e.ch.set(true, false)
 		e.say(t, "c1", "blocked later")
-		e.events.wait(t, OutboxQueued, 1)
+		e.events.wait(t, reply.OutboxQueued, 1)
 		e.ch.set(false, true)
 		close(e.clock.run)
-		e.events.wait(t, OutboxDropped, 1)
+		e.events.wait(t, reply.OutboxDropped, 1)
 		if !strings.Contains(e.log.String(), "the platform refused it: fake: 403 Forbidden") {
 			t.Errorf("no ERROR naming the refusal in the log:\n%s", e.log.String())
 		}
@@ -538,7 +542,7 @@ func assertDropped(t *testing.T, e *flakyEnv) {
 	if left, _ := e.st.PendingOutbox(t.Context()); len(left) != 0 || e.r.PendingReplies() != 0 {
 		t.Errorf("outbox still holds %d replies (gauge %d)", len(left), e.r.PendingReplies())
 	}
-	if got := e.ch.texts(); len(got) != 0 {
+	if got := e.ch.Texts(); len(got) != 0 {
 		t.Errorf("sent %q, want nothing", got)
 	}
 }

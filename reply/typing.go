@@ -1,4 +1,4 @@
-package router
+package reply
 
 import (
 	"context"
@@ -26,16 +26,16 @@ const (
 // until the returned stop function is called. A reply that comes sooner
 // needs none: Telegram's documentation recommends the indicator only when
 // a response "will take a noticeable amount of time", and each one is a
-// request against the platform's rate limit (Chats).
-func (r *Router) Typing(ctx context.Context, in channels.Inbound) func() {
-	r.mu.Lock()
-	typer, ok := r.channels[in.Channel].(channels.Typer)
-	slots := r.typing[in.Channel]
+// request against the platform's rate limit.
+func (s *Sender) Typing(ctx context.Context, in channels.Inbound) func() {
+	typer, ok := s.cfg.Channel(in.Channel).(channels.Typer)
+	s.mu.Lock()
+	slots := s.typing[in.Channel]
 	if ok && slots == nil {
 		slots = make(chan struct{}, typingInFlight)
-		r.typing[in.Channel] = slots
+		s.typing[in.Channel] = slots
 	}
-	r.mu.Unlock()
+	s.mu.Unlock()
 	if !ok {
 		return func() {}
 	}
@@ -55,7 +55,7 @@ func (r *Router) Typing(ctx context.Context, in channels.Inbound) func() {
 		select {
 		case slots <- struct{}{}:
 			if err := typer.Typing(ctx, in.ChatID); err != nil && ctx.Err() == nil {
-				r.log.Debug("typing indicator", "channel", in.Channel, "err", err)
+				s.log.Debug("typing indicator", "channel", in.Channel, "err", err)
 			}
 			<-slots
 		default: // typingInFlight already being sent: skip this beat
