@@ -24,8 +24,10 @@ type Definition struct {
 	// NewConfig returns the section with its built-in defaults: a pointer
 	// to the package's Config struct, which embeds Common inline. Its
 	// fields carry the YAML keys, and tags for secrets (`secret:"true"`,
-	// or `secret:"url"` for a URL that may carry a password) and for the
-	// environment variable an empty value falls back to (`env:"NAME"`).
+	// or `secret:"url"` for a URL that may carry a password), for the
+	// environment variable an empty value falls back to (`env:"NAME"`),
+	// and for the allowlists Access reads, which a reload applies
+	// (`reload:"access"`).
 	NewConfig func() Section
 	// Build prepares the adapter of an enabled section; nothing is
 	// contacted until Launch.Build runs.

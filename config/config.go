@@ -55,6 +55,11 @@ type Config struct {
 }
 
 // LLM configures the OpenAI-compatible model endpoint.
+//
+// Struct tags beside yaml, here and in every chat platform's section:
+// secret:"true" marks a secret (Redacted masks it, Secrets lists it),
+// secret:"url" a URL that may carry a password, env:"NAME" the environment
+// variable an empty value falls back to (see Load).
 type LLM struct {
 	BaseURL        string        `yaml:"base_url" secret:"url" env:"OPENAI_BASE_URL"`
 	APIKey         string        `yaml:"api_key" secret:"true" env:"OPENAI_API_KEY"`
