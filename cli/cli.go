@@ -28,7 +28,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/gateway"
 )
 
@@ -45,7 +47,11 @@ type Stdio struct {
 	Out, Err io.Writer
 }
 
-const usage = `usage: switchboard [--config PATH] [command] [arguments]
+// usage is the command line's help; the init flags of the chat platforms
+// come from their definitions (see initFlagsUsage).
+var usage = fmt.Sprintf(usageFormat, initChannelFlagsUsage(), nonInteractiveUsage())
+
+const usageFormat = `usage: switchboard [--config PATH] [command] [arguments]
 
 commands:
   serve     run every enabled channel until interrupted (default)
@@ -74,13 +80,8 @@ commands:
 
 init flags (each question they answer is not asked):
   --model-url URL  --api-key KEY  --model NAME          the model server
-  --telegram-token TOKEN  --telegram-user ID            Telegram (no ID: pairing)
-  --discord-token TOKEN  --discord-user ID              Discord
-  --telegram-api-endpoint URL  --discord-api-base URL   other API servers
-  --http-listen ADDR   the HTTP API and dashboard (default 127.0.0.1:8080)
-  --non-interactive    ask nothing (flags, then OPENAI_*, TELEGRAM_BOT_TOKEN,
-                       DISCORD_BOT_TOKEN)
-  --force              replace an existing file
+%s  --http-listen ADDR   the HTTP API and dashboard (default 127.0.0.1:8080)
+%s  --force              replace an existing file
   --no-check           do not check the model server and the tokens
 `
 
@@ -178,4 +179,50 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	default:
 		return admin.do(ctx, cfg, positional, stdout, stderr)
 	}
+}
+
+// usageColumn is where the descriptions of the init flags start.
+const usageColumn = 56
+
+// initChannelFlagsUsage lists each platform's --NAME-token and --NAME-user
+// flags, then their API address flags, for the usage text.
+func initChannelFlagsUsage() string {
+	var b strings.Builder
+	var api []string
+	for _, d := range initChannels() {
+		line := fmt.Sprintf("  --%s-token TOKEN  --%s-user ID", d.Name, d.Name)
+		desc := d.Title
+		if d.Init.UsageNote != "" {
+			desc += " " + d.Init.UsageNote
+		}
+		fmt.Fprintf(&b, "%-*s %s\n", usageColumn-1, line, desc)
+		api = append(api, fmt.Sprintf("--%s-%s URL", d.Name, d.Init.APIFlag))
+	}
+	if len(api) > 0 {
+		fmt.Fprintf(&b, "%-*s %s\n", usageColumn-1, "  "+strings.Join(api, "  "), "other API servers")
+	}
+	return b.String()
+}
+
+// nonInteractiveUsage is --non-interactive's line, naming the environment
+// variables init reads, wrapped under its description.
+func nonInteractiveUsage() string {
+	const indent = "                       "
+	words := []string{"OPENAI_*,"}
+	for _, d := range initChannels() {
+		words = append(words, config.FallbackEnv("channels."+d.Name+".token")+",")
+	}
+	words[len(words)-1] = strings.TrimSuffix(words[len(words)-1], ",") + ")"
+	line := "  --non-interactive    ask nothing (flags, then"
+	var b strings.Builder
+	for _, w := range words {
+		if len(line)+1+len(w) > 80 {
+			b.WriteString(line + "\n")
+			line = indent + w
+			continue
+		}
+		line += " " + w
+	}
+	b.WriteString(line + "\n")
+	return b.String()
 }

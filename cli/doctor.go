@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/store"
@@ -64,11 +66,10 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 	for _, f := range doctorModel(ctx, cfg) {
 		report(f)
 	}
-	if cfg.Channels.Telegram.Enabled {
-		report(doctorTelegram(ctx, cfg.Channels.Telegram))
-	}
-	if cfg.Channels.Discord.Enabled {
-		report(doctorDiscord(ctx, cfg.Channels.Discord))
+	for _, d := range registry.All {
+		if d.Doctor != nil && cfg.Channels.Enabled(d.Name) {
+			report(doctorChannel(ctx, d, cfg))
+		}
 	}
 	if cfg.HTTP.Listen != "" {
 		report(doctorHTTP(cfg.HTTP))
@@ -250,49 +251,14 @@ func scrub(err error, secrets []string) error {
 	return errors.New(msg)
 }
 
-func doctorTelegram(ctx context.Context, tg config.Telegram) Finding {
-	var me struct {
-		OK     bool `json:"ok"`
-		Result struct {
-			Username string `json:"username"`
-		} `json:"result"`
+// doctorChannel runs a chat platform's token check (its definition's
+// Doctor) on cfg's section.
+func doctorChannel(ctx context.Context, d channels.Definition, cfg *config.Config) Finding {
+	c := d.Doctor(ctx, cfg.Channels.Section(d.Name), doctorGet)
+	if c.Failed {
+		return Finding{SevFail, d.Name, c.Message, c.Fix}
 	}
-	url := strings.TrimRight(tg.APIEndpoint, "/") + "/bot" + tg.Token + "/getMe"
-	code, err := doctorGet(ctx, url, http.Header{}, &me, tg.Token)
-	switch {
-	case err != nil:
-		return Finding{SevFail, "telegram", "getMe: " + err.Error(), "check that " + tg.APIEndpoint + " is reachable from this machine"}
-	case code == http.StatusUnauthorized || code == http.StatusNotFound:
-		return Finding{SevFail, "telegram", fmt.Sprintf("getMe: the token was rejected (status %d)", code),
-			"get the bot's token from @BotFather (/token) and set channels.telegram.token or TELEGRAM_BOT_TOKEN"}
-	case code != http.StatusOK || !me.OK:
-		return Finding{SevFail, "telegram", fmt.Sprintf("getMe: status %d", code), "try again later; if it persists, check channels.telegram.api_endpoint"}
-	}
-	msg := "token works: bot @" + me.Result.Username
-	if tg.Webhook.URL != "" {
-		msg += ", webhook " + tg.Webhook.URL
-	}
-	return Finding{Where: "telegram", Message: msg}
-}
-
-func doctorDiscord(ctx context.Context, dc config.Discord) Finding {
-	var me struct {
-		Username string `json:"username"`
-		ID       string `json:"id"`
-	}
-	token := strings.TrimPrefix(strings.TrimSpace(dc.Token), "Bot ")
-	url := strings.TrimRight(dc.APIBase, "/") + "/users/@me"
-	code, err := doctorGet(ctx, url, http.Header{"Authorization": {"Bot " + token}}, &me, token)
-	switch {
-	case err != nil:
-		return Finding{SevFail, "discord", "/users/@me: " + err.Error(), "check that " + dc.APIBase + " is reachable from this machine"}
-	case code == http.StatusUnauthorized:
-		return Finding{SevFail, "discord", "/users/@me: the token was rejected (status 401)",
-			"reset the token in the Discord developer portal (your application → Bot → Reset Token) and set channels.discord.token or DISCORD_BOT_TOKEN"}
-	case code != http.StatusOK:
-		return Finding{SevFail, "discord", fmt.Sprintf("/users/@me: status %d", code), "try again later; if it persists, check channels.discord.api_base"}
-	}
-	return Finding{Where: "discord", Message: fmt.Sprintf("token works: bot %s (%s); make sure the Message Content intent is on in the developer portal", me.Username, me.ID)}
+	return Finding{Where: d.Name, Message: c.Message}
 }
 
 // doctorHTTP tries to listen on http.listen.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -23,9 +25,9 @@ func doctorConfig(t *testing.T, model *testkit.FakeLLM, tg *tgfake.Fake, tgToken
 	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
 	cfg.Skills.Dir = filepath.Join(dir, "skills")
 	cfg.HTTP.Listen = "127.0.0.1:0"
-	c := &cfg.Channels
-	c.Telegram.Enabled, c.Telegram.Token, c.Telegram.APIEndpoint, c.Telegram.AllowUsers = true, tgToken, tg.URL, []string{"1"}
-	c.Discord.Enabled, c.Discord.Token, c.Discord.APIBase, c.Discord.AllowUsers = true, dcToken, dc.APIBase(), []string{"310000000000000001"}
+	t1, d1 := config.Section[*telegram.Config](cfg), config.Section[*discord.Config](cfg)
+	t1.Enabled, t1.Token, t1.APIEndpoint, t1.AllowUsers = true, tgToken, tg.URL, []string{"1"}
+	d1.Enabled, d1.Token, d1.APIBase, d1.AllowUsers = true, dcToken, dc.APIBase(), []string{"310000000000000001"}
 	path := filepath.Join(dir, "config.yaml")
 	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		t.Fatal(err)

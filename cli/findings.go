@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/gateway"
 	"github.com/switchboard-gateway/switchboard/skills"
@@ -189,17 +190,17 @@ func dirFinding(err error) Finding {
 // platforms and the HTTP API when enabled. serve needs at least one of the
 // latter three; without any, only `switchboard chat` works.
 func channelFindings(cfg *config.Config) []Finding {
-	c := cfg.Channels
 	found := []Finding{{Where: "console", Message: "the terminal chat (switchboard chat)"}}
-	if c.Telegram.Enabled {
-		msg := fmt.Sprintf("enabled, %d allowed users", len(c.Telegram.AllowUsers))
-		if c.Telegram.Webhook.URL != "" {
-			msg += ", webhook " + c.Telegram.Webhook.URL
+	for _, d := range registry.All {
+		sec := cfg.Channels.Section(d.Name)
+		if sec == nil || !sec.Settings().Enabled {
+			continue
 		}
-		found = append(found, Finding{Where: "telegram", Message: msg})
-	}
-	if c.Discord.Enabled {
-		found = append(found, Finding{Where: "discord", Message: fmt.Sprintf("enabled, %d allowed users", len(c.Discord.AllowUsers))})
+		msg := fmt.Sprintf("enabled, %d allowed users", len(sec.Settings().AllowUsers))
+		if d.Summary != nil {
+			msg += d.Summary(sec)
+		}
+		found = append(found, Finding{Where: d.Name, Message: msg})
 	}
 	if h := cfg.HTTP; h.Listen != "" {
 		auth := "no token (loopback only)"
@@ -212,7 +213,7 @@ func channelFindings(cfg *config.Config) []Finding {
 	}
 	if err := gateway.CheckServable(cfg); err != nil {
 		found = append(found, Finding{SevWarn, "channels", "nothing for `switchboard serve` to serve: it will not start; `switchboard chat` works",
-			"set channels.telegram.enabled or channels.discord.enabled with its token, or http.listen for the chat API"})
+			"set " + gateway.EnableChannelKeys() + " with its token, or http.listen for the chat API"})
 	}
 	return found
 }

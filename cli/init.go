@@ -18,6 +18,8 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 )
@@ -26,13 +28,29 @@ import (
 // the global flags (so they may come before or after the command) and are
 // refused for any other command.
 type initOptions struct {
-	modelURL, model, apiKey                  string
-	telegramToken, telegramUser, telegramAPI string
-	discordToken, discordUser, discordAPI    string
-	httpListen                               string
-	nonInteractive, force, noCheck           bool
+	modelURL, model, apiKey        string
+	channels                       map[string]*channelFlags // by name, for each platform with init questions
+	httpListen                     string
+	nonInteractive, force, noCheck bool
 
 	given map[string]bool // the init flags on the command line
+}
+
+// channelFlags are one chat platform's init flags: --NAME-token,
+// --NAME-user and its API address flag (channels.Init.APIFlag).
+type channelFlags struct {
+	token, user, api string
+}
+
+// initChannels are the platforms init asks about, in the registry's order.
+func initChannels() []channels.Definition {
+	var out []channels.Definition
+	for _, d := range registry.All {
+		if d.Init != nil {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // register declares the init flags on the command line's flag set.
@@ -40,12 +58,14 @@ func (o *initOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.modelURL, "model-url", "", "init: the OpenAI-compatible API (default OPENAI_BASE_URL, else https://api.openai.com/v1)")
 	fs.StringVar(&o.model, "model", "", "init: the model (default OPENAI_MODEL)")
 	fs.StringVar(&o.apiKey, "api-key", "", "init: the model server's API key (default OPENAI_API_KEY)")
-	fs.StringVar(&o.telegramToken, "telegram-token", "", "init: the Telegram bot token (default TELEGRAM_BOT_TOKEN)")
-	fs.StringVar(&o.telegramUser, "telegram-user", "", "init: your Telegram user id (without one, pairing codes are on)")
-	fs.StringVar(&o.telegramAPI, "telegram-api-endpoint", "", "init: a local Bot API server instead of Telegram's")
-	fs.StringVar(&o.discordToken, "discord-token", "", "init: the Discord bot token (default DISCORD_BOT_TOKEN)")
-	fs.StringVar(&o.discordUser, "discord-user", "", "init: your Discord user id")
-	fs.StringVar(&o.discordAPI, "discord-api-base", "", "init: another Discord API base URL")
+	o.channels = map[string]*channelFlags{}
+	for _, d := range initChannels() {
+		f := &channelFlags{}
+		o.channels[d.Name] = f
+		fs.StringVar(&f.token, d.Name+"-token", "", "init: "+d.Init.TokenUsage)
+		fs.StringVar(&f.user, d.Name+"-user", "", "init: "+d.Init.UserUsage)
+		fs.StringVar(&f.api, d.Name+"-"+d.Init.APIFlag, "", "init: "+d.Init.APIUsage)
+	}
 	fs.StringVar(&o.httpListen, "http-listen", "", "init: the HTTP API and dashboard address (default 127.0.0.1:8080)")
 	fs.BoolVar(&o.nonInteractive, "non-interactive", false, "init: ask nothing; take the flags and the environment")
 	fs.BoolVar(&o.force, "force", false, "init: replace an existing file")
@@ -77,9 +97,15 @@ type secret struct {
 
 // channelSetup is what init writes for one chat channel.
 type channelSetup struct {
+	def   channels.Definition
 	token secret // empty: the channel stays off
 	api   string // the API endpoint; empty: the default
 	users []string
+}
+
+// answers are the setup as its definition's Init takes them.
+func (c *channelSetup) answers() channels.InitAnswers {
+	return channels.InitAnswers{Token: c.token.value, API: c.api, Users: c.users}
 }
 
 // setup is the configuration init writes.
@@ -88,8 +114,8 @@ type setup struct {
 	apiKey                      secret
 	// httpToken guards an HTTP server beyond loopback: from
 	// SWITCHBOARD_HTTP_TOKEN, or made up by init.
-	httpToken         secret
-	telegram, discord channelSetup
+	httpToken secret
+	channels  []*channelSetup // in the registry's order
 }
 
 // initCommand is `switchboard init`: it writes a first configuration to
@@ -165,16 +191,18 @@ func (o *initOptions) setup() (*setup, error) {
 			s.httpToken = secret{value: newHTTPToken()}
 		}
 	}
-	s.telegram.token = pick(o.telegramToken, "telegram-token", "TELEGRAM_BOT_TOKEN")
-	s.telegram.api = o.telegramAPI
-	s.discord.token = pick(o.discordToken, "discord-token", "DISCORD_BOT_TOKEN")
-	s.discord.api = o.discordAPI
-	var err error
-	if s.telegram.users, err = userIDs("--telegram-user", o.telegramUser); err != nil {
-		return nil, err
-	}
-	if s.discord.users, err = userIDs("--discord-user", o.discordUser); err != nil {
-		return nil, err
+	for _, d := range initChannels() {
+		f := o.channels[d.Name]
+		if f == nil {
+			f = &channelFlags{}
+		}
+		c := &channelSetup{def: d, api: f.api,
+			token: pick(f.token, d.Name+"-token", config.FallbackEnv("channels."+d.Name+".token"))}
+		var err error
+		if c.users, err = userIDs("--"+d.Name+"-user", f.user); err != nil {
+			return nil, err
+		}
+		s.channels = append(s.channels, c)
 	}
 	return s, nil
 }
@@ -210,16 +238,17 @@ func (s *setup) config() *config.Config {
 		cfg.HTTP.Listen = s.httpListen
 	}
 	cfg.HTTP.Token = s.httpToken.value
-	tg := &cfg.Channels.Telegram
-	tg.Enabled, tg.Token, tg.AllowUsers, tg.Pairing = s.telegram.token.value != "", s.telegram.token.value, s.telegram.users, len(s.telegram.users) == 0
-	tg.Admins = s.telegram.users
-	if s.telegram.api != "" {
-		tg.APIEndpoint = s.telegram.api
-	}
-	dc := &cfg.Channels.Discord
-	dc.Enabled, dc.Token, dc.AllowUsers, dc.Admins = s.discord.token.value != "", s.discord.token.value, s.discord.users, s.discord.users
-	if s.discord.api != "" {
-		dc.APIBase = s.discord.api
+	for _, c := range s.channels {
+		sec := cfg.Channels.Section(c.def.Name)
+		common := sec.Settings()
+		common.Enabled, common.AllowUsers, common.Admins = c.token.value != "", c.users, c.users
+		channels.SetString(sec, "token", c.token.value)
+		if c.api != "" {
+			channels.SetString(sec, c.def.Init.APIKey, c.api)
+		}
+		if c.def.Init.Apply != nil {
+			c.def.Init.Apply(sec, c.answers())
+		}
 	}
 	return cfg
 }
@@ -246,28 +275,37 @@ func failed(fs ...Finding) *Finding {
 	return nil
 }
 
-var (
-	modelCheck = initCheck{"model server", func(ctx context.Context, s *setup) *Finding {
-		return failed(doctorModel(ctx, s.config())...)
-	}, "--model-url, --api-key, --model"}
-	telegramCheck = initCheck{"Telegram token", func(ctx context.Context, s *setup) *Finding {
-		return failed(doctorTelegram(ctx, s.config().Channels.Telegram))
-	}, "--telegram-token"}
-	discordCheck = initCheck{"Discord token", func(ctx context.Context, s *setup) *Finding {
-		return failed(doctorDiscord(ctx, s.config().Channels.Discord))
-	}, "--discord-token"}
-)
+var modelCheck = initCheck{"model server", func(ctx context.Context, s *setup) *Finding {
+	return failed(doctorModel(ctx, s.config())...)
+}, "--model-url, --api-key, --model"}
+
+// tokenCheck is a chat platform's token check, as doctor makes it (none
+// when its definition has no Doctor).
+func tokenCheck(d channels.Definition) (initCheck, bool) {
+	return initCheck{d.Title + " token", func(ctx context.Context, s *setup) *Finding {
+		return failed(doctorChannel(ctx, d, s.config()))
+	}, "--" + d.Name + "-token"}, d.Doctor != nil
+}
 
 // checks lists what the setup needs checked.
 func (s *setup) checks() []initCheck {
 	list := []initCheck{modelCheck}
-	if s.telegram.token.value != "" {
-		list = append(list, telegramCheck)
-	}
-	if s.discord.token.value != "" {
-		list = append(list, discordCheck)
+	for _, c := range s.channels {
+		if chk, ok := tokenCheck(c.def); ok && c.token.value != "" {
+			list = append(list, chk)
+		}
 	}
 	return list
+}
+
+// anyChannel reports whether the setup enables a chat platform.
+func (s *setup) anyChannel() bool {
+	for _, c := range s.channels {
+		if c.token.value != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // quote writes s as a double-quoted YAML string that config.Load reads back
@@ -308,13 +346,11 @@ llm:
 	if s.apiKey.value != "" || s.apiKey.env != "" {
 		fmt.Fprintf(&b, "  api_key: %s\n", s.apiKey.yaml())
 	}
-	if tg, dc := s.telegram, s.discord; tg.token.value != "" || dc.token.value != "" {
+	if s.anyChannel() {
 		b.WriteString("\nchannels:\n")
-		tg.write(&b, "telegram", "api_endpoint")
-		if tg.token.value != "" && len(tg.users) == 0 {
-			b.WriteString("    # A stranger writing to the bot in private gets a one-time code for\n    # `switchboard pairing approve CODE`.\n    pairing: true\n")
+		for _, c := range s.channels {
+			c.write(&b)
 		}
-		dc.write(&b, "discord", "api_base")
 	}
 	if s.httpListen != "" {
 		fmt.Fprintf(&b, "\nhttp:\n  listen: %s\n", quote(s.httpListen))
@@ -325,19 +361,21 @@ llm:
 	return []byte(b.String())
 }
 
-// write adds the channel called name, if it has a token; apiKey is the
-// name of its API address setting.
-func (c channelSetup) write(b *strings.Builder, name, apiKey string) {
+// write adds the channel, if it has a token.
+func (c *channelSetup) write(b *strings.Builder) {
 	if c.token.value == "" {
 		return
 	}
-	fmt.Fprintf(b, "  %s:\n    enabled: true\n    token: %s\n", name, c.token.yaml())
+	fmt.Fprintf(b, "  %s:\n    enabled: true\n    token: %s\n", c.def.Name, c.token.yaml())
 	if c.api != "" {
-		fmt.Fprintf(b, "    %s: %s\n", apiKey, quote(c.api))
+		fmt.Fprintf(b, "    %s: %s\n", c.def.Init.APIKey, quote(c.api))
 	}
 	fmt.Fprintf(b, "    allow_users: %s # numeric user ids; empty admits nobody\n", quoteList(c.users))
 	if len(c.users) > 0 { // the ids init asks for are the operator's own
 		fmt.Fprintf(b, "    admins: %s # who sees operator matters (skill errors, channel errors) in /status\n", quoteList(c.users))
+	}
+	if c.def.Init.Extra != nil {
+		b.WriteString(c.def.Init.Extra(c.answers()))
 	}
 }
 
@@ -349,16 +387,15 @@ func (s *setup) nextSteps(path string) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Next:\n  switchboard check%s   validate it and see what would run\n", arg)
-	if s.telegram.token.value == "" && s.discord.token.value == "" {
+	if !s.anyChannel() {
 		fmt.Fprintf(&b, "  switchboard chat%s    talk to the bot in this terminal\n", arg)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "  switchboard serve%s   start the bot\n", arg)
-	if s.telegram.token.value != "" && len(s.telegram.users) == 0 {
-		fmt.Fprintf(&b, "Telegram: write to your bot in private; it answers with a pairing code. Admit\n  yourself with: switchboard pairing approve CODE%s\n", arg)
-	}
-	if s.discord.token.value != "" && len(s.discord.users) == 0 {
-		b.WriteString("Discord: the bot admits nobody yet. Write to it: it answers with your user\n  id. Add that to channels.discord.allow_users, then reload (SIGHUP) or restart.\n")
+	for _, c := range s.channels {
+		if c.token.value != "" && c.def.Init.NextSteps != nil {
+			b.WriteString(c.def.Init.NextSteps(c.answers(), arg))
+		}
 	}
 	return b.String()
 }
@@ -583,31 +620,23 @@ func (p *prompter) interview(ctx context.Context, path string, s *setup, o *init
 			break
 		}
 	}
-	channels := []struct {
-		flag, tokenHelp, idHelp string
-		c                       *channelSetup
-		chk                     initCheck
-	}{
-		{"telegram", "Telegram bot token from @BotFather", "Your Telegram user id, digits (@userinfobot tells you; Enter: pairing codes instead)",
-			&s.telegram, telegramCheck},
-		{"discord", "Discord bot token from the developer portal, your application → Bot", "Your Discord user id, digits (Developer Mode → right-click your name → Copy User ID; Enter: add it later)",
-			&s.discord, discordCheck},
-	}
-	for _, ch := range channels {
+	for _, c := range s.channels {
+		q, name := c.def.Init, c.def.Name
+		chk, hasCheck := tokenCheck(c.def)
 		for first := true; ; first = false {
-			if !first || !o.given[ch.flag+"-token"] {
+			if !first || !o.given[name+"-token"] {
 				var err error
-				if ch.c.token, err = p.askSecret(ctx, ch.tokenHelp, ch.c.token, true); err != nil {
+				if c.token, err = p.askSecret(ctx, q.TokenQuestion, c.token, true); err != nil {
 					return err
 				}
 			}
-			if ch.c.token.value == "" || check(ch.chk) {
+			if c.token.value == "" || !hasCheck || check(chk) {
 				break
 			}
 		}
-		if ch.c.token.value != "" && !o.given[ch.flag+"-user"] {
+		if c.token.value != "" && !o.given[name+"-user"] {
 			var err error
-			if ch.c.users, err = p.askIDs(ctx, ch.idHelp); err != nil {
+			if c.users, err = p.askIDs(ctx, q.UserQuestion); err != nil {
 				return err
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -82,8 +84,8 @@ func TestInitNonInteractiveServes(t *testing.T) {
 	if strings.Contains(string(body), "pairing") {
 		t.Errorf("with the user's id, pairing stays off:\n%s", body)
 	}
-	if cfg, err := config.Load(path); err != nil || !slices.Equal(cfg.Channels.Telegram.Admins, cfg.Channels.Telegram.AllowUsers) ||
-		len(cfg.Channels.Telegram.Admins) != 1 {
+	if cfg, err := config.Load(path); err != nil || !slices.Equal(config.Section[*telegram.Config](cfg).Admins, config.Section[*telegram.Config](cfg).AllowUsers) ||
+		len(config.Section[*telegram.Config](cfg).Admins) != 1 {
 		t.Errorf("the operator's own id is not the admin: %v\n%s", err, body)
 	}
 
@@ -225,16 +227,16 @@ func TestInitWrites(t *testing.T) {
 		{"secrets from the environment", map[string]string{"OPENAI_API_KEY": "sk-env-secret", "TELEGRAM_BOT_TOKEN": "1:env-token", "OPENAI_MODEL": "env-model"},
 			nil, ExitOK, []string{`api_key: "${OPENAI_API_KEY}"`, `token: "${TELEGRAM_BOT_TOKEN}"`, `model: "env-model"`, "allow_users: []", "pairing: true"},
 			func(t *testing.T, cfg *config.Config) {
-				if cfg.LLM.APIKey != "sk-env-secret" || cfg.Channels.Telegram.Token != "1:env-token" || !cfg.Channels.Telegram.Pairing {
-					t.Errorf("loaded back: %+v", cfg.Channels.Telegram)
+				if cfg.LLM.APIKey != "sk-env-secret" || config.Section[*telegram.Config](cfg).Token != "1:env-token" || !config.Section[*telegram.Config](cfg).Pairing {
+					t.Errorf("loaded back: %+v", config.Section[*telegram.Config](cfg))
 				}
 			}},
 		{"flags win, ids, a dollar", map[string]string{"OPENAI_API_KEY": "sk-env-secret"},
 			[]string{"--model", "m", "--api-key", "sk-$HOME-x", "--discord-token", "d.tok", "--discord-user", "310000000000000001, 310000000000000002"},
 			ExitOK, []string{`api_key: "sk-$$HOME-x"`, `allow_users: ["310000000000000001", "310000000000000002"]`},
 			func(t *testing.T, cfg *config.Config) {
-				if cfg.LLM.APIKey != "sk-$HOME-x" || cfg.Channels.Telegram.Enabled || !slices.Equal(cfg.Channels.Discord.AllowUsers, []string{"310000000000000001", "310000000000000002"}) {
-					t.Errorf("loaded back: key %q, discord %+v", cfg.LLM.APIKey, cfg.Channels.Discord)
+				if cfg.LLM.APIKey != "sk-$HOME-x" || config.Section[*telegram.Config](cfg).Enabled || !slices.Equal(config.Section[*discord.Config](cfg).AllowUsers, []string{"310000000000000001", "310000000000000002"}) {
+					t.Errorf("loaded back: key %q, discord %+v", cfg.LLM.APIKey, config.Section[*discord.Config](cfg))
 				}
 			}},
 		{"HTTP beyond loopback gets a long random token", nil, []string{"--model", "m", "--http-listen", "0.0.0.0:8080"},
@@ -349,8 +351,8 @@ func TestInitInteractive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.LLM.Model != "fake-model" || cfg.LLM.APIKey != initAPIKey || cfg.Channels.Telegram.Token != initTgToken ||
-		!cfg.Channels.Telegram.Pairing || len(cfg.Channels.Telegram.AllowUsers) != 0 || cfg.Channels.Discord.Enabled {
+	if cfg.LLM.Model != "fake-model" || cfg.LLM.APIKey != initAPIKey || config.Section[*telegram.Config](cfg).Token != initTgToken ||
+		!config.Section[*telegram.Config](cfg).Pairing || len(config.Section[*telegram.Config](cfg).AllowUsers) != 0 || config.Section[*discord.Config](cfg).Enabled {
 		t.Errorf("the file holds %+v %+v", cfg.LLM, cfg.Channels)
 	}
 

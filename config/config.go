@@ -19,6 +19,8 @@ package config
 import (
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+
 	_ "time/tzdata" // agent.timezone must resolve on hosts without a zoneinfo database (scratch and distroless images)
 )
 
@@ -53,14 +55,19 @@ type Config struct {
 }
 
 // LLM configures the OpenAI-compatible model endpoint.
+//
+// Struct tags beside yaml, here and in every chat platform's section:
+// secret:"true" marks a secret (Redacted masks it, Secrets lists it),
+// secret:"url" a URL that may carry a password, env:"NAME" the environment
+// variable an empty value falls back to (see Load).
 type LLM struct {
-	BaseURL        string        `yaml:"base_url"`        // falls back to OPENAI_BASE_URL
-	APIKey         string        `yaml:"api_key"`         // secret; falls back to OPENAI_API_KEY
-	Model          string        `yaml:"model"`           // required; falls back to OPENAI_MODEL
-	ContextWindow  int           `yaml:"context_window"`  // tokens the model accepts in one request
-	FallbackModels []string      `yaml:"fallback_models"` // tried in order when Model fails
-	MaxRetries     int           `yaml:"max_retries"`     // retries of one request; 0 disables
-	RequestTimeout time.Duration `yaml:"request_timeout"` // for one model request, streaming included
+	BaseURL        string        `yaml:"base_url" secret:"url" env:"OPENAI_BASE_URL"`
+	APIKey         string        `yaml:"api_key" secret:"true" env:"OPENAI_API_KEY"`
+	Model          string        `yaml:"model" env:"OPENAI_MODEL"` // required
+	ContextWindow  int           `yaml:"context_window"`           // tokens the model accepts in one request
+	FallbackModels []string      `yaml:"fallback_models"`          // tried in order when Model fails
+	MaxRetries     int           `yaml:"max_retries"`              // retries of one request; 0 disables
+	RequestTimeout time.Duration `yaml:"request_timeout"`          // for one model request, streaming included
 	// MaxConcurrentRequests caps the requests in flight to each model
 	// (the primary and each fallback), for providers that rate-limit;
 	// more wait in line and their users are told their place; 0: no cap.
@@ -113,9 +120,12 @@ type Agent struct {
 
 // Channels configures the chat adapters.
 type Channels struct {
-	Console  Console  `yaml:"console"`
-	Telegram Telegram `yaml:"telegram"`
-	Discord  Discord  `yaml:"discord"`
+	Console Console `yaml:"console"`
+	// Sections are the chat platforms' sections (channels.telegram,
+	// channels.discord, ...), by name: one per definition in
+	// channels/registry, each the type its package defines. Read one with
+	// Section.
+	Sections map[string]channels.Section `yaml:"-"`
 	// ReplyMaxAge is how long a reply the platform did not take (an
 	// outage) is kept and retried before it is dropped with an ERROR.
 	ReplyMaxAge time.Duration `yaml:"reply_max_age"`
@@ -133,64 +143,6 @@ type Console struct {
 	// StreamPreview prints the reply as the model writes it; off, each
 	// reply is printed whole when it is sent.
 	StreamPreview bool `yaml:"stream_preview"`
-}
-
-// Telegram configures the Telegram Bot API adapter.
-type Telegram struct {
-	Enabled     bool     `yaml:"enabled"`
-	Token       string   `yaml:"token"` // secret; falls back to TELEGRAM_BOT_TOKEN
-	APIEndpoint string   `yaml:"api_endpoint"`
-	AllowUsers  []string `yaml:"allow_users"` // numeric ids or @usernames; empty admits nobody
-	// Admins are the operators' numeric user ids: admitted like
-	// allow_users, and the only ones whom /status shows operator matters
-	// (skill errors, channels and MCP servers that are down). Empty:
-	// nobody on Telegram.
-	Admins      []string      `yaml:"admins"`
-	PollTimeout time.Duration `yaml:"poll_timeout"`
-	Webhook     Webhook       `yaml:"webhook"` // empty URL: long polling
-	// Pairing lets an unknown user ask for access with a one-time code that
-	// the operator approves with `switchboard pairing approve CODE`.
-	Pairing bool `yaml:"pairing"`
-	// StreamPreview shows the reply as it is written: a draft in private
-	// chats, one edited message in groups.
-	StreamPreview bool `yaml:"stream_preview"`
-	// ShowToolProgress shows one line saying what the tools do while they
-	// run longer than a moment.
-	ShowToolProgress bool `yaml:"show_tool_progress"`
-	// Pacing keeps what the bot sends within Telegram's documented rate
-	// limits (30 messages a second, 1 a second in a chat, 20 a minute in
-	// a group). Off only for a Bot API server without those limits (an
-	// emulator in a benchmark).
-	Pacing bool `yaml:"pacing"`
-}
-
-// Webhook receives Telegram updates by HTTPS push instead of long polling.
-type Webhook struct {
-	URL         string `yaml:"url"`          // public https URL Telegram posts to
-	Listen      string `yaml:"listen"`       // local address serving it, such as 127.0.0.1:8443 behind a proxy
-	SecretToken string `yaml:"secret_token"` // secret; checked on every request
-}
-
-// Discord configures the Discord adapter.
-type Discord struct {
-	Enabled       bool     `yaml:"enabled"`
-	Token         string   `yaml:"token"`       // secret; falls back to DISCORD_BOT_TOKEN
-	AllowUsers    []string `yaml:"allow_users"` // user ids; empty admits nobody
-	Admins        []string `yaml:"admins"`      // the operators' user ids (see Telegram.Admins)
-	AllowGuilds   []string `yaml:"allow_guilds"`
-	AllowChannels []string `yaml:"allow_channels"`
-	APIBase       string   `yaml:"api_base"`
-	GatewayURL    string   `yaml:"gateway_url"`    // empty asks the API for the gateway
-	StreamPreview bool     `yaml:"stream_preview"` // one message edited as the model writes
-	// ShowToolProgress shows one line saying what the tools do while they
-	// run longer than a moment.
-	ShowToolProgress bool `yaml:"show_tool_progress"`
-	// ShardCount splits the Discord gateway into shards (0 or 1: one
-	// connection for everything); ShardID is this replica's shard, from 0 to
-	// ShardCount-1. With ShardCount > 1 and no ShardID, replicas on one
-	// PostgreSQL store each claim a free shard.
-	ShardCount int  `yaml:"shard_count"`
-	ShardID    *int `yaml:"shard_id"`
 }
 
 // Cluster configures how replicas on one PostgreSQL store share the work
@@ -271,9 +223,9 @@ type WebTools struct {
 
 // WebSearch chooses web_search's provider; without one the tool is absent.
 type WebSearch struct {
-	Provider string `yaml:"provider"` // "", searxng, brave or tavily
-	URL      string `yaml:"url"`      // searxng: the instance; brave, tavily: an endpoint override
-	APIKey   string `yaml:"api_key"`  // secret; brave and tavily
+	Provider string `yaml:"provider"`              // "", searxng, brave or tavily
+	URL      string `yaml:"url" secret:"url"`      // searxng: the instance; brave, tavily: an endpoint override
+	APIKey   string `yaml:"api_key" secret:"true"` // brave and tavily
 }
 
 // FileTools governs the workspace file tools (file_read, file_write,
@@ -331,7 +283,7 @@ type ScheduleJob struct {
 	Name     string `yaml:"name"`
 	Spec     string `yaml:"spec"`     // "0 9 * * MON", "@daily", "@every 2h" or "at 2026-12-24 09:00"
 	Timezone string `yaml:"timezone"` // IANA zone of the spec; empty: agent.timezone
-	Channel  string `yaml:"channel"`  // console, telegram or discord
+	Channel  string `yaml:"channel"`  // console or a chat platform's name (telegram, discord)
 	Chat     string `yaml:"chat"`     // the chat's id on that channel
 	Kind     string `yaml:"kind"`     // reminder (Text sent as is) or task (Prompt run as an agent turn)
 	Text     string `yaml:"text"`
@@ -341,8 +293,8 @@ type ScheduleJob struct {
 
 // HTTP configures the HTTP API.
 type HTTP struct {
-	Listen string `yaml:"listen"` // host:port; empty disables the HTTP API
-	Token  string `yaml:"token"`  // secret; required unless Listen is a loopback address
+	Listen string `yaml:"listen"`                                           // host:port; empty disables the HTTP API
+	Token  string `yaml:"token" secret:"true" env:"SWITCHBOARD_HTTP_TOKEN"` // required unless Listen is a loopback address
 	// PublicHosts are the host names clients use to reach the server, as
 	// they appear in the Host header ("name" for any port, "name:port"
 	// for one): behind a proxy that keeps Host, or on a non-loopback
@@ -416,14 +368,6 @@ const (
 	defaultPlanFeedbackTimeout = 10 * time.Minute
 	// The name the console user gets in the store and in the prompt.
 	defaultConsoleUser = "local"
-	// Telegram's public Bot API server; override it for a local server or a fake.
-	defaultTelegramEndpoint = "https://api.telegram.org"
-	// Long-poll length: Telegram answers at once when there is news, so a
-	// longer poll only means fewer idle requests. 30s stays under common
-	// proxy idle timeouts.
-	defaultPollTimeout = 30 * time.Second
-	// The API version discordgo speaks.
-	defaultDiscordAPIBase = "https://discord.com/api/v9"
 	// Relative to the working directory, next to the database.
 	defaultSkillsDir = "skills"
 	// defaultWorkspace is where command tools run: a directory of its own,
@@ -531,16 +475,8 @@ func Default() *Config {
 			ModelOutageMaxAge:   defaultModelOutageMaxAge,
 		},
 		Channels: Channels{
-			Console: Console{User: defaultConsoleUser, StreamPreview: true},
-			// Replies that feel live: previews and progress are on.
-			Telegram: Telegram{
-				APIEndpoint:      defaultTelegramEndpoint,
-				PollTimeout:      defaultPollTimeout,
-				StreamPreview:    true,
-				Pacing:           true,
-				ShowToolProgress: true,
-			},
-			Discord:     Discord{APIBase: defaultDiscordAPIBase, StreamPreview: true, ShowToolProgress: true},
+			Console:     Console{User: defaultConsoleUser, StreamPreview: true},
+			Sections:    newSections(), // each with its package's defaults
 			ReplyMaxAge: defaultReplyMaxAge,
 
 			ReplyMaxChars: defaultReplyMaxChars,

@@ -46,12 +46,12 @@ func TestExampleSecretsComeFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []string{cfg.Channels.Telegram.Token, cfg.Channels.Discord.Token, cfg.HTTP.Token, cfg.Tools.Web.Search.APIKey}
+	got := []string{telegramOf(cfg).Token, discordOf(cfg).Token, cfg.HTTP.Token, cfg.Tools.Web.Search.APIKey}
 	want := []string{"123:tg", "dc-token", "http-token", "search-key"}
 	if !slices.Equal(got, want) {
 		t.Errorf("tokens = %q, want %q", got, want)
 	}
-	if cfg.Channels.Telegram.Enabled || cfg.Channels.Discord.Enabled {
+	if telegramOf(cfg).Enabled || discordOf(cfg).Enabled {
 		t.Error("the example enables a chat channel; both must be disabled by default")
 	}
 }
@@ -104,9 +104,9 @@ func diff(a, b []string) []string {
 func TestDefaultsRoundTrip(t *testing.T) {
 	want := validConfig()
 	want.LLM.FallbackModels = []string{"a", "b"}
-	want.Channels.Telegram.AllowUsers = []string{"123", "@bob"}
-	want.Channels.Telegram.Enabled = true
-	want.Channels.Discord.AllowGuilds = []string{"42"}
+	telegramOf(want).AllowUsers = []string{"123", "@bob"}
+	telegramOf(want).Enabled = true
+	discordOf(want).AllowGuilds = []string{"42"}
 	want.HTTP.Token = "tok"
 	data, err := yaml.Marshal(want)
 	if err != nil {

@@ -5,20 +5,30 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/tools/allowhost"
 )
 
 // secretEnv are the environment variables that hold the gateway's own
-// secrets: the model key, the bot tokens, the HTTP token. A skill never
-// expands them, whatever skills.grants says.
-var secretEnv = []string{"OPENAI_API_KEY", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SWITCHBOARD_HTTP_TOKEN"}
+// secrets (the env tags of its secret fields): the model key, the bot
+// tokens, the HTTP token. A skill never expands them, whatever
+// skills.grants says.
+var secretEnv = sync.OnceValue(func() []string {
+	var out []string
+	Default().eachString(func(f stringField) {
+		if env := f.field.Tag.Get("env"); env != "" && f.field.Tag.Get("secret") == "true" {
+			out = append(out, env)
+		}
+	})
+	return out
+})
 
 // IsGatewaySecretEnv reports whether the environment variable name holds
 // one of the gateway's own secrets, or is one of its own SWITCHBOARD_*
 // settings: a skill may never expand it.
 func IsGatewaySecretEnv(name string) bool {
-	return slices.Contains(secretEnv, name) || strings.HasPrefix(name, "SWITCHBOARD_")
+	return slices.Contains(secretEnv(), name) || strings.HasPrefix(name, "SWITCHBOARD_")
 }
 
 var skillNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)

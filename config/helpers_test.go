@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 )
 
 // envVars are the variables Load or config.example.yaml read. Tests clear
@@ -59,14 +62,15 @@ func mustLoad(t *testing.T, content string, env map[string]string) *Config {
 func normalized(c *Config) *Config {
 	r := *c
 	r.src = nil
+	r.Channels = c.Channels.Clone()
 	for _, p := range []*[]string{
 		&r.LLM.FallbackModels,
-		&r.Channels.Telegram.AllowUsers,
-		&r.Channels.Discord.AllowUsers,
-		&r.Channels.Telegram.Admins,
-		&r.Channels.Discord.Admins,
-		&r.Channels.Discord.AllowGuilds,
-		&r.Channels.Discord.AllowChannels,
+		&telegramOf(&r).AllowUsers,
+		&discordOf(&r).AllowUsers,
+		&telegramOf(&r).Admins,
+		&discordOf(&r).Admins,
+		&discordOf(&r).AllowGuilds,
+		&discordOf(&r).AllowChannels,
 		&r.Tools.Web.AllowHosts,
 		&r.HTTP.PublicHosts,
 	} {
@@ -130,3 +134,7 @@ func validConfig() *Config {
 	c.LLM.Model = "gpt-test"
 	return c
 }
+
+// telegramOf and discordOf are c's platform sections.
+func telegramOf(c *Config) *telegram.Config { return Section[*telegram.Config](c) }
+func discordOf(c *Config) *discord.Config   { return Section[*discord.Config](c) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 )
 
 // Load reads the configuration file at path, expands environment variable
@@ -31,11 +34,11 @@ import (
 // $$ to a literal $. A $ followed by anything else is kept as is. Keys are
 // never expanded.
 //
-// Settings that are empty after decoding are taken from the environment:
-// llm.base_url from OPENAI_BASE_URL, llm.api_key from OPENAI_API_KEY,
-// llm.model from OPENAI_MODEL, channels.telegram.token from
-// TELEGRAM_BOT_TOKEN, channels.discord.token from DISCORD_BOT_TOKEN and
-// http.token from SWITCHBOARD_HTTP_TOKEN. A value
+// Settings that are empty after decoding are taken from the environment
+// variable their field's env tag names: llm.base_url from OPENAI_BASE_URL,
+// llm.api_key from OPENAI_API_KEY, llm.model from OPENAI_MODEL, a chat
+// platform's token from its own (channels.telegram.token from
+// TELEGRAM_BOT_TOKEN) and http.token from SWITCHBOARD_HTTP_TOKEN. A value
 // in the file wins over the environment, which wins over the built-in default.
 //
 // A SQLite store.path the file does not set defaults to switchboard.db in the
@@ -76,19 +79,22 @@ func readError(path string, err error) error {
 	return &Error{File: path, Msg: msg, err: err}
 }
 
-// envFallbacks lists the settings Load takes from the environment when they
-// are empty.
-var envFallbacks = []struct {
-	key   string
-	env   string
-	field func(*Config) *string
-}{
-	{"llm.base_url", "OPENAI_BASE_URL", func(c *Config) *string { return &c.LLM.BaseURL }},
-	{"llm.api_key", "OPENAI_API_KEY", func(c *Config) *string { return &c.LLM.APIKey }},
-	{"llm.model", "OPENAI_MODEL", func(c *Config) *string { return &c.LLM.Model }},
-	{"channels.telegram.token", "TELEGRAM_BOT_TOKEN", func(c *Config) *string { return &c.Channels.Telegram.Token }},
-	{"channels.discord.token", "DISCORD_BOT_TOKEN", func(c *Config) *string { return &c.Channels.Discord.Token }},
-	{"http.token", "SWITCHBOARD_HTTP_TOKEN", func(c *Config) *string { return &c.HTTP.Token }},
+// envFallback is a setting Load takes from the environment when it is
+// empty: a field tagged `env:"NAME"`.
+type envFallback struct {
+	key, env string
+	field    *string
+}
+
+// envFallbacks lists cfg's settings that fall back to the environment.
+func envFallbacks(cfg *Config) []envFallback {
+	var out []envFallback
+	cfg.eachString(func(f stringField) {
+		if env := f.field.Tag.Get("env"); env != "" {
+			out = append(out, envFallback{f.key, env, f.p})
+		}
+	})
+	return out
 }
 
 // parse is Load without the file system: file names the source in messages
@@ -114,8 +120,8 @@ func parse(file string, data []byte, lookup func(string) (string, bool)) (*Confi
 		}
 	}
 
-	for _, f := range envFallbacks {
-		p := f.field(cfg)
+	for _, f := range envFallbacks(cfg) {
+		p := f.field
 		if *p != "" {
 			continue
 		}
@@ -484,17 +490,31 @@ func keyOrTop(key string) string {
 	return key
 }
 
-// yamlFields returns a struct's YAML keys in declaration order and their types.
+// yamlFields returns a struct's YAML keys in declaration order and their
+// types. The fields of an inline struct (a section's channels.Common) are
+// its own; Channels has the registered platforms' sections after console.
 func yamlFields(t reflect.Type) ([]string, map[string]reflect.Type) {
 	var names []string
 	types := map[string]reflect.Type{}
 	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if f.IsExported() && name == "" && opts == "inline" && f.Type.Kind() == reflect.Struct {
+			n, ts := yamlFields(f.Type)
+			names = append(names, n...)
+			maps.Copy(types, ts)
+			continue
+		}
 		if !f.IsExported() || name == "" || name == "-" {
 			continue
 		}
 		names = append(names, name)
 		types[name] = f.Type
+		if t == channelsType && name == "console" {
+			for _, d := range registry.All {
+				names = append(names, d.Name)
+				types[d.Name] = d.SectionType()
+			}
+		}
 	}
 	return names, types
 }

@@ -108,7 +108,7 @@ func TestScheduleWarnsAboutDisabledChannels(t *testing.T) {
 	if got := c.Warnings(); !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-	c.Channels.Discord.Enabled, c.Channels.Discord.AllowUsers = true, []string{"1"}
+	discordOf(c).Enabled, discordOf(c).AllowUsers = true, []string{"1"}
 	if got := c.Warnings(); len(got) != 0 {
 		t.Errorf("with discord enabled: %q", got)
 	}

@@ -10,28 +10,28 @@ import (
 // redactedMark replaces secrets in Redacted output.
 const redactedMark = "***"
 
-// secretFields returns pointers to the settings that hold secrets.
+// secretFields returns pointers to the settings that hold secrets: the
+// string fields tagged `secret:"true"`, the registered sections' included.
 func (c *Config) secretFields() []*string {
-	return []*string{
-		&c.LLM.APIKey,
-		&c.Channels.Telegram.Token,
-		&c.Channels.Discord.Token,
-		&c.Channels.Telegram.Webhook.SecretToken,
-		&c.HTTP.Token,
-		&c.Tools.Web.Search.APIKey,
-	}
+	var out []*string
+	c.eachString(func(f stringField) {
+		if f.field.Tag.Get("secret") == "true" {
+			out = append(out, f.p)
+		}
+	})
+	return out
 }
 
 // urlFields returns pointers to the settings that hold URLs, which may carry
-// a password (https://user:password@host).
+// a password (https://user:password@host): the fields tagged `secret:"url"`.
 func (c *Config) urlFields() []*string {
-	return []*string{
-		&c.LLM.BaseURL,
-		&c.Channels.Telegram.APIEndpoint,
-		&c.Channels.Discord.APIBase,
-		&c.Channels.Discord.GatewayURL,
-		&c.Tools.Web.Search.URL,
-	}
+	var out []*string
+	c.eachString(func(f stringField) {
+		if f.field.Tag.Get("secret") == "url" {
+			out = append(out, f.p)
+		}
+	})
+	return out
 }
 
 // Redacted returns a deep copy of c with every non-empty secret replaced by
@@ -43,12 +43,7 @@ func (c *Config) Redacted() *Config {
 	}
 	r := *c
 	r.LLM.FallbackModels = slices.Clone(c.LLM.FallbackModels)
-	r.Channels.Telegram.AllowUsers = slices.Clone(c.Channels.Telegram.AllowUsers)
-	r.Channels.Discord.AllowUsers = slices.Clone(c.Channels.Discord.AllowUsers)
-	r.Channels.Telegram.Admins = slices.Clone(c.Channels.Telegram.Admins)
-	r.Channels.Discord.Admins = slices.Clone(c.Channels.Discord.Admins)
-	r.Channels.Discord.AllowGuilds = slices.Clone(c.Channels.Discord.AllowGuilds)
-	r.Channels.Discord.AllowChannels = slices.Clone(c.Channels.Discord.AllowChannels)
+	r.Channels = c.Channels.Clone()
 	r.Schedule.Jobs = slices.Clone(c.Schedule.Jobs)
 	r.Tools.Web.AllowHosts = slices.Clone(c.Tools.Web.AllowHosts)
 	for _, p := range r.secretFields() {

@@ -15,9 +15,9 @@ func secretConfig() *Config {
 	c.LLM.APIKey = "sk-live-abcdef"
 	c.LLM.BaseURL = "https://proxy-user:proxy-pass@llm.example.com/v1"
 	c.LLM.FallbackModels = []string{"small"}
-	c.Channels.Telegram.Token = "123456:telegram-token"
-	c.Channels.Telegram.AllowUsers = []string{"@alice"}
-	c.Channels.Discord.Token = "discord-token"
+	telegramOf(c).Token = "123456:telegram-token"
+	telegramOf(c).AllowUsers = []string{"@alice"}
+	discordOf(c).Token = "discord-token"
 	c.HTTP.Token = "sk-live-abcdef" // the same value twice
 	c.Tools.Web.AllowHosts = []string{"wiki.internal"}
 	c.Tools.Web.Search = WebSearch{Provider: "searxng", URL: "https://searx:searx-pass@search.example.com", APIKey: "brave-secret-key"}
@@ -42,8 +42,8 @@ func TestRedactedHidesSecrets(t *testing.T) {
 
 	for name, got := range map[string]string{
 		"llm.api_key":              r.LLM.APIKey,
-		"channels.telegram.token":  r.Channels.Telegram.Token,
-		"channels.discord.token":   r.Channels.Discord.Token,
+		"channels.telegram.token":  telegramOf(r).Token,
+		"channels.discord.token":   discordOf(r).Token,
 		"http.token":               r.HTTP.Token,
 		"tools.web.search.api_key": r.Tools.Web.Search.APIKey,
 	} {
@@ -75,10 +75,10 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	if c.LLM.APIKey != "sk-live-abcdef" || c.LLM.BaseURL != "https://proxy-user:proxy-pass@llm.example.com/v1" {
 		t.Errorf("Redacted changed the original: %+v", c.LLM)
 	}
-	r.Channels.Telegram.AllowUsers[0] = "@mallory"
+	telegramOf(r).AllowUsers[0] = "@mallory"
 	r.LLM.FallbackModels[0] = "changed"
 	r.Tools.Web.AllowHosts[0] = "evil.internal"
-	if c.Channels.Telegram.AllowUsers[0] != "@alice" || c.LLM.FallbackModels[0] != "small" || c.Tools.Web.AllowHosts[0] != "wiki.internal" {
+	if telegramOf(c).AllowUsers[0] != "@alice" || c.LLM.FallbackModels[0] != "small" || c.Tools.Web.AllowHosts[0] != "wiki.internal" {
 		t.Error("Redacted shares list storage with the original")
 	}
 	if r.Agent != c.Agent || r.Log != c.Log || r.LLM.Model != c.LLM.Model {
@@ -89,8 +89,8 @@ func TestRedactedHidesSecrets(t *testing.T) {
 func TestRedactedKeepsEmptySecretsEmpty(t *testing.T) {
 	r := validConfig().Redacted()
 	for name, got := range map[string]string{
-		"llm.api_key": r.LLM.APIKey, "channels.telegram.token": r.Channels.Telegram.Token,
-		"channels.discord.token": r.Channels.Discord.Token, "http.token": r.HTTP.Token,
+		"llm.api_key": r.LLM.APIKey, "channels.telegram.token": telegramOf(r).Token,
+		"channels.discord.token": discordOf(r).Token, "http.token": r.HTTP.Token,
 	} {
 		if got != "" {
 			t.Errorf("%s = %q, want empty so check shows it is unset", name, got)

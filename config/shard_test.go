@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 )
 
 // TestLoadShardID loads channels.discord.shard_id, the schema's one optional
@@ -74,7 +77,7 @@ func TestLoadShardID(t *testing.T) {
 			if verr != nil {
 				t.Fatalf("Validate: %v", verr)
 			}
-			if got := cfg.Channels.Discord.ShardID; !reflect.DeepEqual(got, tt.want) {
+			if got := discordOf(cfg).ShardID; !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("ShardID = %s, want %s", showIntPtr(got), showIntPtr(tt.want))
 			}
 		})
@@ -124,6 +127,14 @@ func fill(v reflect.Value) {
 	case v.Kind() == reflect.Slice:
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		fill(v.Index(0))
+	case v.Type() == reflect.TypeFor[map[string]channels.Section]():
+		// every registered platform's section, each field set
+		v.Set(reflect.MakeMap(v.Type()))
+		for _, d := range registry.All {
+			s := d.NewConfig()
+			fill(reflect.ValueOf(s).Elem())
+			v.SetMapIndex(reflect.ValueOf(d.Name), reflect.ValueOf(s))
+		}
 	case v.Kind() == reflect.Map:
 		v.Set(reflect.MakeMap(v.Type()))
 		e := reflect.New(v.Type().Elem()).Elem()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/schedule/spec"
 	"github.com/switchboard-gateway/switchboard/tools/allowhost"
 )
@@ -20,12 +21,13 @@ import (
 // the file and line when it was set in a file, and what to do about it.
 //
 // Settings of a disabled channel are not checked, so a half-filled telegram
-// or discord section does not block a gateway that does not use it.
+// or discord section does not block a gateway that does not use it. Each
+// chat platform's section checks itself (channels.Section.Validate).
 func (c *Config) Validate() error {
 	if c == nil {
 		return &Error{Msg: "no configuration"}
 	}
-	v := &checker{src: c.src}
+	v := &checker{src: c.src, sharedStore: c.Store.Driver == StorePostgres}
 
 	// llm
 	v.httpURL("llm.base_url", c.LLM.BaseURL, "https://api.openai.com/v1")
@@ -133,42 +135,10 @@ func (c *Config) Validate() error {
 
 	// channels
 	v.notEmpty("channels.console.user", c.Channels.Console.User, `your name in "switchboard chat", such as "local"`)
-	if tg := c.Channels.Telegram; tg.Enabled {
-		v.token("channels.telegram", tg.Token, "TELEGRAM_BOT_TOKEN")
-		v.httpURL("channels.telegram.api_endpoint", tg.APIEndpoint, "https://api.telegram.org")
-		v.positiveDuration("channels.telegram.poll_timeout", tg.PollTimeout, "30s")
-		if wh := tg.Webhook; wh.URL != "" {
-			v.url("channels.telegram.webhook.url", wh.URL, []string{"https"}, "https://bot.example.com/telegram")
-			v.notEmpty("channels.telegram.webhook.listen", wh.Listen, `the local address to serve it on, such as "127.0.0.1:8443"`)
-			if len(wh.SecretToken) < 16 {
-				v.add("channels.telegram.webhook.secret_token", "required with a webhook: at least 16 characters (A-Z, a-z, 0-9, _ and -), such as ${TELEGRAM_WEBHOOK_SECRET}")
-			}
+	for _, d := range registry.All {
+		if sec := c.Channels.Sections[d.Name]; sec != nil {
+			sec.Validate("channels."+d.Name, v)
 		}
-		for i, u := range tg.AllowUsers {
-			if !telegramUser.MatchString(u) {
-				hint := "the numeric id"
-				if telegramName.MatchString(u) {
-					hint = fmt.Sprintf("%q or the numeric id", "@"+u)
-				}
-				v.add(fmt.Sprintf("channels.telegram.allow_users[%d]", i), fmt.Sprintf("%q is neither a numeric user id nor an @username; write %s", u, hint))
-			}
-		}
-		for i, u := range tg.Admins {
-			if !telegramID.MatchString(u) {
-				v.add(fmt.Sprintf("channels.telegram.admins[%d]", i), fmt.Sprintf("%q is not a numeric user id; admins takes ids only (a username can pass to someone else): the bot logs the id of a user it refuses, or ask @userinfobot", u))
-			}
-		}
-	}
-	if dc := c.Channels.Discord; dc.Enabled {
-		v.token("channels.discord", dc.Token, "DISCORD_BOT_TOKEN")
-		v.httpURL("channels.discord.api_base", dc.APIBase, "https://discord.com/api/v9")
-		if dc.GatewayURL != "" {
-			v.url("channels.discord.gateway_url", dc.GatewayURL, []string{"ws", "wss"}, "wss://gateway.discord.gg, or leave it empty to ask the API")
-		}
-		v.snowflakes("channels.discord.allow_users", dc.AllowUsers, "Copy User ID")
-		v.snowflakes("channels.discord.admins", dc.Admins, "Copy User ID")
-		v.snowflakes("channels.discord.allow_guilds", dc.AllowGuilds, "Copy Server ID")
-		v.snowflakes("channels.discord.allow_channels", dc.AllowChannels, "Copy Channel ID")
 	}
 
 	// http
@@ -291,8 +261,8 @@ func (c *Config) validateSchedule(v *checker) {
 		if _, err := spec.Parse(j.Spec, loc); err != nil {
 			at("spec", err.Error())
 		}
-		if !slices.Contains([]string{"console", "telegram", "discord"}, j.Channel) {
-			at("channel", fmt.Sprintf("%q is not one of console, telegram, discord", j.Channel))
+		if names := jobChannels(); !slices.Contains(names, j.Channel) {
+			at("channel", fmt.Sprintf("%q is not one of %s", j.Channel, strings.Join(names, ", ")))
 		}
 		if strings.TrimSpace(j.Chat) == "" {
 			at("chat", `must not be empty; set the chat's id on that channel (the console's is "terminal")`)
@@ -336,24 +306,15 @@ func (c *Config) Warnings() []string {
 	if c.src != nil && c.src.storeNote != "" {
 		notes = append(notes, (&Error{File: c.src.file, Key: "store.path", Msg: c.src.storeNote}).Error())
 	}
-	if tg := c.Channels.Telegram; tg.Enabled && len(tg.AllowUsers) == 0 && len(tg.Admins) == 0 && !tg.Pairing { // with pairing, the operator admits people one by one
-		note("channels.telegram.allow_users", "channels.telegram.enabled", "is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames")
-	}
-	if tg := c.Channels.Telegram; tg.Enabled {
-		for i, u := range tg.AllowUsers {
-			if strings.HasPrefix(u, "@") {
-				key := fmt.Sprintf("channels.telegram.allow_users[%d]", i)
-				note(key, key, fmt.Sprintf("is the username %s: it admits whoever holds that name, also someone who takes it after a rename; the numeric user id stays with the person (the bot logs it when it refuses someone)", u))
-			}
+	for _, d := range registry.All {
+		if sec := c.Channels.Sections[d.Name]; sec != nil {
+			sec.Warnings("channels."+d.Name, note)
 		}
-	}
-	if dc := c.Channels.Discord; dc.Enabled && len(dc.AllowUsers) == 0 && len(dc.Admins) == 0 {
-		note("channels.discord.allow_users", "channels.discord.enabled", "is empty, so the bot admits nobody on Discord; add user ids")
 	}
 	for i, j := range c.Schedule.Jobs {
 		key := fmt.Sprintf("schedule.jobs[%d].channel", i)
 		switch {
-		case j.Channel == "telegram" && !c.Channels.Telegram.Enabled, j.Channel == "discord" && !c.Channels.Discord.Enabled:
+		case j.Channel != "console" && c.Channels.Sections[j.Channel] != nil && !c.Channels.Enabled(j.Channel):
 			note(key, key, fmt.Sprintf("is %s, which is not enabled, so job %q fails until it is (and is disabled after schedule.max_failures runs)", j.Channel, j.Name))
 		case j.Channel == "console":
 			note(key, key, fmt.Sprintf("is console, so job %q runs only while `switchboard chat` does", j.Name))
@@ -369,18 +330,15 @@ func (c *Config) Warnings() []string {
 }
 
 var (
-	telegramUser = regexp.MustCompile(`^([0-9]+|@[A-Za-z0-9_]+)$`)
-	telegramName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
-	telegramID   = regexp.MustCompile(`^[0-9]+$`)
-	snowflake    = regexp.MustCompile(`^[0-9]+$`)
-	mcpName      = regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`)
-	hostName     = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`)
+	mcpName  = regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`)
+	hostName = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`)
 )
 
 // checker collects validation problems.
 type checker struct {
-	src  *source
-	errs []*Error
+	src         *source
+	sharedStore bool // store.driver is postgres
+	errs        []*Error
 }
 
 // addNear is add for a key that may be missing from the file: the problem
@@ -435,12 +393,6 @@ func (v *checker) oneOf(key, val string, allowed ...string) {
 	}
 }
 
-func (v *checker) token(section, token, env string) {
-	if token == "" {
-		v.add(section+".token", fmt.Sprintf("required when %s.enabled is true; set it or %s", section, env))
-	}
-}
-
 func (v *checker) httpURL(key, val, example string) {
 	v.url(key, val, []string{"http", "https"}, example)
 }
@@ -449,14 +401,6 @@ func (v *checker) url(key, val string, schemes []string, example string) {
 	u, err := url.Parse(val)
 	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" {
 		v.add(key, fmt.Sprintf("%q is not a %s URL; write it like %s", redactURL(val), strings.Join(schemes, " or "), example))
-	}
-}
-
-func (v *checker) snowflakes(key string, ids []string, how string) {
-	for i, id := range ids {
-		if !snowflake.MatchString(id) {
-			v.add(fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%q is not a Discord id; use the numeric id (Developer Mode, then %s)", id, how))
-		}
 	}
 }
 
@@ -498,13 +442,25 @@ func (c *Config) validateStore(v *checker) {
 	if id := cl.ReplicaID; id != "" && (strings.TrimSpace(id) != id || len(id) > 128 || strings.ContainsAny(id, "\x00\n")) {
 		v.add("cluster.replica_id", "must be a short name without surrounding spaces or line breaks, such as \"gw-1\"")
 	}
-	dc := c.Channels.Discord
-	switch {
-	case dc.ShardCount < 0:
-		v.add("channels.discord.shard_count", fmt.Sprintf("is %d; use 0 or 1 for one gateway connection, or the number of shards", dc.ShardCount))
-	case dc.ShardID != nil && (*dc.ShardID < 0 || *dc.ShardID >= max(dc.ShardCount, 1)):
-		v.add("channels.discord.shard_id", fmt.Sprintf("is %d; it must be from 0 to shard_count-1 (%d)", *dc.ShardID, max(dc.ShardCount, 1)-1))
-	case dc.ShardCount > 1 && dc.ShardID == nil && c.Store.Driver != StorePostgres:
-		v.addNear("channels.discord.shard_id", "channels.discord.shard_count", "is not set, and only replicas on a PostgreSQL store (store.driver: postgres) can claim shards on their own; set shard_id for this process")
-	}
 }
+
+// jobChannels are the channels a scheduled job may name: the terminal and
+// every chat platform.
+func jobChannels() []string {
+	return append([]string{"console"}, registry.Names()...)
+}
+
+// The channels.Checker a section validates itself with.
+
+func (v *checker) Add(key, msg string)           { v.add(key, msg) }
+func (v *checker) AddNear(key, near, msg string) { v.addNear(key, near, msg) }
+func (v *checker) NotEmpty(key, val, what string) {
+	v.notEmpty(key, val, what)
+}
+func (v *checker) PositiveDuration(key string, d time.Duration, example string) {
+	v.positiveDuration(key, d, example)
+}
+func (v *checker) URL(key, val string, schemes []string, example string) {
+	v.url(key, val, schemes, example)
+}
+func (v *checker) SharedStore() bool { return v.sharedStore }

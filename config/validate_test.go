@@ -5,6 +5,10 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 )
 
 func TestValidate(t *testing.T) {
@@ -152,13 +156,13 @@ func TestValidate(t *testing.T) {
 		// channels
 		{"console.user empty", func(c *Config) { c.Channels.Console.User = "" },
 			[]string{`channels.console.user: must not be empty; set it to your name in "switchboard chat", such as "local"`}},
-		{"telegram without token", func(c *Config) { c.Channels.Telegram.Enabled = true },
+		{"telegram without token", func(c *Config) { telegramOf(c).Enabled = true },
 			[]string{"channels.telegram.token: required when channels.telegram.enabled is true; set it or TELEGRAM_BOT_TOKEN"}},
 		{"telegram complete", func(c *Config) {
-			c.Channels.Telegram = Telegram{Enabled: true, Token: "1:x", APIEndpoint: "http://127.0.0.1:9", AllowUsers: []string{"123", "@bob_1"}, PollTimeout: time.Second}
+			*telegramOf(c) = telegram.Config{Common: channels.Common{Enabled: true, AllowUsers: []string{"123", "@bob_1"}}, Token: "1:x", APIEndpoint: "http://127.0.0.1:9", PollTimeout: time.Second}
 		}, nil},
 		{"telegram bad fields", func(c *Config) {
-			c.Channels.Telegram = Telegram{Enabled: true, Token: "1:x", APIEndpoint: "telegram", AllowUsers: []string{"bob", "12ab", ""}}
+			*telegramOf(c) = telegram.Config{Common: channels.Common{Enabled: true, AllowUsers: []string{"bob", "12ab", ""}}, Token: "1:x", APIEndpoint: "telegram"}
 		}, []string{
 			`channels.telegram.api_endpoint: "telegram" is not a http or https URL; write it like https://api.telegram.org`,
 			`channels.telegram.poll_timeout: must be a positive duration, got 0s; set it to something like "30s"`,
@@ -167,24 +171,21 @@ func TestValidate(t *testing.T) {
 			`channels.telegram.allow_users[2]: "" is neither a numeric user id nor an @username; write the numeric id`,
 		}},
 		{"telegram admins are ids", func(c *Config) {
-			c.Channels.Telegram = Telegram{Enabled: true, Token: "1:x", APIEndpoint: "http://127.0.0.1:9", PollTimeout: time.Second,
-				Admins: []string{"123", "@bob", "*"}}
+			*telegramOf(c) = telegram.Config{Common: channels.Common{Enabled: true, Admins: []string{"123", "@bob", "*"}}, Token: "1:x", APIEndpoint: "http://127.0.0.1:9", PollTimeout: time.Second}
 		}, []string{
 			`channels.telegram.admins[1]: "@bob" is not a numeric user id; admins takes ids only (a username can pass to someone else): the bot logs the id of a user it refuses, or ask @userinfobot`,
 			`channels.telegram.admins[2]: "*" is not a numeric user id; admins takes ids only (a username can pass to someone else): the bot logs the id of a user it refuses, or ask @userinfobot`,
 		}},
 		{"telegram disabled is not checked", func(c *Config) {
-			c.Channels.Telegram = Telegram{APIEndpoint: "junk", AllowUsers: []string{"junk"}}
+			*telegramOf(c) = telegram.Config{Common: channels.Common{AllowUsers: []string{"junk"}}, APIEndpoint: "junk"}
 		}, nil},
-		{"discord without token", func(c *Config) { c.Channels.Discord.Enabled = true },
+		{"discord without token", func(c *Config) { discordOf(c).Enabled = true },
 			[]string{"channels.discord.token: required when channels.discord.enabled is true; set it or DISCORD_BOT_TOKEN"}},
 		{"discord complete", func(c *Config) {
-			c.Channels.Discord = Discord{Enabled: true, Token: "t", APIBase: "https://discord.com/api/v9", GatewayURL: "wss://gateway.discord.gg",
-				AllowUsers: []string{"80351110224678912"}, AllowGuilds: []string{"1"}, AllowChannels: []string{"2"}}
+			*discordOf(c) = discord.Config{Common: channels.Common{Enabled: true, AllowUsers: []string{"80351110224678912"}}, Token: "t", APIBase: "https://discord.com/api/v9", GatewayURL: "wss://gateway.discord.gg", AllowGuilds: []string{"1"}, AllowChannels: []string{"2"}}
 		}, nil},
 		{"discord bad fields", func(c *Config) {
-			c.Channels.Discord = Discord{Enabled: true, Token: "t", APIBase: "discord.com", GatewayURL: "https://gateway.discord.gg",
-				AllowUsers: []string{"bob#1234"}, AllowGuilds: []string{"my server"}, AllowChannels: []string{"#general"}}
+			*discordOf(c) = discord.Config{Common: channels.Common{Enabled: true, AllowUsers: []string{"bob#1234"}}, Token: "t", APIBase: "discord.com", GatewayURL: "https://gateway.discord.gg", AllowGuilds: []string{"my server"}, AllowChannels: []string{"#general"}}
 		}, []string{
 			`channels.discord.api_base: "discord.com" is not a http or https URL; write it like https://discord.com/api/v9`,
 			`channels.discord.gateway_url: "https://gateway.discord.gg" is not a ws or wss URL; write it like wss://gateway.discord.gg, or leave it empty to ask the API`,
@@ -193,11 +194,11 @@ func TestValidate(t *testing.T) {
 			`channels.discord.allow_channels[0]: "#general" is not a Discord id; use the numeric id (Developer Mode, then Copy Channel ID)`,
 		}},
 		{"discord admins are ids", func(c *Config) {
-			c.Channels.Discord = Discord{Enabled: true, Token: "t", APIBase: "https://discord.com/api/v9", Admins: []string{"80351110224678912", "bob"}}
+			*discordOf(c) = discord.Config{Common: channels.Common{Enabled: true, Admins: []string{"80351110224678912", "bob"}}, Token: "t", APIBase: "https://discord.com/api/v9"}
 		}, []string{
 			`channels.discord.admins[1]: "bob" is not a Discord id; use the numeric id (Developer Mode, then Copy User ID)`,
 		}},
-		{"discord disabled is not checked", func(c *Config) { c.Channels.Discord = Discord{APIBase: "junk"} }, nil},
+		{"discord disabled is not checked", func(c *Config) { *discordOf(c) = discord.Config{APIBase: "junk"} }, nil},
 
 		// http
 		{"listen disabled", func(c *Config) { c.HTTP.Listen = "" }, nil},
@@ -311,20 +312,20 @@ func TestWarnings(t *testing.T) {
 		want   []string
 	}{
 		{"none", func(*Config) {}, nil},
-		{"disabled channels admit nobody quietly", func(c *Config) { c.Channels.Telegram.Token = "x" }, nil},
-		{"telegram admits nobody", func(c *Config) { c.Channels.Telegram.Enabled = true },
+		{"disabled channels admit nobody quietly", func(c *Config) { telegramOf(c).Token = "x" }, nil},
+		{"telegram admits nobody", func(c *Config) { telegramOf(c).Enabled = true },
 			[]string{"channels.telegram.allow_users is empty, so the bot admits nobody on Telegram; add numeric user ids or @usernames"}},
 		{"telegram admits someone", func(c *Config) {
-			c.Channels.Telegram.Enabled = true
-			c.Channels.Telegram.AllowUsers = []string{"42"}
+			telegramOf(c).Enabled = true
+			telegramOf(c).AllowUsers = []string{"42"}
 		}, nil},
 		{"telegram admits a username", func(c *Config) {
-			c.Channels.Telegram.Enabled = true
-			c.Channels.Telegram.AllowUsers = []string{"42", "@bob"}
+			telegramOf(c).Enabled = true
+			telegramOf(c).AllowUsers = []string{"42", "@bob"}
 		}, []string{"channels.telegram.allow_users[1] is the username @bob: it admits whoever holds that name, also someone who takes it after a rename; the numeric user id stays with the person (the bot logs it when it refuses someone)"}},
 		{"discord admits nobody", func(c *Config) {
-			c.Channels.Discord.Enabled = true
-			c.Channels.Discord.AllowGuilds = []string{"1"}
+			discordOf(c).Enabled = true
+			discordOf(c).AllowGuilds = []string{"1"}
 		}, []string{"channels.discord.allow_users is empty, so the bot admits nobody on Discord; add user ids"}},
 		{"openai without key", func(c *Config) { c.LLM.APIKey = "" },
 			[]string{"llm.api_key is empty, but api.openai.com requires one; set it or OPENAI_API_KEY"}},

@@ -19,6 +19,7 @@ import (
 	"github.com/yuin/goldmark/text"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 )
 
@@ -276,7 +277,20 @@ func structKeys() []string {
 			}
 			for i := range t.NumField() {
 				f := t.Field(i)
-				name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+				name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+				if f.IsExported() && name == "" && opts == "inline" { // a section's channels.Common
+					walk(prefix, f.Type)
+					continue
+				}
+				if t == reflect.TypeFor[config.Channels]() && f.Name == "Sections" {
+					// the chat platforms' sections, each its package's type
+					for _, d := range registry.All {
+						k := prefix + "." + d.Name
+						keys = append(keys, k)
+						walk(k, d.SectionType())
+					}
+					continue
+				}
 				if !f.IsExported() || name == "" || name == "-" {
 					continue
 				}

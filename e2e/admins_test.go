@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
@@ -26,7 +27,7 @@ func TestStatusShowsOperatorMattersToAdminsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Channels.Telegram.Admins = []string{strconv.FormatInt(fu1, 10)}
+	config.Section[*telegram.Config](cfg).Admins = []string{strconv.FormatInt(fu1, 10)}
 	cfgPath := cfgfile.Write(t, cfg)
 	if err := os.MkdirAll(cfg.Skills.Dir, 0o755); err != nil {
 		t.Fatal(err)

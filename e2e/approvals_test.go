@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -69,8 +72,9 @@ func TestTelegramApprovalButton(t *testing.T) {
 	model := testkit.NewFakeLLM(t)
 	script := newModelScript(model)
 	cfg := approvalConfig(t, model, func(c *config.Channels) {
-		c.Telegram.Enabled, c.Telegram.Token, c.Telegram.APIEndpoint = true, tgToken, tg.URL
-		c.Telegram.PollTimeout, c.Telegram.AllowUsers = time.Second, []string{"501"}
+		tes := channels.SectionOf[*telegram.Config](c.Sections)
+		tes.Enabled, tes.Token, tes.APIEndpoint = true, tgToken, tg.URL
+		tes.PollTimeout, tes.AllowUsers = time.Second, []string{"501"}
 	})
 	serve := startServe(t, cfg, func(ctx context.Context) error { return tg.WaitCalls(ctx, "getUpdates", 1) })
 	scriptCleanup(script, "clean up tmp please")
@@ -122,8 +126,9 @@ func TestDiscordApprovalButton(t *testing.T) {
 	model := testkit.NewFakeLLM(t)
 	script := newModelScript(model)
 	cfg := approvalConfig(t, model, func(c *config.Channels) {
-		c.Discord.Enabled, c.Discord.Token, c.Discord.APIBase, c.Discord.GatewayURL = true, dc.Token, dc.APIBase(), dc.GatewayURL()
-		c.Discord.AllowUsers = []string{aliceID}
+		dis := channels.SectionOf[*discord.Config](c.Sections)
+		dis.Enabled, dis.Token, dis.APIBase, dis.GatewayURL = true, dc.Token, dc.APIBase(), dc.GatewayURL()
+		dis.AllowUsers = []string{aliceID}
 	})
 	serve := startServe(t, cfg, func(ctx context.Context) error {
 		return dc.WaitFor(ctx, func() bool { return dc.Identifies() >= 1 })

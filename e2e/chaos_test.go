@@ -104,6 +104,9 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -1237,8 +1240,9 @@ func (c *telegramChaos) config(tapURL string) func(*config.Channels) {
 	}
 	// A long poll: a killed child's poll ends with its connection.
 	return func(ch *config.Channels) {
-		ch.Telegram.Enabled, ch.Telegram.Token, ch.Telegram.APIEndpoint = true, tgToken, tapURL
-		ch.Telegram.PollTimeout, ch.Telegram.AllowUsers = 30*time.Second, userIDs(ids...)
+		tes := channels.SectionOf[*telegram.Config](ch.Sections)
+		tes.Enabled, tes.Token, tes.APIEndpoint = true, tgToken, tapURL
+		tes.PollTimeout, tes.AllowUsers = 30*time.Second, userIDs(ids...)
 	}
 }
 
@@ -1364,8 +1368,9 @@ func (c *discordChaos) config(tapURL string) func(*config.Channels) {
 	}
 	// REST goes through the tap; the gateway straight to the fake.
 	return func(ch *config.Channels) {
-		ch.Discord.Enabled, ch.Discord.Token, ch.Discord.APIBase, ch.Discord.GatewayURL = true, c.dc.Token, tapURL+"/api/v9", c.dc.GatewayURL()
-		ch.Discord.AllowUsers = users
+		dis := channels.SectionOf[*discord.Config](ch.Sections)
+		dis.Enabled, dis.Token, dis.APIBase, dis.GatewayURL = true, c.dc.Token, tapURL+"/api/v9", c.dc.GatewayURL()
+		dis.AllowUsers = users
 	}
 }
 

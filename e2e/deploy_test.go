@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 )
 
@@ -81,10 +83,10 @@ func TestDeployReplicas(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("instance %s: Validate: %v", instance, err)
 		}
-		tg := cfg.Channels.Telegram
+		tg := config.Section[*telegram.Config](cfg)
 		if cfg.Store.Driver != config.StorePostgres || cfg.Cluster.ReplicaID != "gw-"+instance ||
 			tg.Webhook.Listen != "127.0.0.1:844"+instance || cfg.HTTP.Listen != "127.0.0.1:808"+instance ||
-			cfg.Channels.Discord.ShardCount != 3 || cfg.Channels.Discord.ShardID != nil {
+			config.Section[*discord.Config](cfg).ShardCount != 3 || config.Section[*discord.Config](cfg).ShardID != nil {
 			t.Fatalf("instance %s: %+v", instance, cfg.Redacted())
 		}
 		ids[cfg.Cluster.ReplicaID] = true

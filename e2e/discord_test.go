@@ -22,6 +22,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -74,7 +75,7 @@ func startDiscordServe(t *testing.T, more ...func(*config.Config)) *discordServe
 	c.Learning.Enabled = false
 	c.HTTP.Listen = ""
 	c.Log.Level = "debug"
-	dc := &c.Channels.Discord
+	dc := config.Section[*discord.Config](c)
 	dc.Enabled, dc.Token, dc.APIBase, dc.GatewayURL = true, s.dc.Token, s.dc.APIBase(), s.dc.GatewayURL()
 	dc.AllowUsers = []string{aliceID, bobID, carolID, daveID}
 	for _, m := range more {

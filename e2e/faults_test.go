@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/gateway"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
@@ -72,7 +73,7 @@ func faultConfig(t *testing.T, dir string, tg *tgfake.Fake, model *testkit.FakeL
 	cfg.Learning.Enabled = false
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Log.Level = "debug"
-	c := &cfg.Channels.Telegram
+	c := config.Section[*telegram.Config](cfg)
 	c.Enabled, c.Token, c.APIEndpoint, c.PollTimeout = true, tgToken, tg.URL, time.Second
 	c.AllowUsers = userIDs(faultUsers...)
 	return cfgfile.Write(t, cfg)

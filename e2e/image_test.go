@@ -28,6 +28,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 )
@@ -383,7 +384,7 @@ func TestImage(t *testing.T) {
 			t.Errorf("%s %q is not in the volume %s", what, path, volume)
 		}
 	}
-	if cfg.HTTP.Listen != "0.0.0.0:"+port || cfg.Tools.Command.Enabled || !cfg.Channels.Telegram.Enabled || cfg.Store.Driver != config.StoreSQLite {
+	if cfg.HTTP.Listen != "0.0.0.0:"+port || cfg.Tools.Command.Enabled || !config.Section[*telegram.Config](cfg).Enabled || cfg.Store.Driver != config.StoreSQLite {
 		t.Errorf("the image's configuration: %+v", cfg.Redacted())
 	}
 	t.Setenv("SWITCHBOARD_STORE_DRIVER", "postgres")

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
@@ -53,7 +54,7 @@ func TestMCPServerStartedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.MCP.Servers = []config.MCPServer{{Name: "late", URL: "http://" + addr + "/mcp"}}
-	cfg.Channels.Telegram.Admins = userIDs(fu1) // /status shows the server to admins
+	config.Section[*telegram.Config](cfg).Admins = userIDs(fu1) // /status shows the server to admins
 	cfgPath = cfgfile.Write(t, cfg)
 
 	started := time.Now()

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -106,7 +108,7 @@ func TestCrashBetweenParts(t *testing.T) {
 		}, 3)
 		// Previews off: a preview under load would be one more message
 		// and move the kill off the third part; this test is about parts.
-		r := newChildRig(t, model, telegramConfig(t, hold.URL, model, 30*time.Second, func(tg *config.Telegram) {
+		r := newChildRig(t, model, telegramConfig(t, hold.URL, model, 30*time.Second, func(tg *telegram.Config) {
 			tg.AllowUsers, tg.StreamPreview = userIDs(tgAlice), false
 		}))
 		r.tg = tg
@@ -154,7 +156,7 @@ func TestCrashBetweenParts(t *testing.T) {
 		c.Learning.Enabled = false
 		c.HTTP.Listen = ""
 		c.Log.Level = "debug"
-		d := &c.Channels.Discord
+		d := config.Section[*discord.Config](c)
 		d.Enabled, d.Token, d.APIBase, d.GatewayURL = true, dc.Token, hold.URL+"/api/v9", dc.GatewayURL()
 		d.AllowUsers = []string{aliceID}
 		d.StreamPreview = false // as for Telegram above

@@ -40,6 +40,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 	"github.com/switchboard-gateway/switchboard/store"
@@ -171,9 +173,9 @@ func newReplicaRig(t *testing.T, modelDelay time.Duration) *replicaRig {
 	return r
 }
 
-// config is serve's configuration for replica id; telegram sets more of
+// config is serve's configuration for replica id; setTelegram sets more of
 // channels.telegram, and extra more of the rest (either may be nil).
-func (r *replicaRig) config(id, apiEndpoint string, telegram func(*config.Telegram), extra func(*config.Config)) *config.Config {
+func (r *replicaRig) config(id, apiEndpoint string, setTelegram func(*telegram.Config), extra func(*config.Config)) *config.Config {
 	cfg := modelConfig(r.model.URL)
 	cfg.Store.Driver, cfg.Store.DSN = config.StorePostgres, r.pg.DSN
 	cfg.Skills.Dir = filepath.Join(r.dir, "skills-"+id)
@@ -182,10 +184,10 @@ func (r *replicaRig) config(id, apiEndpoint string, telegram func(*config.Telegr
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Log.Level = "debug"
 	cfg.Cluster.ReplicaID, cfg.Cluster.LeaseTTL, cfg.Cluster.PollInterval = id, replicaTTL, replicaPoll
-	tg := &cfg.Channels.Telegram
+	tg := config.Section[*telegram.Config](cfg)
 	tg.Enabled, tg.Token, tg.APIEndpoint = true, tgToken, apiEndpoint
-	if telegram != nil {
-		telegram(tg)
+	if setTelegram != nil {
+		setTelegram(tg)
 	}
 	if extra != nil {
 		extra(cfg)
@@ -193,14 +195,14 @@ func (r *replicaRig) config(id, apiEndpoint string, telegram func(*config.Telegr
 	return cfg
 }
 
-// start starts replica id; telegram and extra as for config. It returns
+// start starts replica id; setTelegram and extra as for config. It returns
 // at once: see ready.
-func (r *replicaRig) start(t *testing.T, id string, telegram func(*config.Telegram), extra func(*config.Config)) *replicaProc {
+func (r *replicaRig) start(t *testing.T, id string, setTelegram func(*telegram.Config), extra func(*config.Config)) *replicaProc {
 	t.Helper()
 	p := &replicaProc{id: id, tap: newReplicaTap(id, r.tg.URL, r.sends)}
 	r.procs = append(r.procs, p)
 	p.cfg = filepath.Join(r.dir, id+".yaml")
-	if err := cfgfile.WriteFile(p.cfg, r.config(id, p.tap.URL, telegram, extra)); err != nil {
+	if err := cfgfile.WriteFile(p.cfg, r.config(id, p.tap.URL, setTelegram, extra)); err != nil {
 		t.Fatal(err)
 	}
 	r.crash.cfg = p.cfg
@@ -728,13 +730,13 @@ func TestReplicasTakeOverAfterKill(t *testing.T) {
 	for i := range users {
 		users[i] = takeoverUser(i)
 	}
-	telegram := func(tg *config.Telegram) {
+	setTelegram := func(tg *telegram.Config) {
 		tg.PollTimeout = 30 * time.Second
-		tg.Webhook = config.Webhook{URL: lb.URL + replicaHookPath, Listen: "127.0.0.1:0", SecretToken: replicaHookSecret}
+		tg.Webhook = telegram.Webhook{URL: lb.URL + replicaHookPath, Listen: "127.0.0.1:0", SecretToken: replicaHookSecret}
 		tg.AllowUsers = userIDs(users...)
 	}
 	for _, id := range []string{"r1", "r2", "r3"} {
-		rig.start(t, id, telegram, nil)
+		rig.start(t, id, setTelegram, nil)
 	}
 	for _, p := range rig.procs {
 		p.ready(t, true)
@@ -1110,7 +1112,7 @@ func TestReplicasScheduleFiresOnce(t *testing.T) {
 	// Long polling: the telegram-poller role moves with a kill too. A
 	// configured job far ahead checks that a scheduler taking over does not
 	// add or revive config jobs.
-	telegram := func(tg *config.Telegram) {
+	setTelegram := func(tg *telegram.Config) {
 		tg.PollTimeout = 2 * time.Second
 		tg.AllowUsers = userIDs(scheduleChat)
 	}
@@ -1119,7 +1121,7 @@ func TestReplicasScheduleFiresOnce(t *testing.T) {
 			Chat: strconv.FormatInt(scheduleChat, 10), Kind: "reminder", Text: "not in this test"}}
 	}
 	for _, id := range []string{"s1", "s2"} {
-		rig.start(t, id, telegram, extra)
+		rig.start(t, id, setTelegram, extra)
 	}
 	for _, p := range rig.procs {
 		p.ready(t, false)
@@ -1384,8 +1386,7 @@ func TestReplicasReadyz(t *testing.T) {
 	c.Learning.Enabled = false
 	c.HTTP.Listen = addr
 	c.Cluster.ReplicaID, c.Cluster.LeaseTTL, c.Cluster.PollInterval = "solo", replicaTTL, replicaPoll
-	c.Channels.Telegram = config.Telegram{Enabled: true, Token: tgToken, APIEndpoint: tg.URL, PollTimeout: 2 * time.Second,
-		AllowUsers: userIDs(chat)}
+	*config.Section[*telegram.Config](c) = telegram.Config{Common: channels.Common{Enabled: true, AllowUsers: userIDs(chat)}, Token: tgToken, APIEndpoint: tg.URL, PollTimeout: 2 * time.Second}
 	cfg := cfgfile.Write(t, c)
 	s := startServe(t, cfg, func(ctx context.Context) error {
 		_, err := waitReadyzAt(ctx, addr, func(rd replicaReadiness) bool { return rd.code == http.StatusOK })

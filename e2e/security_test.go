@@ -26,6 +26,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -72,10 +75,10 @@ func startSecServe(t *testing.T, format string) *secServe {
 	c.Learning.Enabled = false
 	c.HTTP.Listen, c.HTTP.Token = "127.0.0.1:0", secHTTPToken
 	c.Log.Level, c.Log.Format = "debug", format
-	tg := &c.Channels.Telegram
+	tg := config.Section[*telegram.Config](c)
 	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout = true, tgToken, s.net.URL, time.Second
 	tg.AllowUsers = userIDs(tgAlice)
-	dc := &c.Channels.Discord
+	dc := config.Section[*discord.Config](c)
 	dc.Enabled, dc.Token, dc.APIBase, dc.GatewayURL = true, s.dc.Token, s.dc.APIBase(), s.dc.GatewayURL()
 	dc.AllowUsers = []string{aliceID}
 	cfg := cfgfile.Write(t, c)
@@ -415,8 +418,8 @@ func TestSecurityEmptyAllowlistsAdmitNobody(t *testing.T) {
 	c.Store.Path = filepath.Join(dir, "switchboard.db")
 	c.Learning.Enabled = false
 	c.HTTP.Listen = ""
-	c.Channels.Telegram = config.Telegram{Enabled: true, Token: tgToken, APIEndpoint: tg.URL, PollTimeout: time.Second}
-	c.Channels.Discord = config.Discord{Enabled: true, Token: dc.Token, APIBase: dc.APIBase(), GatewayURL: dc.GatewayURL()}
+	*config.Section[*telegram.Config](c) = telegram.Config{Common: channels.Common{Enabled: true}, Token: tgToken, APIEndpoint: tg.URL, PollTimeout: time.Second}
+	*config.Section[*discord.Config](c) = discord.Config{Common: channels.Common{Enabled: true}, Token: dc.Token, APIBase: dc.APIBase(), GatewayURL: dc.GatewayURL()}
 	cfg := cfgfile.Write(t, c)
 	s := startServe(t, cfg, func(ctx context.Context) error {
 		if err := tg.WaitCalls(ctx, "getUpdates", 1); err != nil {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
@@ -73,7 +74,7 @@ func svcSettings(dir string, model *testkit.FakeLLM, tg *tgfake.Fake) *config.Co
 	cfg.Learning.Enabled = false
 	cfg.HTTP.Listen, cfg.HTTP.Token = "127.0.0.1:0", svcHTTPToken
 	cfg.Log.Level = "info"
-	c := &cfg.Channels.Telegram
+	c := config.Section[*telegram.Config](cfg)
 	c.Enabled, c.Token, c.APIEndpoint, c.PollTimeout = true, svcTGToken, tg.URL, time.Second
 	c.AllowUsers = userIDs(svcAda)
 	return cfg
@@ -255,7 +256,7 @@ func TestServeAsAService(t *testing.T) {
 	// SIGHUP: the log level and the allowlist change at once; a changed
 	// model only after a restart, which the log says.
 	settings.Log.Level = "debug"
-	settings.Channels.Telegram.AllowUsers = userIDs(svcAda, svcBob)
+	config.Section[*telegram.Config](settings).AllowUsers = userIDs(svcAda, svcBob)
 	settings.LLM.MaxRetries = 2
 	svcConfig(t, dir, settings)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {

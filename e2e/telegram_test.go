@@ -31,6 +31,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
@@ -54,7 +55,7 @@ const (
 // telegramConfig writes a serve configuration aimed at the fake model and
 // the Bot API at endpoint; extra sets more of channels.telegram, more sets
 // anything else.
-func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollTimeout time.Duration, extra func(*config.Telegram),
+func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollTimeout time.Duration, extra func(*telegram.Config),
 	more ...func(*config.Config)) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -66,7 +67,7 @@ func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollT
 	cfg.Learning.Enabled = false
 	cfg.HTTP.Listen = ""
 	cfg.Log.Level = "debug"
-	tg := &cfg.Channels.Telegram
+	tg := config.Section[*telegram.Config](cfg)
 	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout = true, tgToken, endpoint, pollTimeout
 	extra(tg)
 	for _, m := range more {
@@ -76,8 +77,8 @@ func telegramConfig(t *testing.T, endpoint string, model *testkit.FakeLLM, pollT
 }
 
 // allowUsers admits the Telegram users ids.
-func allowUsers(ids ...int64) func(*config.Telegram) {
-	return func(tg *config.Telegram) { tg.AllowUsers = userIDs(ids...) }
+func allowUsers(ids ...int64) func(*telegram.Config) {
+	return func(tg *telegram.Config) { tg.AllowUsers = userIDs(ids...) }
 }
 
 // telegramServe is a running `switchboard serve` with Telegram enabled.
@@ -97,7 +98,7 @@ type telegramServe struct {
 // scripted model, with a 1 s long poll; extra sets more of
 // channels.telegram, more anything else. It returns once the adapter polls
 // for updates.
-func startTelegramServe(t *testing.T, tg *tgfake.Fake, extra func(*config.Telegram), more ...func(*config.Config)) *telegramServe {
+func startTelegramServe(t *testing.T, tg *tgfake.Fake, extra func(*telegram.Config), more ...func(*config.Config)) *telegramServe {
 	t.Helper()
 	model := testkit.NewFakeLLM(t)
 	s := &telegramServe{tg: tg, net: newFlakyNet(t, tg.URL), model: model, modelScript: newModelScript(model), final: map[int64]int{}}
@@ -536,7 +537,7 @@ func TestTelegramServeWithoutOptionalMethods(t *testing.T) {
 // `switchboard pairing approve` while serve runs, and the user is answered.
 func TestTelegramPairing(t *testing.T) {
 	tg := tgfake.New(t, tgToken)
-	s := startTelegramServe(t, tg, func(tg *config.Telegram) { tg.Pairing = true })
+	s := startTelegramServe(t, tg, func(tg *telegram.Config) { tg.Pairing = true })
 
 	s.say(tgErin, tgErin, "erin", "may I come in?")
 	notice := s.waitSent(t, tgErin, 1)[0]

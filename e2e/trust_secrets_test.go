@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
@@ -213,7 +214,7 @@ func TestRunawayReplyIsCut(t *testing.T) {
 func TestStrangersGetOnePairingReply(t *testing.T) {
 	tg := tgfake.New(t, tgToken)
 	var dbFile string
-	s := startTelegramServe(t, tg, func(c *config.Telegram) { c.Pairing = true }, func(c *config.Config) { dbFile = c.Store.Path })
+	s := startTelegramServe(t, tg, func(c *telegram.Config) { c.Pairing = true }, func(c *config.Config) { dbFile = c.Store.Path })
 	for i := range 5 {
 		s.say(tgMallory, tgMallory, "mallory", fmt.Sprintf("let me in (%d)", i+1))
 	}

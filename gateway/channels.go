@@ -2,14 +2,13 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 
 	"github.com/switchboard-gateway/switchboard/channels"
-	"github.com/switchboard-gateway/switchboard/channels/discord"
-	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/tools"
@@ -36,96 +35,68 @@ type inboxReader interface {
 }
 
 // roleHolder claims one of several roles among replicas (cluster.Replica).
-type roleHolder interface {
-	HoldAny(ctx context.Context, roles []string) (int, error)
-}
+type roleHolder = channels.RoleHolder
 
-// channelSpecs describes the chat adapters enabled in the configuration.
-// Access rules come from each channel's allowlists (empty admits nobody).
+// channelSpecs describes the chat adapters enabled in the configuration,
+// one per enabled platform of channels/registry, in its order. Access
+// rules come from each channel's allowlists (empty admits nobody).
 // Nothing is contacted here: the supervisor builds and runs each channel,
-// and retries one that fails while the others serve. Discord catches up
-// from inbox on each new gateway session.
+// and retries one that fails while the others serve. A channel that catches
+// up after a reconnect reads its newest stored messages from inbox.
 //
-// roles is the replica when replicas share the store (nil otherwise):
-// Telegram long polling waits for the poller role, and a Discord gateway
-// split into shards without a configured shard_id claims a free one.
+// roles is the replica when replicas share the store (nil otherwise): a
+// channel may wait for a role (Telegram long polling for the poller role)
+// or claim one (a Discord gateway split into shards without a configured
+// shard_id claims a free one).
 //
 // onPaced (nil: none) counts the calls an adapter's outbound pacing held
 // back, for the metrics.
 func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles roleHolder, onPaced func(channel, outcome string)) []channelSpec {
 	var out []channelSpec
-	if tg := cfg.Channels.Telegram; tg.Enabled {
-		o := telegram.Options{Token: tg.Token, APIEndpoint: tg.APIEndpoint, PollTimeout: tg.PollTimeout,
-			Logger: log}
-		if onPaced != nil {
-			o.OnPaced = func(outcome string) { onPaced("telegram", outcome) }
+	for _, d := range registry.All {
+		sec := cfg.Channels.Section(d.Name)
+		if sec == nil || !sec.Settings().Enabled {
+			continue
 		}
-		if !tg.Pacing {
-			o.Pacing = &telegram.NoPacing
-		}
-		if tg.Webhook.URL != "" {
-			o.Webhook = &telegram.WebhookOptions{URL: tg.Webhook.URL, Listen: tg.Webhook.Listen, SecretToken: tg.Webhook.SecretToken}
-		}
-		spec := channelSpec{name: "telegram", access: channelAccess(cfg, "telegram"),
-			build: func(ctx context.Context) (channels.Channel, error) {
-				a, err := telegram.New(ctx, o)
-				if err != nil {
-					return nil, fmt.Errorf("telegram: %w", err)
-				}
-				return a, nil
-			}}
-		if o.Webhook == nil && roles != nil {
-			// getUpdates allows one poller per bot; a webhook is served by
-			// every replica.
-			spec.gate = func(ctx context.Context) error {
-				_, err := roles.HoldAny(ctx, []string{roleTelegramPoller})
-				return err
-			}
-		}
-		out = append(out, spec)
-	}
-	if dc := cfg.Channels.Discord; dc.Enabled {
-		o := discord.Options{Token: dc.Token, APIBase: dc.APIBase, GatewayURL: dc.GatewayURL, Logger: log,
-			LastSeen: func(ctx context.Context) (map[string]string, error) {
-				return inbox.LatestInbound(ctx, "discord")
+		name := d.Name
+		env := channels.BuildEnv{Logger: log,
+			LatestInbound: func(ctx context.Context) (map[string]string, error) {
+				return inbox.LatestInbound(ctx, name)
 			},
-			ShardCount: dc.ShardCount, ShardID: dc.ShardID,
 			// Attachments through web_fetch's outbound guard; a configured
-			// api_base other than Discord's (a fake) is the one exception.
-			DownloadTransport: tools.GuardedTransport(ownAPIHost(dc.APIBase, discord.DefaultAPIBase), nil, nil),
+			// API base other than the platform's (a fake) is the one exception.
+			DownloadTransport: func(apiBase, platformBase string) http.RoundTripper {
+				return tools.GuardedTransport(ownAPIHost(apiBase, platformBase), nil, nil)
+			},
 		}
-		if dc.ShardCount > 1 && dc.ShardID == nil && roles != nil {
-			names := make([]string, dc.ShardCount)
-			for i := range names {
-				names[i] = fmt.Sprintf("discord-shard-%d", i)
-			}
-			// Held until the replica stops or dies; then another claims it.
-			o.ClaimShard = func(ctx context.Context) (discord.ShardClaim, error) {
-				i, err := roles.HoldAny(ctx, names)
-				return discord.ShardClaim{ID: i}, err
-			}
+		if roles != nil {
+			env.Roles = roles
 		}
-		out = append(out, channelSpec{name: "discord", access: channelAccess(cfg, "discord"),
-			build: func(context.Context) (channels.Channel, error) {
-				a, err := discord.New(o)
-				if err != nil {
-					return nil, fmt.Errorf("discord: %w", err)
-				}
-				return a, nil
-			}})
+		if onPaced != nil {
+			env.OnPaced = func(outcome string) { onPaced(name, outcome) }
+		}
+		l := d.Build(sec, env)
+		out = append(out, channelSpec{name: name, access: channelAccess(cfg, name), build: l.Build, gate: l.Gate})
 	}
 	return out
 }
 
 // channelAccess is a chat channel's admission rule from its allowlists.
 func channelAccess(cfg *config.Config, name string) router.Access {
-	switch name {
-	case "telegram":
-		tg := cfg.Channels.Telegram
-		return router.Access{Users: tg.AllowUsers, Pairing: tg.Pairing, Admins: tg.Admins}
-	case "discord":
-		dc := cfg.Channels.Discord
-		return router.Access{Users: dc.AllowUsers, Spaces: dc.AllowGuilds, Chats: dc.AllowChannels, Admins: dc.Admins}
+	if sec := cfg.Channels.Section(name); sec != nil {
+		return sec.Access()
 	}
 	return router.Access{}
+}
+
+// channelSwitch is one of the platforms' common switches (stream_preview,
+// show_tool_progress) by channel name.
+func channelSwitch(cfg *config.Config, on func(*channels.Common) bool) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range registry.All {
+		if sec := cfg.Channels.Section(d.Name); sec != nil {
+			out[d.Name] = on(sec.Settings())
+		}
+	}
+	return out
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
@@ -36,9 +38,10 @@ func (r *roleRecorder) HoldAny(_ context.Context, roles []string) (int, error) {
 func TestChannelSpecsAmongReplicas(t *testing.T) {
 	f := discordfake.New(t)
 	cfg := config.Default()
-	cfg.Channels.Telegram.Enabled = true
-	cfg.Channels.Telegram.Token = "123:wire"
-	cfg.Channels.Discord = config.Discord{Enabled: true, Token: f.Token, APIBase: f.APIBase(), GatewayURL: f.GatewayURL(), ShardCount: 2}
+	tg := config.Section[*telegram.Config](cfg)
+	tg.Enabled = true
+	tg.Token = "123:wire"
+	*config.Section[*discord.Config](cfg) = discord.Config{Common: channels.Common{Enabled: true}, Token: f.Token, APIBase: f.APIBase(), GatewayURL: f.GatewayURL(), ShardCount: 2}
 	roles := &roleRecorder{grant: 1}
 	log := slog.New(slog.DiscardHandler)
 
@@ -76,20 +79,20 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 		t.Errorf("IDENTIFY shard = %v; want the claimed [1 2]", id.Shard)
 	}
 	roles.mu.Lock()
-	want := [][]string{{roleTelegramPoller}, {"discord-shard-0", "discord-shard-1"}}
+	want := [][]string{{"telegram-poller"}, {"discord-shard-0", "discord-shard-1"}}
 	if !slices.EqualFunc(roles.asked, want, slices.Equal) {
 		t.Errorf("roles asked %v; want %v", roles.asked, want)
 	}
 	roles.mu.Unlock()
 
 	// A webhook is served by every replica; one process alone has no roles.
-	cfg.Channels.Telegram.Webhook.URL = "https://bot.example.com/hook"
+	tg.Webhook.URL = "https://bot.example.com/hook"
 	for _, s := range channelSpecs(cfg, log, noInbox{}, roles, nil) {
 		if s.name == "telegram" && s.gate != nil {
 			t.Error("a webhook is gated by the poller role")
 		}
 	}
-	cfg.Channels.Telegram.Webhook.URL = ""
+	tg.Webhook.URL = ""
 	for _, s := range channelSpecs(cfg, log, noInbox{}, nil, nil) {
 		if s.gate != nil {
 			t.Errorf("%s is gated without replicas", s.name)
@@ -109,7 +112,7 @@ func TestTelegramPacingSetting(t *testing.T) {
 		f := tgfake.New(t, "123:pace")
 		f.SetLimits(tgfake.NoLimits)
 		cfg := config.Default()
-		tg := &cfg.Channels.Telegram
+		tg := config.Section[*telegram.Config](cfg)
 		tg.Enabled, tg.Token, tg.APIEndpoint, tg.Pacing = true, "123:pace", f.URL, pacing
 		var waited int
 		onPaced := func(_, outcome string) {

@@ -10,11 +10,9 @@ import (
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
-// Roles held by one replica at a time.
-const (
-	roleScheduler      = "scheduler"
-	roleTelegramPoller = "telegram-poller"
-)
+// roleScheduler is held by one replica at a time (the channels name their
+// own roles, such as Telegram's poller).
+const roleScheduler = "scheduler"
 
 // ReplicaID is this process's name among replicas sharing a PostgreSQL
 // store, or "" on SQLite (one process owns the file).

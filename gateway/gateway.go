@@ -240,8 +240,8 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		MaxInputChars:      cfg.Channels.MaxInputChars,
 		Replies: reply.Options{
 			FilesRoot:    cfg.Tools.Files.Root,
-			Preview:      map[string]bool{"telegram": cfg.Channels.Telegram.StreamPreview, "discord": cfg.Channels.Discord.StreamPreview},
-			ToolProgress: map[string]bool{"telegram": cfg.Channels.Telegram.ShowToolProgress, "discord": cfg.Channels.Discord.ShowToolProgress},
+			Preview:      channelSwitch(cfg, func(c *channels.Common) bool { return c.StreamPreview }),
+			ToolProgress: channelSwitch(cfg, func(c *channels.Common) bool { return c.ShowToolProgress }),
 			OnSend:       mon.onSend,
 			Outbox:       st,
 			OutboxConfig: reply.OutboxConfig{MaxAge: cfg.Channels.ReplyMaxAge,

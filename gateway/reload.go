@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/logging"
 )
@@ -34,7 +36,7 @@ func (g *Gateway) Reload() {
 		g.opts.Level.Set(lv)
 		g.log.Info("reload: log level changed", "level", cfg.Log.Level)
 	}
-	for _, name := range []string{"telegram", "discord"} {
+	for _, name := range registry.Names() {
 		old, now := channelAccess(g.cfg, name), channelAccess(cfg, name)
 		if !reflect.DeepEqual(old, now) {
 			if g.sup != nil {
@@ -53,10 +55,8 @@ func (g *Gateway) Reload() {
 	}
 	applied := *g.cfg
 	applied.Log.Level = cfg.Log.Level
-	applied.Channels.Telegram.AllowUsers, applied.Channels.Telegram.Pairing = cfg.Channels.Telegram.AllowUsers, cfg.Channels.Telegram.Pairing
-	applied.Channels.Discord.AllowUsers = cfg.Channels.Discord.AllowUsers
-	applied.Channels.Discord.AllowGuilds, applied.Channels.Discord.AllowChannels = cfg.Channels.Discord.AllowGuilds, cfg.Channels.Discord.AllowChannels
-	applied.Channels.Telegram.Admins, applied.Channels.Discord.Admins = cfg.Channels.Telegram.Admins, cfg.Channels.Discord.Admins
+	applied.Channels = g.cfg.Channels.Clone()
+	copyAccess(&applied.Channels, &cfg.Channels)
 	applied.Skills.Grants = cfg.Skills.Grants
 	g.cfg = &applied
 }
@@ -67,10 +67,8 @@ func restartKeys(old, now *config.Config) []string {
 	o, n := *old, *now
 	// What reload applies is not a difference.
 	n.Log.Level = o.Log.Level
-	n.Channels.Telegram.AllowUsers, n.Channels.Telegram.Pairing = o.Channels.Telegram.AllowUsers, o.Channels.Telegram.Pairing
-	n.Channels.Discord.AllowUsers, n.Channels.Discord.AllowGuilds, n.Channels.Discord.AllowChannels =
-		o.Channels.Discord.AllowUsers, o.Channels.Discord.AllowGuilds, o.Channels.Discord.AllowChannels
-	n.Channels.Telegram.Admins, n.Channels.Discord.Admins = o.Channels.Telegram.Admins, o.Channels.Discord.Admins
+	n.Channels = now.Channels.Clone()
+	copyAccess(&n.Channels, &o.Channels)
 	n.Skills.Grants = o.Skills.Grants
 	var keys []string
 	ov, nv := reflect.ValueOf(o), reflect.ValueOf(n)
@@ -84,6 +82,14 @@ func restartKeys(old, now *config.Config) []string {
 		if tag == "channels" {
 			ct := f.Type
 			for j := range ct.NumField() {
+				if ct.Field(j).Name == "Sections" {
+					for _, name := range registry.Names() {
+						if !reflect.DeepEqual(o.Channels.Section(name), n.Channels.Section(name)) {
+							keys = append(keys, "channels."+name)
+						}
+					}
+					continue
+				}
 				if !reflect.DeepEqual(ov.Field(i).Field(j).Interface(), nv.Field(i).Field(j).Interface()) {
 					keys = append(keys, "channels."+ct.Field(j).Tag.Get("yaml"))
 				}
@@ -95,4 +101,14 @@ func restartKeys(old, now *config.Config) []string {
 		}
 	}
 	return keys
+}
+
+// copyAccess sets the settings a reload applies (each platform's access
+// rules: the fields tagged `reload:"access"`) of dst's sections from src's.
+func copyAccess(dst, src *config.Channels) {
+	for _, name := range registry.Names() {
+		if d, s := dst.Section(name), src.Section(name); d != nil && s != nil {
+			channels.CopyAccess(d, s)
+		}
+	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/chatapi"
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/router"
@@ -19,12 +21,27 @@ const httpShutdownGrace = 5 * time.Second
 
 // ErrNoChannel is why `serve` refuses a configuration: it has nothing to
 // serve on.
-var ErrNoChannel = errors.New("no channel is enabled: set channels.telegram.enabled or channels.discord.enabled, set http.listen for the OpenAI-compatible API, or talk in the terminal with `switchboard chat`")
+var ErrNoChannel = errors.New("no channel is enabled: set " + EnableChannelKeys() + ", set http.listen for the OpenAI-compatible API, or talk in the terminal with `switchboard chat`")
+
+// EnableChannelKeys names the keys that enable a chat platform:
+// "channels.telegram.enabled or channels.discord.enabled".
+func EnableChannelKeys() string {
+	keys := make([]string, len(registry.All))
+	for i, d := range registry.All {
+		keys[i] = "channels." + d.Name + ".enabled"
+	}
+	return strings.Join(keys, " or ")
+}
 
 // CheckServable returns ErrNoChannel when cfg enables no channel that serve
-// runs (neither chat platform nor the HTTP API).
+// runs (no chat platform, nor the HTTP API).
 func CheckServable(cfg *config.Config) error {
-	if !cfg.Channels.Telegram.Enabled && !cfg.Channels.Discord.Enabled && cfg.HTTP.Listen == "" {
+	for _, d := range registry.All {
+		if cfg.Channels.Enabled(d.Name) {
+			return nil
+		}
+	}
+	if cfg.HTTP.Listen == "" {
 		return ErrNoChannel
 	}
 	return nil

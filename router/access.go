@@ -5,80 +5,19 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 )
 
-// Access is a channel's admission rule. Users holds platform user ids and
-// @usernames; "*" admits everyone. The zero value admits nobody. Spaces and
-// Chats, when not empty, further restrict group chats to those servers
-// (Inbound.Space) and chats (Inbound.ChatID); private chats are not affected.
-type Access struct {
-	AllowAll bool
-	Users    []string
-	Spaces   []string
-	Chats    []string
-	// Pairing lets an unknown user in a private chat ask for access with a
-	// one-time code the operator approves (switchboard pairing approve).
-	Pairing bool
-	// Admins holds the platform user ids of the operators (no usernames:
-	// a name can pass to someone else). They are admitted like Users and
-	// see operator matters in /status; everyone else sees their own
-	// chat's status only. AllAdmins makes every user an operator (the
-	// terminal of `switchboard chat`).
-	Admins    []string
-	AllAdmins bool
-}
+// Access is a channel's admission rule; it lives in package channels, where
+// each channel's configuration section builds it.
+type Access = channels.Access
 
 // pairingTTL is how long a pairing code stays valid: long enough for an
 // operator to notice, short enough that a leaked code soon goes stale.
 const pairingTTL = time.Hour
-
-// Allows reports whether the author of in may use the bot here.
-func (a Access) Allows(in channels.Inbound) bool {
-	if a.AllowAll {
-		return true
-	}
-	return a.allowsPlace(in) && (a.allowsUser(in) || a.IsAdmin(in))
-}
-
-// IsAdmin reports whether the author of in is an operator.
-func (a Access) IsAdmin(in channels.Inbound) bool {
-	if a.AllAdmins {
-		return true
-	}
-	return in.UserID != "" && slices.Contains(a.Admins, in.UserID)
-}
-
-// allowsPlace applies the server and chat restrictions to group chats.
-func (a Access) allowsPlace(in channels.Inbound) bool {
-	if in.ChatType != channels.Group {
-		return true
-	}
-	return (len(a.Spaces) == 0 || slices.Contains(a.Spaces, in.Space)) &&
-		(len(a.Chats) == 0 || slices.Contains(a.Chats, in.ChatID))
-}
-
-func (a Access) allowsUser(in channels.Inbound) bool {
-	for _, u := range a.Users {
-		u = strings.TrimSpace(u)
-		switch {
-		case u == "*":
-			return true
-		case strings.HasPrefix(u, "@"):
-			if in.UserName != "" && strings.EqualFold(u[1:], in.UserName) {
-				return true
-			}
-		case u != "" && u == in.UserID:
-			return true
-		}
-	}
-	return false
-}
 
 // pairings is the part of the store the gate needs.
 type pairings interface {
@@ -129,7 +68,7 @@ func (g *gate) admit(ctx context.Context, in channels.Inbound, log *slog.Logger)
 	if err != nil {
 		return false, fmt.Errorf("router: access check: %w", err)
 	}
-	if approved && acc.allowsPlace(in) {
+	if approved && acc.AllowsPlace(in) {
 		return true, nil
 	}
 	if acc.Pairing && in.ChatType == channels.DM {

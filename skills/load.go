@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 
 	"go.yaml.in/yaml/v3"
@@ -292,7 +293,9 @@ var (
 	toolRE    = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 )
 
-var knownChannels = []string{"console", "telegram", "discord", "http"}
+// knownChannels are the channels a skill may name: the terminal, every chat
+// platform of channels/registry, and the chat API ("http").
+var knownChannels = slices.Concat([]string{"console"}, registry.Names(), []string{"http"})
 
 // reserved commands are the router's; a skill cannot take them.
 var reservedCommands = []string{"new", "stop", "status", "help", "start", "plan", "memory", "profile", "tasks"}

@@ -25,6 +25,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for the schema and pg_stat_activity
 
 	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
@@ -123,9 +124,9 @@ func replicaConfig(o options, sc *schema, id, dir, modelURL, tgURL, hookURL stri
 	cfg.Log.Format = "json"
 	cfg.Cluster.ReplicaID, cfg.Cluster.LeaseTTL, cfg.Cluster.PollInterval = id, o.leaseTTL, o.poll
 	cfg.ShutdownTimeout = 5 * time.Second
-	tg := &cfg.Channels.Telegram
+	tg := config.Section[*telegram.Config](cfg)
 	tg.Enabled, tg.Token, tg.APIEndpoint, tg.AllowUsers = true, tgToken, tgURL, allow
-	tg.Webhook = config.Webhook{URL: hookURL, Listen: "127.0.0.1:0", SecretToken: hookSecret}
+	tg.Webhook = telegram.Webhook{URL: hookURL, Listen: "127.0.0.1:0", SecretToken: hookSecret}
 	return cfg, nil
 }
 

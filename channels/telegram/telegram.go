@@ -39,7 +39,11 @@ import (
 const (
 	name = "telegram"
 
-	defaultEndpoint    = "https://api.telegram.org"
+	// Telegram's public Bot API server; override it for a local server or a fake.
+	defaultEndpoint = "https://api.telegram.org"
+	// Long-poll length: Telegram answers at once when there is news, so a
+	// longer poll only means fewer idle requests. 30s stays under common
+	// proxy idle timeouts.
 	defaultPollTimeout = 30 * time.Second
 	// The HTTP client must outlive a long poll, or every idle poll would end
 	// in a client timeout instead of an empty answer.

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
@@ -245,8 +247,8 @@ func Config(s Settings, dir, modelURL, tgToken, tgURL string, dc *discordfake.Fa
 	cfg.LLM.ContextWindow = s.ContextWindow
 	cfg.Agent.MaxConcurrentTurns = s.MaxConcurrentTurns
 	cfg.Learning.Enabled = false
-	cfg.Channels.Telegram.Pacing = false
-	d := &cfg.Channels.Discord
+	config.Section[*telegram.Config](cfg).Pacing = false
+	d := config.Section[*discord.Config](cfg)
 	d.Enabled, d.Token, d.APIBase, d.GatewayURL = true, dc.Token, dc.APIBase(), dc.GatewayURL()
 	d.AllowUsers = []string{"310000000000000001"}
 	return cfg
@@ -267,7 +269,7 @@ func Shipped(users int, dir, modelURL, tgToken, tgURL string) *config.Config {
 	cfg.Skills.Dir = filepath.Join(dir, "skills")
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.Log.Format = "json"
-	tg := &cfg.Channels.Telegram
+	tg := config.Section[*telegram.Config](cfg)
 	tg.Enabled, tg.Token, tg.APIEndpoint, tg.PollTimeout, tg.AllowUsers = true, tgToken, tgURL, time.Second, ids
 	return cfg
 }

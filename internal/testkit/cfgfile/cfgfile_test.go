@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 )
 
@@ -49,7 +52,16 @@ func fill(v reflect.Value, name string, n *int) {
 			fill(s.Index(i), fmt.Sprint(name, i), n)
 		}
 		v.Set(s)
-	case reflect.Map: // skills.grants
+	case reflect.Map:
+		if v.Type().Elem().Kind() == reflect.Interface { // channels' sections: fill each in place
+			keys := v.MapKeys()
+			slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+			for _, k := range keys {
+				fill(v.MapIndex(k).Elem().Elem(), name+"."+k.String(), n)
+			}
+			return
+		}
+		// skills.grants
 		m := reflect.MakeMap(v.Type())
 		k := reflect.New(v.Type().Key()).Elem()
 		fill(k, name+"key", n)
@@ -112,7 +124,7 @@ func TestEmptyValuesRoundTrip(t *testing.T) {
 	cfg.Tools.Web.Enabled = false
 	cfg.Tools.Web.MaxRedirects = 0
 	cfg.Agent.Name = ""
-	cfg.Channels.Telegram.AllowUsers = nil
+	config.Section[*telegram.Config](cfg).AllowUsers = nil
 	roundTrip(t, cfg)
 }
 
@@ -122,8 +134,8 @@ func TestShardIDRoundTrips(t *testing.T) {
 	noEnv(t)
 	for _, id := range []int{0, 1} {
 		cfg := config.Default()
-		cfg.Channels.Discord.ShardCount = 2
-		cfg.Channels.Discord.ShardID = &id
+		config.Section[*discord.Config](cfg).ShardCount = 2
+		config.Section[*discord.Config](cfg).ShardID = &id
 		data, err := Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +146,7 @@ func TestShardIDRoundTrips(t *testing.T) {
 		roundTrip(t, cfg)
 	}
 	cfg := config.Default()
-	cfg.Channels.Discord.ShardCount = 2
+	config.Section[*discord.Config](cfg).ShardCount = 2
 	if data, _ := Marshal(cfg); strings.Contains(string(data), "shard_id") {
 		t.Errorf("ShardID nil: file\n%s\nwant no shard_id", data)
 	}
@@ -147,9 +159,9 @@ func TestOnlyChangedKeys(t *testing.T) {
 	cfg := config.Default()
 	cfg.LLM.Model = "fake-model"
 	cfg.Learning.Enabled = false
-	cfg.Channels.Telegram.Enabled = true
-	cfg.Channels.Telegram.PollTimeout = time.Second
-	cfg.Channels.Telegram.AllowUsers = []string{"42"}
+	config.Section[*telegram.Config](cfg).Enabled = true
+	config.Section[*telegram.Config](cfg).PollTimeout = time.Second
+	config.Section[*telegram.Config](cfg).AllowUsers = []string{"42"}
 	data, err := Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
