@@ -295,7 +295,9 @@ var (
 
 // knownChannels are the channels a skill may name: the terminal, every chat
 // platform of channels/registry, and the chat API ("http").
-var knownChannels = slices.Concat([]string{"console"}, registry.Names(), []string{"http"})
+func knownChannels() []string {
+	return slices.Concat([]string{"console"}, registry.Names(), []string{"http"})
+}
 
 // reserved commands are the router's; a skill cannot take them.
 var reservedCommands = []string{"new", "stop", "status", "help", "start", "plan", "memory", "profile", "tasks"}
@@ -343,8 +345,8 @@ func validate(s *Skill, node *yaml.Node, name string) []error {
 		}
 	}
 	for i, c := range s.Channels {
-		if !slices.Contains(knownChannels, c) {
-			add(fmt.Sprintf("channels[%d]", i), at("channels", i), "%q is not a channel; use %s", c, strings.Join(knownChannels, ", "))
+		if known := knownChannels(); !slices.Contains(known, c) {
+			add(fmt.Sprintf("channels[%d]", i), at("channels", i), "%q is not a channel; use %s", c, strings.Join(known, ", "))
 		}
 	}
 	for i, c := range s.ChatTypes {
