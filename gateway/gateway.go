@@ -68,6 +68,8 @@ type Gateway struct {
 	cfg    *config.Config
 	opts   Options
 	log    *slog.Logger
+	loc    *time.Location // agent.timezone
+	rid    string         // the replica id among replicas; "" on SQLite
 	store  *store.Store
 	skills *skills.Watcher
 	mcp    *mcpclient.Manager
@@ -105,9 +107,33 @@ func (c *cleanup) run() {
 	*c = nil
 }
 
-// Build opens the store and wires model, agent and router. Close the
+// Build opens the store and wires model, agent and router, in the named
+// steps below, each of which may push what undoes it on g.closers. Close the
 // Gateway when done.
-func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, err error) {
+func Build(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
+	g, err := newGateway(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []func(context.Context) error{
+		g.openStore,     // the instance lock, the store, the replica
+		g.buildSchedule, // the operator's jobs and the schedule tools
+		g.connectMCP,    // MCP servers (one that is down is retried later)
+		g.buildAgent,    // skills and the agent loop
+		g.buildLearner,  // memories, profiles, skill reviews; the GC pacer
+		g.buildRouter,   // background tasks, assembly, interceptors, the router
+	} {
+		if err := step(ctx); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// newGateway reads what every step needs: the logger, the time zone, the
+// model client, the redactor and the monitor.
+func newGateway(cfg *config.Config, opts Options) (*Gateway, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -133,23 +159,22 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 	if rid != "" {
 		log = log.With("replica", rid)
 	}
-	g = &Gateway{cfg: cfg, opts: opts, log: log, model: model, redact: redact.New(secretsOf(cfg))}
-	closers := &g.closers // g itself is nil once an error is returned
-	defer func() {
-		if err != nil {
-			closers.run()
-		}
-	}()
-	mon := newMonitor(cfg, opts.Version, rid, model, log)
-	g.mon = mon
+	return &Gateway{cfg: cfg, opts: opts, log: log, loc: loc, rid: rid, model: model, redact: redact.New(secretsOf(cfg)),
+		mon: newMonitor(cfg, opts.Version, rid, model, log)}, nil
+}
+
+// openStore takes the instance lock, opens the store and, on a shared
+// PostgreSQL store, makes this process a replica.
+func (g *Gateway) openStore(ctx context.Context) error {
 	if err := g.lockStore(); err != nil {
-		return nil, err
+		return err
 	}
+	log := g.log
 	// The logger first, so a test's StoreOptions may replace it.
-	st, err := store.OpenDriver(ctx, cfg.Store.Driver, cfg.Store.Source(),
-		append([]store.Option{store.WithLogger(log.With("component", "store"))}, opts.StoreOptions...)...)
+	st, err := store.OpenDriver(ctx, g.cfg.Store.Driver, g.cfg.Store.Source(),
+		append([]store.Option{store.WithLogger(log.With("component", "store"))}, g.opts.StoreOptions...)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g.store = st
 	g.closers.push(func() {
@@ -157,18 +182,33 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			log.Error("close store", "err", err)
 		}
 	})
-	if g.replica, err = newReplica(cfg, opts.Version, rid, st, log); err != nil {
-		return nil, err
-	}
-	sched, err := schedule.New(schedule.Config{Store: st, Jobs: cfg.Schedule.Jobs, Location: loc, MissedGrace: cfg.Schedule.MissedGrace,
-		MaxFailures: cfg.Schedule.MaxFailures, Logger: log.With("component", "schedule"),
-		OnRun:   func(r schedule.Report) { mon.metrics.JobDone("schedule", r.Outcome) },
-		ZoneFor: profile.New(profile.Config{Store: st, Logger: log}).ZoneFor}) // the zone users told the bot
+	g.replica, err = newReplica(g.cfg, g.opts.Version, g.rid, st, log)
+	return err
+}
+
+// buildSchedule makes the scheduler of the operator's jobs and the jobs
+// users ask for.
+func (g *Gateway) buildSchedule(context.Context) error {
+	cfg, st := g.cfg, g.store
+	sched, err := schedule.New(schedule.Config{Store: st, Jobs: cfg.Schedule.Jobs, Location: g.loc, MissedGrace: cfg.Schedule.MissedGrace,
+		MaxFailures: cfg.Schedule.MaxFailures, Logger: g.log.With("component", "schedule"),
+		OnRun:   func(r schedule.Report) { g.mon.metrics.JobDone("schedule", r.Outcome) },
+		ZoneFor: profile.New(profile.Config{Store: st, Logger: g.log}).ZoneFor}) // the zone users told the bot
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if g.replica != nil {
+		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
 	}
 	g.sched = sched
-	mcp, mcpErrs := mcpclient.Connect(ctx, cfg.MCP.Servers, log.With("component", "mcp"))
+	return nil
+}
+
+// connectMCP connects the MCP servers; one that is down is logged and
+// retried in the background.
+func (g *Gateway) connectMCP(ctx context.Context) error {
+	log := g.log
+	mcp, mcpErrs := mcpclient.Connect(ctx, g.cfg.MCP.Servers, log.With("component", "mcp"))
 	for _, err := range mcpErrs {
 		log.Error("MCP server problem (a server that is down is retried in the background)", "err", err)
 	}
@@ -178,19 +218,24 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			log.Warn("close MCP servers", "err", err)
 		}
 	})
-	cmd := cfg.Tools.Command
-	watcher := skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
-		Model:   mon.model,
-		Command: skills.CommandPolicyOf(cmd),
+	return nil
+}
+
+// buildAgent watches the skills and makes the agent loop with the tools
+// every turn has.
+func (g *Gateway) buildAgent(context.Context) error {
+	cfg, log := g.cfg, g.log
+	g.skills = skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
+		Model:   g.mon.model,
+		Command: skills.CommandPolicyOf(cfg.Tools.Command),
 		Grants:  cfg.Skills.Grants, Secrets: cfg.Secrets(),
 	}, log.With("component", "skills"))
-	g.skills = watcher
 	ag, err := agent.New(agent.Config{
-		Model: mon.model, Store: redactingStore{Store: st, redact: g.redact.String},
-		Sources: assembly.Static(assembly.StaticSources{Location: loc, Web: webTools(cfg), Files: fileTools(cfg, watcher.Current),
-			MCP: mcp.Source(), Schedule: sched.Source()}),
+		Model: g.mon.model, Store: redactingStore{Store: g.store, redact: g.redact.String},
+		Sources: assembly.Static(assembly.StaticSources{Location: g.loc, Web: webTools(cfg), Files: fileTools(cfg, g.skills.Current),
+			MCP: g.mcp.Source(), Schedule: g.sched.Source()}),
 		Identity:             agent.Identity{Name: cfg.Agent.Name, Instructions: cfg.Agent.SystemPrompt},
-		Location:             loc,
+		Location:             g.loc,
 		ContextWindow:        cfg.LLM.ContextWindow,
 		HistoryBudget:        cfg.Agent.HistoryBudget,
 		MaxSteps:             cfg.Agent.MaxSteps,
@@ -202,26 +247,42 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Redact:               g.redact.String,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g.agent = ag
-	lrn := newLearner(ctx, cfg, st, backgroundModel{mon.model}, watcher, opts.LearningRunner, log)
-	g.learn = lrn
-	g.closers.push(lrn.close)
+	return nil
+}
+
+// buildLearner makes what learns after each turn in the background, and
+// the GC pacer that follows the load.
+func (g *Gateway) buildLearner(ctx context.Context) error {
+	g.learn = newLearner(ctx, g.cfg, g.store, backgroundModel{g.mon.model}, g.skills, g.opts.LearningRunner, g.log)
+	g.closers.push(g.learn.close)
+	g.pacer = gcpace.New()
+	g.pacer.OnQuiet(g.store.ReleaseIdle)
+	g.closers.push(g.pacer.Stop)
+	return nil
+}
+
+// onEvent observes every turn event, of chat turns and background tasks:
+// metrics, the dashboard, logs and the learner.
+func (g *Gateway) onEvent(in channels.Inbound, ev agent.Event) {
+	g.mon.onEvent(in, ev)
+	g.learn.onEvent(in, ev)
+}
+
+// buildRouter makes the background tasks, what a turn gets (assembly),
+// the interceptors and the router, and feeds the router's figures to the
+// metrics.
+func (g *Gateway) buildRouter(context.Context) error {
+	cfg, st, ag, mon, lrn, log := g.cfg, g.store, g.agent, g.mon, g.learn, g.log
 	var shared router.Cluster // nil unless replicas share the store
 	if g.replica != nil {
 		shared = g.replica
-		sched.MaxSleep(4 * cfg.Cluster.PollInterval) // jobs made on other replicas
 	}
-	pacer := gcpace.New()
-	pacer.OnQuiet(st.ReleaseIdle)
-	g.pacer = pacer
-	g.closers.push(pacer.Stop)
-	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout, Location: loc, Logger: log,
-		OnEvent: func(in channels.Inbound, ev agent.Event) {
-			mon.onEvent(in, ev)
-			lrn.onEvent(in, ev)
-		}})
+	tasks := delegate.New(delegate.Config{Agent: ag, Store: st, TurnTimeout: cfg.Agent.TurnTimeout, Location: g.loc, Logger: log,
+		OnEvent: g.onEvent})
+	watcher := g.skills
 	asm := assembly.New(assembly.Config{
 		Skills:   func(ctx context.Context) *skills.Registry { return lrn.skills(ctx, watcher.Current()) },
 		Learning: cfg.Learning.Enabled, Memory: lrn.memory, Profiles: lrn.profile,
@@ -234,8 +295,8 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		TurnTimeout:        cfg.Agent.TurnTimeout,
 		ModelName:          cfg.LLM.Model,
 		Vision:             cfg.LLM.Vision,
-		Transcribe:         transcriber(model, cfg.LLM.TranscriptionModel),
-		Location:           loc,
+		Transcribe:         transcriber(g.model, cfg.LLM.TranscriptionModel),
+		Location:           g.loc,
 		Logger:             log,
 		MaxInputChars:      cfg.Channels.MaxInputChars,
 		Replies: reply.Options{
@@ -250,14 +311,11 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 			MaxChars: cfg.Channels.ReplyMaxChars,
 		},
 		Hooks: router.Hooks{
-			OnEvent: func(in channels.Inbound, ev agent.Event) {
-				mon.onEvent(in, ev)
-				lrn.onEvent(in, ev)
-			},
-			Load:        pacer.Observe,
+			OnEvent:     g.onEvent,
+			Load:        g.pacer.Observe,
 			Prepare:     asm.Message,
 			PrepareJob:  asm.Job,
-			StatusNotes: lrn.statusNotes(statusNotes(watcher, mcp, g.channelStatuses)),
+			StatusNotes: lrn.statusNotes(statusNotes(watcher, g.mcp, g.channelStatuses)),
 		},
 		ModelWait: router.ModelWait{MaxAge: cfg.Agent.ModelOutageMaxAge, Answered: mon.model.Answered},
 		Learning:  lrn.commands(),
@@ -270,7 +328,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		Tasks: tasks,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	g.router = rt
 	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
@@ -279,7 +337,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (g *Gateway, e
 		w := rt.ModelWaits()
 		return w.Waiting, map[string]uint64{metrics.Held: w.Held, metrics.Answered: w.Answered, metrics.GivenUp: w.GivenUp}
 	})
-	return g, nil
+	return nil
 }
 
 // channelStatuses reports the chat channels while serving (none before).
