@@ -15,6 +15,8 @@ require (
 	golang.org/x/term v0.48.0
 )
 
+require github.com/slack-go/slack v0.36.0
+
 require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
