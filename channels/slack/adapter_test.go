@@ -598,7 +598,9 @@ func TestEventsAPI(t *testing.T) {
 	if code, err := f.PostInteraction(ctx, srv.URL, secret, f.ClickPayload(slackfake.Click{Channel: "D1", TS: id, User: "U1", Value: "approve:1"})); err != nil || code != http.StatusOK {
 		t.Fatalf("interaction: %d, %v", code, err)
 	}
-	s.wait(t, "the press", func(got []channels.Inbound, _ int) bool { return len(got) >= 2 && got[len(got)-1].Action == "approve:1" })
+	s.wait(t, "the press", func(got []channels.Inbound, _ int) bool {
+		return len(got) >= 2 && got[len(got)-1].Action == "approve:1"
+	})
 }
 
 func postSigned(t *testing.T, url, secret, body string) string {
