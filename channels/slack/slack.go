@@ -475,13 +475,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 var (
-	_ channels.Channel    = (*Adapter)(nil)
-	_ channels.Typer      = (*Adapter)(nil)
-	_ channels.Reactor    = (*Adapter)(nil)
-	_ channels.Editor     = (*Adapter)(nil)
-	_ channels.Deleter    = (*Adapter)(nil)
-	_ channels.Fitter     = (*Adapter)(nil)
-	_ channels.FileSender = (*Adapter)(nil)
-	_ channels.Asker      = (*Adapter)(nil)
-	_ channels.Connecter  = (*Adapter)(nil)
+	_ channels.Channel     = (*Adapter)(nil)
+	_ channels.Typer       = (*Adapter)(nil)
+	_ channels.Reactor     = (*Adapter)(nil)
+	_ channels.Editor      = (*Adapter)(nil)
+	_ channels.Deleter     = (*Adapter)(nil)
+	_ channels.Fitter      = (*Adapter)(nil)
+	_ channels.FileSender  = (*Adapter)(nil)
+	_ channels.Asker       = (*Adapter)(nil)
+	_ channels.Connecter   = (*Adapter)(nil)
+	_ channels.HTTPHandler = (*Adapter)(nil)
 )
