@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 
@@ -61,15 +62,19 @@ var Definition = channels.Definition{
 		UsageNote:     "(Socket Mode: also set SLACK_APP_TOKEN)",
 		TokenQuestion: "Slack bot token (xoxb-…) from your app's OAuth & Permissions page",
 		UserQuestion:  "Your Slack member id, U… (profile → ⋮ → Copy member ID; Enter: pairing codes instead)",
+		// init asks for one token; Socket Mode's app token comes from
+		// SLACK_APP_TOKEN (the Init questions have no second secret).
+		TokenKey: "bot_token",
+		UserID:   userIDRE,
 		Apply: func(s channels.Section, a channels.InitAnswers) {
 			c := s.(*Config)
 			c.Pairing = len(a.Users) == 0
-			if c.BotToken == "" {
-				c.BotToken = a.Token
+			if c.AppToken == "" {
+				c.AppToken = os.Getenv("SLACK_APP_TOKEN")
 			}
 		},
 		Extra: func(a channels.InitAnswers) string {
-			out := "    # Socket Mode needs the app-level token (xapp-…, scope connections:write).\n    app_token: \"${SLACK_APP_TOKEN}\"\n"
+			out := "    # Socket Mode's app-level token (xapp-…, scope connections:write):\n    # app_token, or SLACK_APP_TOKEN in the environment.\n"
 			if len(a.Users) == 0 {
 				out += "    # A stranger writing to the bot in a DM gets a one-time code for\n    # `switchboard pairing approve CODE`.\n    pairing: true\n"
 			}
