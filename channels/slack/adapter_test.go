@@ -618,3 +618,25 @@ func postSigned(t *testing.T, url, secret, body string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+func TestSlashCommand(t *testing.T) {
+	f := slackfake.New(t)
+	a, _ := newAdapter(t, f, nil)
+	s := newSink()
+	run(t, f, a, s)
+	env := f.SlashCommand(slackfake.SlashCommand{Channel: "D1", User: "U1", Command: "/status"})
+	in := s.wait(t, "the command", s.count(1))[0]
+	if in.Text != "/status" || in.ChatID != "D1" || in.ChatType != channels.DM || !strings.HasPrefix(in.MessageID, commandPrefix) {
+		t.Errorf("command = %+v", in)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := f.WaitAcked(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.Envelopes() {
+		if e.ID == env && !strings.Contains(string(e.AckPayload), "/status") {
+			t.Errorf("ack payload = %s", e.AckPayload)
+		}
+	}
+}
