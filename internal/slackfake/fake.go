@@ -92,6 +92,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 // Identities and tokens of the fake workspace.
@@ -122,7 +124,7 @@ type Fake struct {
 	srv *httptest.Server
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced whenever recorded state changes
+	changed waitfor.Changed // notified whenever recorded state changes
 	closed  bool
 	lastTS  int64 // microseconds of the last ts handed out
 	seq     int
@@ -150,6 +152,7 @@ type Fake struct {
 	conns          map[*sockConn]struct{}
 	newest         *sockConn
 	connects       int
+	pings          int
 	envelopes      []*envelope
 	byID           map[string]*envelope
 	acked          []string
@@ -204,7 +207,8 @@ type Throttle struct {
 
 type failure struct {
 	status     int
-	left       int // calls still to fail; -1 until ended
+	code       string // the error of an HTTP 200 failure
+	left       int    // calls still to fail; -1 until ended
 	retryAfter time.Duration
 }
 
@@ -219,7 +223,6 @@ func New(t testing.TB) *Fake {
 // Start starts a fake like New for programs outside tests; call Close.
 func Start() *Fake {
 	f := &Fake{
-		changed:        make(chan struct{}),
 		calls:          map[string]int{},
 		failures:       map[string][]*failure{},
 		history:        map[string][]*message{},
@@ -275,28 +278,16 @@ func (f *Fake) Close() {
 // slash: "http://127.0.0.1:PORT/api/".
 func (f *Fake) APIURL() string { return f.URL + "/api/" }
 
-// notify wakes waiters; f.mu must be held.
-func (f *Fake) notify() {
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
+// notify wakes waiters.
+func (f *Fake) notify() { f.changed.Notify() }
 
 // WaitFor blocks until cond returns true or ctx ends. cond may call the
 // fake's accessors; it is re-evaluated whenever recorded state changes.
 func (f *Fake) WaitFor(ctx context.Context, cond func() bool) error {
-	for {
-		f.mu.Lock()
-		ch := f.changed
-		f.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("slackfake: wait: %w", context.Cause(ctx))
-		}
+	if err := f.changed.Wait(ctx, cond); err != nil {
+		return fmt.Errorf("slackfake: wait: %w", err)
 	}
+	return nil
 }
 
 // errorf reports a misuse of the fake to the test, or panics outside one.
@@ -364,6 +355,18 @@ func (f *Fake) Outage(method string, status int) (end func()) {
 			f.notify()
 		})
 	}
+}
+
+// FailError makes the next n calls of method ("*": any method) answer
+// HTTP 200 {"ok":false,"error":code} without effect, e.g.
+// "channel_not_found", "not_in_channel", "missing_scope".
+func (f *Fake) FailError(method, code string, n int) {
+	if n <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failures[method] = append(f.failures[method], &failure{status: http.StatusOK, code: code, left: n})
 }
 
 // RateLimit makes the next n calls of method ("*": any method) answer 429

@@ -155,6 +155,10 @@ func (f *Fake) handleSocket(w http.ResponseWriter, r *http.Request) {
 				if c.ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(5*time.Second)) != nil {
 					return
 				}
+				f.mu.Lock()
+				f.pings++
+				f.notify()
+				f.mu.Unlock()
 			}
 		}
 	}()
@@ -312,6 +316,13 @@ func (f *Fake) Connected() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.newest != nil
+}
+
+// Pings counts the websocket pings sent, on every socket.
+func (f *Fake) Pings() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pings
 }
 
 // Connects counts the sockets that got a hello.

@@ -19,6 +19,7 @@ type params map[string]string
 type result struct {
 	fields map[string]any
 	err    string
+	detail string // for response_metadata.messages, as Slack explains invalid_blocks
 }
 
 func ok(fields map[string]any) result { return result{fields: fields} }
@@ -60,6 +61,10 @@ func (f *Fake) handleAPI(w http.ResponseWriter, r *http.Request) {
 	f.notify()
 	f.mu.Unlock()
 	if fl != nil {
+		if fl.status == http.StatusOK {
+			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": fl.code})
+			return
+		}
 		if fl.status == http.StatusTooManyRequests {
 			retryAfterHeader(w, fl.retryAfter)
 			writeJSON(w, fl.status, map[string]any{"ok": false, "error": "ratelimited"})
@@ -104,7 +109,11 @@ func (f *Fake) handleAPI(w http.ResponseWriter, r *http.Request) {
 	res := m.h(p)
 	if res.err != "" {
 		undo()
-		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": res.err})
+		body := map[string]any{"ok": false, "error": res.err}
+		if res.detail != "" {
+			body["response_metadata"] = map[string]any{"messages": []string{"[ERROR] " + res.detail}}
+		}
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
 	body := map[string]any{"ok": true}
@@ -182,30 +191,31 @@ func (f *Fake) connectionsOpen(params) result {
 func (f *Fake) SocketURL() string { return "ws" + strings.TrimPrefix(f.URL, "http") + "/link/" }
 
 // checkMessage validates text and blocks as chat.postMessage and
-// chat.update do; blocks is nil when the call had none.
-func checkMessage(text string, blocks json.RawMessage, needContent bool) string {
+// chat.update do; blocks is nil when the call had none. It returns the
+// failure, or a zero result.
+func checkMessage(text string, blocks json.RawMessage, needContent bool) result {
 	if utf8.RuneCountInString(text) > MaxMessageText {
-		return "msg_too_long"
+		return fail("msg_too_long")
 	}
 	if blocks != nil {
 		var arr []json.RawMessage
 		if json.Unmarshal(blocks, &arr) != nil {
-			return "invalid_blocks_format"
+			return fail("invalid_blocks_format")
 		}
 		if len(arr) > maxBlocks {
-			return "invalid_blocks"
+			return result{err: "invalid_blocks", detail: "no more than 50 items allowed [json-pointer:/blocks]"}
 		}
 		if msg := checkBlocks(arr); msg != "" {
-			return "invalid_blocks"
+			return result{err: "invalid_blocks", detail: msg}
 		}
 		if len(arr) > 0 {
-			return ""
+			return result{}
 		}
 	}
 	if needContent && strings.TrimSpace(text) == "" {
-		return "no_text"
+		return fail("no_text")
 	}
-	return ""
+	return result{}
 }
 
 // blocksParam returns the call's blocks, nil when it had none.
@@ -223,8 +233,8 @@ func (f *Fake) postMessage(p params) result {
 		return fail("channel_not_found")
 	}
 	blocks := blocksParam(p)
-	if e := checkMessage(p["text"], blocks, true); e != "" {
-		return fail(e)
+	if bad := checkMessage(p["text"], blocks, true); bad.err != "" {
+		return bad
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -240,8 +250,8 @@ func (f *Fake) postMessage(p params) result {
 func (f *Fake) updateMessage(p params) result {
 	channel, ts := p["channel"], p["ts"]
 	blocks := blocksParam(p)
-	if e := checkMessage(p["text"], blocks, false); e != "" {
-		return fail(e)
+	if bad := checkMessage(p["text"], blocks, false); bad.err != "" {
+		return bad
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -335,10 +345,16 @@ func (f *Fake) conversationInfo(p params) result {
 	}
 	f.mu.Lock()
 	c, known := f.channels[id]
-	f.mu.Unlock()
 	if !known {
 		c = Channel{ID: id, Name: "channel-" + strings.ToLower(id)}
+		for _, m := range f.history[id] {
+			if m.BotID == "" && m.User != "" {
+				c.User = m.User // a DM's other member: whoever wrote in it
+				break
+			}
+		}
 	}
+	f.mu.Unlock()
 	kind := channelType(id)
 	ch := map[string]any{
 		"id": c.ID, "created": 1700000000, "is_channel": kind == "channel", "is_group": kind == "group",
