@@ -131,6 +131,7 @@ type Fake struct {
 
 	calls     map[string]int
 	failures  map[string][]*failure
+	scopes    []string
 	limits    Limits
 	buckets   map[string]*rate.Limiter
 	throttled []Throttle
@@ -238,6 +239,7 @@ func Start() *Fake {
 		byID:           map[string]*envelope{},
 	}
 	f.setLimitsLocked(DefaultLimits)
+	f.scopes = slices.Clone(DefaultScopes)
 	f.users[BotUserID] = User{ID: BotUserID, Name: "switchboard", RealName: "Switchboard", IsBot: true}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/{method}", f.handleAPI)

@@ -195,3 +195,22 @@ func TestInjectedErrorsAndInvalidBlocks(t *testing.T) {
 		t.Errorf("markdown block not kept: %s (%v)", got[0].Blocks, err)
 	}
 }
+
+func TestMissingScope(t *testing.T) {
+	f := New(t)
+	ctx := testCtx(t)
+	api := client(f, BotToken)
+	file := f.AddFile("a.txt", "text/plain", []byte("data"))
+	f.SetScopes("users:read")
+	_, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("x", false))
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) || se.Err != "missing_scope" || se.Needed != "chat:write" || se.Provided != "users:read" {
+		t.Errorf("post without chat:write: %#v", err)
+	}
+	if _, err := api.GetUserInfoContext(ctx, "U1"); err != nil {
+		t.Errorf("users.info with users:read: %v", err)
+	}
+	if err := api.GetFileContext(ctx, file.URLPrivate, io.Discard); err == nil {
+		t.Error("download without files:read succeeded")
+	}
+}

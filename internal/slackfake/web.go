@@ -99,6 +99,15 @@ func (f *Fake) handleAPI(w http.ResponseWriter, r *http.Request) {
 	}
 
 	f.mu.Lock()
+	if !m.app {
+		w.Header().Set("X-OAuth-Scopes", f.scopeHeaderLocked())
+		if need := f.missingScopeLocked(method, p); need != "" {
+			provided := f.scopeHeaderLocked()
+			f.mu.Unlock()
+			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "missing_scope", "needed": need, "provided": provided})
+			return
+		}
+	}
 	undo, wait := f.admitLocked(method, p["channel"])
 	f.mu.Unlock()
 	if wait > 0 {
