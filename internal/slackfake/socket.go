@@ -40,18 +40,56 @@ type envelope struct {
 	timer   *time.Timer
 }
 
+// sockConn is one Socket Mode websocket. Frames go out through a queue
+// and one writer goroutine, so the fake never holds its lock across
+// network I/O.
 type sockConn struct {
 	ws   *websocket.Conn
-	wmu  sync.Mutex
+	out  chan any
 	done chan struct{}
 	once sync.Once
 }
 
-func (c *sockConn) send(v any) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	return c.ws.WriteJSON(v)
+// sendQueue is how many frames may wait for a slow client before the
+// connection is dropped (the client reconnects and gets them again).
+const sendQueue = 1024
+
+func newSockConn(ws *websocket.Conn) *sockConn {
+	c := &sockConn{ws: ws, out: make(chan any, sendQueue), done: make(chan struct{})}
+	go c.write()
+	return c
+}
+
+func (c *sockConn) write() {
+	for {
+		select {
+		case <-c.done:
+			return
+		case v := <-c.out:
+			_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if c.ws.WriteJSON(v) != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}
+
+// send queues a frame; it reports false when the connection is closed or
+// its queue is full (then it is closed).
+func (c *sockConn) send(v any) bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+	}
+	select {
+	case c.out <- v:
+		return true
+	default:
+		c.close()
+		return false
+	}
 }
 
 func (c *sockConn) close() {
@@ -104,18 +142,11 @@ func (f *Fake) handleSocket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &sockConn{ws: ws, done: make(chan struct{})}
+	c := newSockConn(ws)
 	defer func() {
 		c.close()
 		f.mu.Lock()
-		delete(f.conns, c)
-		if f.newest == c {
-			f.newest = nil
-			for o := range f.conns {
-				f.newest = o
-			}
-		}
-		f.notify()
+		f.forgetLocked(c)
 		f.mu.Unlock()
 	}()
 
@@ -131,7 +162,7 @@ func (f *Fake) handleSocket(w http.ResponseWriter, r *http.Request) {
 		"debug_info":      map[string]any{"host": "slackfake", "approximate_connection_time": 18060},
 		"connection_info": map[string]any{"app_id": AppID},
 	}
-	if c.send(hello) != nil {
+	if !c.send(hello) {
 		f.mu.Unlock()
 		return
 	}
@@ -197,6 +228,18 @@ func (f *Fake) ack(id string, payload json.RawMessage) {
 	f.notify()
 }
 
+// forgetLocked drops c from the live connections; f.mu must be held.
+func (f *Fake) forgetLocked(c *sockConn) {
+	delete(f.conns, c)
+	if f.newest == c {
+		f.newest = nil
+		for o := range f.conns {
+			f.newest = o
+		}
+	}
+	f.notify()
+}
+
 func (f *Fake) liveLocked(c *sockConn) bool {
 	if c == nil {
 		return false
@@ -236,9 +279,11 @@ func (f *Fake) deliverLocked(e *envelope) {
 		frame["retry_reason"] = "timeout"
 	}
 	c := f.newest
-	if c.send(frame) != nil {
-		c.close() // its reader ends and forgets it; the next hello resends e
-		return
+	for !c.send(frame) {
+		f.forgetLocked(c) // closed or stuck: try another, else the next hello resends e
+		if c = f.newest; c == nil {
+			return
+		}
 	}
 	e.Sent++
 	e.conn = c
@@ -348,7 +393,7 @@ func (f *Fake) Refresh() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for c := range f.conns {
-		_ = c.send(map[string]any{"type": "disconnect", "reason": "refresh_requested",
+		c.send(map[string]any{"type": "disconnect", "reason": "refresh_requested",
 			"debug_info": map[string]any{"host": "slackfake"}})
 	}
 }
@@ -366,7 +411,7 @@ func (f *Fake) DropConnections() {
 	f.notify()
 	f.mu.Unlock()
 	for _, c := range conns {
-		_ = c.ws.NetConn().Close()
 		c.once.Do(func() { close(c.done) })
+		_ = c.ws.NetConn().Close()
 	}
 }
