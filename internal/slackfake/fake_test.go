@@ -88,6 +88,9 @@ func TestPostUpdateDeleteRoundTrip(t *testing.T) {
 	if len(got) != 1 || got[0].Text != "hi again" || got[0].Edits != 1 || got[0].ThreadTS != "111.000001" || got[0].Deleted {
 		t.Fatalf("after update: %+v", got)
 	}
+	if len(got[0].Versions) != 2 || got[0].Versions[0] != "hi" || got[0].Versions[1] != "hi again" {
+		t.Errorf("Versions = %q", got[0].Versions)
+	}
 	if !strings.Contains(string(got[0].Blocks), `"*hi*"`) {
 		t.Errorf("blocks not kept through an update without blocks: %s", got[0].Blocks)
 	}

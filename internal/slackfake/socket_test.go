@@ -216,3 +216,32 @@ func TestMissingScope(t *testing.T) {
 		t.Error("download without files:read succeeded")
 	}
 }
+
+func TestChallenge(t *testing.T) {
+	f := New(t)
+	ctx := testCtx(t)
+	answer := func(echo bool) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
+			if err != nil || ev.Type != slackevents.URLVerification {
+				http.Error(w, "not a verification", http.StatusBadRequest)
+				return
+			}
+			c := ev.Data.(*slackevents.EventsAPIURLVerificationEvent).Challenge
+			if !echo {
+				c = "something else"
+			}
+			_ = json.NewEncoder(w).Encode(slackevents.ChallengeResponse{Challenge: c})
+		}))
+	}
+	good, bad := answer(true), answer(false)
+	defer good.Close()
+	defer bad.Close()
+	if err := f.Challenge(ctx, good.URL, "sec"); err != nil {
+		t.Errorf("echoing endpoint: %v", err)
+	}
+	if err := f.Challenge(ctx, bad.URL, "sec"); err == nil {
+		t.Error("a wrong answer passed")
+	}
+}

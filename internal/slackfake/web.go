@@ -284,6 +284,7 @@ func (f *Fake) updateMessage(p params) result {
 		return fail("no_text")
 	}
 	m.Edits++
+	m.Versions = append(m.Versions, m.Text)
 	f.notify()
 	return ok(map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(m.Message)})
 }
