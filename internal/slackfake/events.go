@@ -255,11 +255,17 @@ func (f *Fake) SlashCommand(c SlashCommand) (envelopeID string) {
 	return e.ID
 }
 
+// userLocked returns the user id, made up from the id when unknown; f.mu
+// must be held.
 func (f *Fake) userLocked(id string) User {
-	if u, ok := f.users[id]; ok {
-		return u
+	u, known := f.users[id]
+	if !known {
+		u = User{ID: id, Name: "user-" + strings.ToLower(id), RealName: "User " + id}
 	}
-	return User{ID: id, Name: "user-" + strings.ToLower(id)}
+	if u.TeamID == "" {
+		u.TeamID = TeamID
+	}
+	return u
 }
 
 // Sign returns the headers Slack signs a request with: X-Slack-Signature

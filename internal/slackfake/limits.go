@@ -99,27 +99,25 @@ func (f *Fake) admitLocked(method, channel string) (undo func(), retry time.Dura
 		}
 	}
 	now := time.Now()
+	taken := make([]*rate.Reservation, len(buckets))
 	var wait time.Duration
-	for _, b := range buckets {
-		if t := b.TokensAt(now); t < 1 {
-			wait = max(wait, time.Duration((1-t)/float64(b.Limit())*float64(time.Second)))
+	for i, b := range buckets {
+		taken[i] = b.ReserveN(now, 1)
+		wait = max(wait, taken[i].DelayFrom(now))
+	}
+	undo = func() {
+		for _, r := range taken {
+			r.CancelAt(now)
 		}
 	}
 	if wait > 0 {
+		undo()
 		secs := time.Duration(max(1, math.Ceil(wait.Seconds()))) * time.Second
 		f.throttled = append(f.throttled, Throttle{Method: method, Channel: channel, RetryAfter: secs, Time: now})
 		f.notify()
 		return nil, secs
 	}
-	taken := make([]*rate.Reservation, len(buckets))
-	for i, b := range buckets {
-		taken[i] = b.ReserveN(now, 1)
-	}
-	return func() {
-		for _, r := range taken {
-			r.CancelAt(now)
-		}
-	}, 0
+	return undo, 0
 }
 
 func (f *Fake) bucketLocked(key string, r Rate) *rate.Limiter {
