@@ -69,7 +69,8 @@
 //     message and the action (action_id, block_id, value).
 //   - SlashCommand(SlashCommand) → envelope id; the ack's payload is kept.
 //   - The bot's own posts come back as message events with bot_id, as
-//     Slack sends them to a subscribed app (SetEchoBot(false) stops it).
+//     Slack sends them to a subscribed app, once a socket has connected
+//     (so not in Events API tests); SetEchoBot(false) stops them.
 //
 // An envelope not acknowledged within SetRedelivery's after (default 1 s)
 // is sent again with retry_attempt+1 and retry_reason "timeout", until
@@ -81,7 +82,12 @@
 //
 // # Events API
 //
-// SayEvents records a user's message like Say but returns the
+// SetEventsURL(eventsURL, interactivityURL, secret) moves delivery to
+// HTTP: Say, UserEdit, UserDelete and Click then POST their envelopes'
+// payloads, signed, to the app's Request URLs; a 2xx answer within 3 s is
+// the acknowledgement, else the delivery is retried after SetRedelivery's
+// after with X-Slack-Retry-Num 1 to 3 (Slack's cap). By hand: SayEvents
+// records a user's message like Say but returns the
 // event_callback bodies instead of queueing envelopes; PostEvent(ctx,
 // url, secret, body, retryNum) sends one signed with X-Slack-Signature v0
 // (HMAC-SHA256 of "v0:timestamp:body") and X-Slack-Request-Timestamp,
@@ -174,6 +180,12 @@ type Fake struct {
 	channels  map[string]Channel
 	files     map[string]*storedFile // file id → file
 	uploads   []Upload
+
+	// Events API mode (SetEventsURL)
+	eventsURL, interactURL, signingSecret string
+	ctx                                   context.Context // ends with Close, for HTTP deliveries
+	cancel                                context.CancelFunc
+	wg                                    sync.WaitGroup
 
 	// Socket Mode
 	redeliverAfter time.Duration
@@ -272,6 +284,7 @@ func Start() *Fake {
 		conns:          map[*sockConn]struct{}{},
 		byID:           map[string]*envelope{},
 	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.setLimitsLocked(DefaultLimits)
 	f.scopes = slices.Clone(DefaultScopes)
 	f.users[BotUserID] = User{ID: BotUserID, Name: "switchboard", RealName: "Switchboard", IsBot: true}
@@ -304,6 +317,8 @@ func (f *Fake) Close() {
 		conns = append(conns, c)
 	}
 	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
 	for _, c := range conns {
 		c.close()
 	}

@@ -118,7 +118,7 @@ func (f *Fake) SetPingInterval(d time.Duration) {
 
 // SetEchoBot sets whether the bot's posts come back as message events
 // (default true, as Slack sends them to an app subscribed to the
-// conversation).
+// conversation; only once a socket has connected).
 func (f *Fake) SetEchoBot(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -168,7 +168,7 @@ func (f *Fake) handleSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	f.newest = c
 	for _, e := range f.envelopes {
-		if !e.Acked && !e.Dropped && !f.liveLocked(e.conn) {
+		if !e.Acked && !e.Dropped && !f.liveLocked(e.conn) && f.httpTargetLocked(e) == "" {
 			f.deliverLocked(e)
 		}
 	}
@@ -252,6 +252,13 @@ func (f *Fake) liveLocked(c *sockConn) bool {
 func (f *Fake) queueLocked(e *envelope) {
 	f.envelopes = append(f.envelopes, e)
 	f.byID[e.ID] = e
+	if target := f.httpTargetLocked(e); target != "" {
+		if !f.closed {
+			f.wg.Add(1)
+			go f.postEnvelope(e, target)
+		}
+		return
+	}
 	f.deliverLocked(e)
 }
 

@@ -245,3 +245,59 @@ func TestChallenge(t *testing.T) {
 		t.Error("a wrong answer passed")
 	}
 }
+
+func TestEventsURLDeliversAndRetries(t *testing.T) {
+	f := New(t)
+	f.SetRedelivery(10*time.Millisecond, 0)
+	ctx := testCtx(t)
+	type hit struct {
+		retry string
+		form  bool
+	}
+	hits := make(chan hit, 10)
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		sv, err := slack.NewSecretsVerifier(r.Header, "sec")
+		if err == nil {
+			_, _ = sv.Write(body)
+			err = sv.Ensure()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		hits <- hit{r.Header.Get("X-Slack-Retry-Num"), strings.HasPrefix(string(body), "payload=")}
+		if calls++; calls == 1 {
+			http.Error(w, "busy", http.StatusInternalServerError) // the first delivery fails
+		}
+	}))
+	defer srv.Close()
+	f.SetEventsURL(srv.URL+"/events", srv.URL+"/interact", "sec")
+
+	ts := f.Say(UserMessage{Channel: "D1", User: "U1", Text: "over http"})
+	if err := f.WaitAllAcked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h1, h2 := <-hits, <-hits; h1.retry != "" || h2.retry != "1" {
+		t.Errorf("retry headers %q then %q, want none then 1", h1.retry, h2.retry)
+	}
+	if e := f.Envelopes()[0]; e.Sent != 2 || !e.Acked || e.TS != ts {
+		t.Errorf("envelope %+v", e)
+	}
+
+	btn := slack.NewButtonBlockElement("go", "v", slack.NewTextBlockObject(slack.PlainTextType, "Go", false, false))
+	_, bts, err := client(f, BotToken).PostMessageContext(ctx, "D1", slack.MsgOptionBlocks(slack.NewActionBlock("", btn)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitAcked(ctx, f.Click(Click{Channel: "D1", TS: bts, User: "U1", ActionID: "go"})); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-hits; !h.form {
+		t.Error("interaction not form-encoded")
+	}
+	if f.Connects() != 0 {
+		t.Error("a socket was opened in Events API mode")
+	}
+}

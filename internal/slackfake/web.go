@@ -249,7 +249,7 @@ func (f *Fake) postMessage(p params) result {
 	defer f.mu.Unlock()
 	m := f.addLocked(Message{Channel: channel, TS: f.nextTSLocked(), ThreadTS: p["thread_ts"],
 		User: BotUserID, BotID: BotID, Text: p["text"], Blocks: blocks})
-	if f.echoBot {
+	if f.echoBot && f.connects > 0 {
 		f.queueLocked(f.newEventEnvelopeLocked(messageEvent(m.Message, channelType(channel))))
 	}
 	f.notify()
