@@ -285,7 +285,7 @@ func Start() *Fake {
 		byID:           map[string]*envelope{},
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
-	f.setLimitsLocked(DefaultLimits)
+	f.setLimitsLocked(DefaultLimits.Clone())
 	f.scopes = slices.Clone(DefaultScopes)
 	f.users[BotUserID] = User{ID: BotUserID, Name: "switchboard", RealName: "Switchboard", IsBot: true}
 	mux := http.NewServeMux()

@@ -1,6 +1,7 @@
 package slackfake
 
 import (
+	"maps"
 	"math"
 	"net/http"
 	"time"
@@ -37,7 +38,8 @@ type Limits struct {
 }
 
 // DefaultLimits are Slack's documented tiers for the methods the fake
-// serves; a new fake enforces them.
+// serves; a new fake enforces them. Its Methods map is shared: derive
+// other limits with With, Scaled or Clone.
 var DefaultLimits = Limits{
 	Methods: map[string]Rate{
 		"auth.test":                    {PerMinute: 600, Burst: 100}, // "special": hundreds per minute
@@ -57,22 +59,40 @@ var DefaultLimits = Limits{
 // NoLimits turns the rate limits off, for tests that check contents.
 var NoLimits = Limits{}
 
-// Scaled returns l with every rate multiplied by k (bursts unchanged).
-func (l Limits) Scaled(k float64) Limits {
-	out := Limits{Methods: map[string]Rate{}, PostPerChannel: l.PostPerChannel}
-	out.PostPerChannel.PerMinute *= k
-	for m, r := range l.Methods {
-		r.PerMinute *= k
-		out.Methods[m] = r
-	}
-	return out
+// Clone returns a copy of l whose Methods map is its own: DefaultLimits'
+// map is shared, so change a clone (or use With), never it.
+func (l Limits) Clone() Limits {
+	l.Methods = maps.Clone(l.Methods)
+	return l
 }
 
-// SetLimits replaces the rate limits, with every bucket full.
+// With returns a copy of l with method limited to r.
+func (l Limits) With(method string, r Rate) Limits {
+	l = l.Clone()
+	if l.Methods == nil {
+		l.Methods = map[string]Rate{}
+	}
+	l.Methods[method] = r
+	return l
+}
+
+// Scaled returns a copy of l with every rate multiplied by k (bursts
+// unchanged).
+func (l Limits) Scaled(k float64) Limits {
+	l = l.Clone()
+	l.PostPerChannel.PerMinute *= k
+	for m, r := range l.Methods {
+		r.PerMinute *= k
+		l.Methods[m] = r
+	}
+	return l
+}
+
+// SetLimits replaces the rate limits (with a copy of l), every bucket full.
 func (f *Fake) SetLimits(l Limits) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.setLimitsLocked(l)
+	f.setLimitsLocked(l.Clone())
 }
 
 func (f *Fake) setLimitsLocked(l Limits) {

@@ -301,3 +301,22 @@ func TestEventsURLDeliversAndRetries(t *testing.T) {
 		t.Error("a socket was opened in Events API mode")
 	}
 }
+
+func TestLimitsWithLeavesDefaultsAlone(t *testing.T) {
+	before := DefaultLimits.Methods["apps.connections.open"]
+	l := DefaultLimits.With("apps.connections.open", Rate{PerMinute: 600, Burst: 100})
+	if DefaultLimits.Methods["apps.connections.open"] != before || l.Methods["apps.connections.open"].Burst != 100 {
+		t.Errorf("With changed the defaults or did not apply: %+v / %+v", DefaultLimits.Methods["apps.connections.open"], l.Methods["apps.connections.open"])
+	}
+	f := New(t)
+	ctx := testCtx(t)
+	f.SetLimits(DefaultLimits.With("auth.test", Rate{PerMinute: 1, Burst: 1}))
+	api := client(f, BotToken)
+	if _, err := api.AuthTestContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rl *slack.RateLimitedError
+	if _, err := api.AuthTestContext(ctx); !errors.As(err, &rl) || rl.RetryAfter != time.Minute {
+		t.Errorf("second auth.test at 1/min: %v, want a 60 s Retry-After", err)
+	}
+}
