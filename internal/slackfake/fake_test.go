@@ -175,6 +175,9 @@ func TestSocketModeMessageAck(t *testing.T) {
 	if got := f.EnvelopesOf(ts); len(got) != 1 || got[0] != ev.Request.EnvelopeID {
 		t.Errorf("EnvelopesOf = %v", got)
 	}
+	if e := f.Envelopes()[0]; e.AckedIn <= 0 || e.AckedIn > 3*time.Second {
+		t.Errorf("AckedIn = %v", e.AckedIn)
+	}
 }
 
 func TestChannelMentionSendsMessageAndAppMention(t *testing.T) {

@@ -58,13 +58,13 @@ func (f *Fake) postEnvelope(e *envelope, target string) {
 		body = []byte(url.Values{"payload": {string(e.Payload)}}.Encode())
 	}
 	for attempt := 0; ; attempt++ {
+		f.mu.Lock()
+		e.markSent()
+		f.notify()
+		f.mu.Unlock()
 		ctx, cancel := context.WithTimeout(f.ctx, httpAckTimeout)
 		status, answer, err := postRead(ctx, target, contentType, secret, body, attempt)
 		cancel()
-		f.mu.Lock()
-		e.Sent++
-		f.notify()
-		f.mu.Unlock()
 		if err == nil && status/100 == 2 {
 			var payload json.RawMessage
 			if json.Valid([]byte(answer)) {

@@ -31,11 +31,15 @@ type Envelope struct {
 	// answers), nil when it had none.
 	AckPayload json.RawMessage
 	Dropped    bool // given up after the retries SetRedelivery allows
+	// AckedIn is the time from the first send to the acknowledgement
+	// (Slack wants it within 3 s).
+	AckedIn time.Duration
 }
 
 type envelope struct {
 	Envelope
 	accepts bool // accepts_response_payload
+	first   time.Time // first sent
 	conn    *sockConn
 	timer   *time.Timer
 }
@@ -218,6 +222,7 @@ func (f *Fake) ack(id string, payload json.RawMessage) {
 		return
 	}
 	e.Acked = true
+	e.AckedIn = time.Since(e.first)
 	if len(payload) > 0 && string(payload) != "null" {
 		e.AckPayload = slices.Clone(payload)
 	}
@@ -226,6 +231,14 @@ func (f *Fake) ack(id string, payload json.RawMessage) {
 	}
 	f.acked = append(f.acked, id)
 	f.notify()
+}
+
+// markSent counts a send; the envelope's lock (f.mu) must be held.
+func (e *envelope) markSent() {
+	if e.Sent == 0 {
+		e.first = time.Now()
+	}
+	e.Sent++
 }
 
 // forgetLocked drops c from the live connections; f.mu must be held.
@@ -292,7 +305,7 @@ func (f *Fake) deliverLocked(e *envelope) {
 			return
 		}
 	}
-	e.Sent++
+	e.markSent()
 	e.conn = c
 	e.timer = time.AfterFunc(f.redeliverAfter, func() { f.redeliver(e) })
 	f.notify()
