@@ -38,7 +38,7 @@ type Envelope struct {
 
 type envelope struct {
 	Envelope
-	accepts bool // accepts_response_payload
+	accepts bool      // accepts_response_payload
 	first   time.Time // first sent
 	conn    *sockConn
 	timer   *time.Timer
