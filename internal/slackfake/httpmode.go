@@ -16,8 +16,10 @@ const httpRetries = 3
 
 // SetEventsURL switches delivery from Socket Mode to HTTP, as an app with
 // Request URLs gets it: events_api envelopes are POSTed as signed JSON to
-// eventsURL, interactive ones (Click) form-encoded to interactivityURL
-// ("" keeps that kind on Socket Mode). A delivery counts as acknowledged
+// eventsURL, interactive ones (Click) form-encoded (payload=…) to
+// interactivityURL, and slash commands as a form of their fields to
+// interactivityURL too (on Slack, to the command's Request URL); ""
+// keeps that kind on Socket Mode. A delivery counts as acknowledged
 // when the answer is 2xx within 3 s; otherwise it is sent again after
 // SetRedelivery's after with X-Slack-Retry-Num 1, 2, 3 (Slack waits
 // about 1 and 5 minutes between them and stops after 3, as here unless
@@ -35,7 +37,7 @@ func (f *Fake) httpTargetLocked(e *envelope) string {
 	switch e.Type {
 	case EnvelopeEventsAPI:
 		return f.eventsURL
-	case EnvelopeInteractive:
+	case EnvelopeInteractive, EnvelopeSlashCommands:
 		return f.interactURL
 	}
 	return ""
@@ -53,9 +55,18 @@ func (f *Fake) postEnvelope(e *envelope, target string) {
 		limit = httpRetries
 	}
 	contentType, body := "application/json", []byte(e.Payload)
-	if e.Type == EnvelopeInteractive {
+	switch e.Type {
+	case EnvelopeInteractive:
 		contentType = "application/x-www-form-urlencoded"
 		body = []byte(url.Values{"payload": {string(e.Payload)}}.Encode())
+	case EnvelopeSlashCommands: // a form of the command's fields
+		var fields map[string]string
+		_ = json.Unmarshal(e.Payload, &fields)
+		form := url.Values{}
+		for k, v := range fields {
+			form.Set(k, v)
+		}
+		contentType, body = "application/x-www-form-urlencoded", []byte(form.Encode())
 	}
 	for attempt := 0; ; attempt++ {
 		f.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -251,8 +252,9 @@ func TestEventsURLDeliversAndRetries(t *testing.T) {
 	f.SetRedelivery(10*time.Millisecond, 0)
 	ctx := testCtx(t)
 	type hit struct {
-		retry string
-		form  bool
+		retry   string
+		form    bool   // payload=…
+		command string // a slash command's form field
 	}
 	hits := make(chan hit, 10)
 	calls := 0
@@ -267,7 +269,8 @@ func TestEventsURLDeliversAndRetries(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
-		hits <- hit{r.Header.Get("X-Slack-Retry-Num"), strings.HasPrefix(string(body), "payload=")}
+		form, _ := url.ParseQuery(string(body))
+		hits <- hit{r.Header.Get("X-Slack-Retry-Num"), form.Has("payload"), form.Get("command")}
 		if calls++; calls == 1 {
 			http.Error(w, "busy", http.StatusInternalServerError) // the first delivery fails
 		}
@@ -296,6 +299,12 @@ func TestEventsURLDeliversAndRetries(t *testing.T) {
 	}
 	if h := <-hits; !h.form {
 		t.Error("interaction not form-encoded")
+	}
+	if err := f.WaitAcked(ctx, f.SlashCommand(SlashCommand{Channel: "D1", User: "U1", Command: "/new"})); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-hits; h.command != "/new" {
+		t.Errorf("slash command form has command %q", h.command)
 	}
 	if f.Connects() != 0 {
 		t.Error("a socket was opened in Events API mode")
