@@ -83,8 +83,8 @@
 // # Events API
 //
 // SetEventsURL(eventsURL, interactivityURL, secret) moves delivery to
-// HTTP: Say, UserEdit, UserDelete and Click then POST their envelopes'
-// payloads, signed, to the app's Request URLs; a 2xx answer within 3 s is
+// HTTP: Say, UserEdit, UserDelete, Click and SlashCommand then POST
+// their envelopes' payloads, signed, to the app's Request URLs; a 2xx answer within 3 s is
 // the acknowledgement, else the delivery is retried after SetRedelivery's
 // after with X-Slack-Retry-Num 1 to 3 (Slack's cap). By hand: SayEvents
 // records a user's message like Say but returns the
@@ -114,6 +114,12 @@
 // Blocks raw as posted; WaitBotMessages. Reactions(channel, ts),
 // Statuses, Uploads. WaitFor(ctx, cond) re-evaluates cond whenever
 // recorded state changes: no polling, no sleeps.
+//
+// Not modelled: other Web API methods (conversations.history,
+// chat.postEphemeral…), response_url, message_changed echoes of the bot's
+// own edits, the message Slack posts for a shared upload, Enterprise
+// Grid, and Slack's retry timing (1 and 5 minutes between Events API
+// retries; here SetRedelivery's after).
 package slackfake
 
 import (
