@@ -24,7 +24,7 @@ func TestPingsKeepTheSocket(t *testing.T) {
 	f := New(t)
 	f.SetPingInterval(10 * time.Millisecond)
 	ctx := testCtx(t)
-	sm := socketmode.New(client(f, BotToken), socketmode.OptionPingInterval(100*time.Millisecond))
+	sm := socketmode.New(client(f, BotToken), socketmode.OptionPingInterval(300*time.Millisecond))
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = sm.RunContext(runCtx) }()
@@ -38,9 +38,9 @@ func TestPingsKeepTheSocket(t *testing.T) {
 		}
 	}()
 	defer func() { cancel(); <-done }()
-	// 30 pings span 3 of the client's intervals; without them it would
+	// 90 pings span 3 of the client's intervals; without them it would
 	// have reconnected by then.
-	if err := f.WaitFor(ctx, func() bool { return f.Pings() >= 30 || f.Connects() > 1 }); err != nil {
+	if err := f.WaitFor(ctx, func() bool { return f.Pings() >= 90 || f.Connects() > 1 }); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.Connects(); n != 1 {
