@@ -7,24 +7,38 @@ import (
 )
 
 // Block Kit limits the fake checks (Slack's reference, "Blocks" and
-// "Block elements"): a section's text 3000 characters, a header's 150, an
-// actions block 25 elements, a button's text 75, action_id and block_id
-// 255, a button's value 2000; block_ids unique in a message, action_ids
-// unique in a block.
+// "Block elements"): a section's text 3000 characters, a header's 150,
+// the markdown blocks of a message 12,000 together, an actions block 25
+// elements, a button's text 75, action_id and block_id 255, a button's
+// value 2000; block_ids unique in a message, action_ids unique in a block.
 const (
-	maxSectionText = 3000
-	maxHeaderText  = 150
-	maxActions     = 25
-	maxButtonText  = 75
-	maxID          = 255
-	maxValue       = 2000
+	maxSectionText  = 3000
+	maxMarkdownText = 12000
+	maxHeaderText   = 150
+	maxActions      = 25
+	maxButtonText   = 75
+	maxID           = 255
+	maxValue        = 2000
 )
 
 type blockJSON struct {
-	Type     string        `json:"type"`
-	BlockID  string        `json:"block_id"`
-	Text     *textJSON     `json:"text"`
-	Elements []elementJSON `json:"elements"`
+	Type     string          `json:"type"`
+	BlockID  string          `json:"block_id"`
+	Text     json.RawMessage `json:"text"` // a text object; a string in a markdown block
+	Elements []elementJSON   `json:"elements"`
+}
+
+// text is a block's text, from a text object or a string.
+func (b blockJSON) text() (string, bool) {
+	var s string
+	if json.Unmarshal(b.Text, &s) == nil {
+		return s, true
+	}
+	var t textJSON
+	if json.Unmarshal(b.Text, &t) == nil && b.Text != nil {
+		return t.Text, true
+	}
+	return "", false
 }
 
 type textJSON struct {
@@ -42,6 +56,7 @@ type elementJSON struct {
 // checkBlocks returns what is wrong with a message's blocks, or "".
 func checkBlocks(arr []json.RawMessage) string {
 	blockIDs := map[string]bool{}
+	markdown := 0
 	for i, raw := range arr {
 		var b blockJSON
 		if json.Unmarshal(raw, &b) != nil || b.Type == "" {
@@ -53,14 +68,20 @@ func checkBlocks(arr []json.RawMessage) string {
 			}
 			blockIDs[b.BlockID] = true
 		}
+		text, hasText := b.text()
+		n := utf8.RuneCountInString(text)
 		switch b.Type {
 		case "section":
-			if b.Text != nil && utf8.RuneCountInString(b.Text.Text) > maxSectionText {
+			if n > maxSectionText {
 				return fmt.Sprintf("block %d: section text over %d", i, maxSectionText)
 			}
 		case "header":
-			if b.Text == nil || utf8.RuneCountInString(b.Text.Text) > maxHeaderText {
+			if !hasText || n > maxHeaderText {
 				return fmt.Sprintf("block %d: header text missing or over %d", i, maxHeaderText)
+			}
+		case "markdown":
+			if markdown += n; !hasText || markdown > maxMarkdownText {
+				return fmt.Sprintf("block %d: markdown text missing or over %d in all", i, maxMarkdownText)
 			}
 		case "actions":
 			if len(b.Elements) == 0 || len(b.Elements) > maxActions {

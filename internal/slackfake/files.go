@@ -77,28 +77,31 @@ func filesJSON(files []File) []any {
 	return out
 }
 
-// handleFile serves url_private: with the bot token the bytes; without it
-// a redirect to the sign-in page, as files.slack.com does.
+// handleFile serves url_private: with the bot token (and files:read) the
+// bytes; otherwise a redirect to the sign-in page, as files.slack.com does.
 func (f *Fake) handleFile(w http.ResponseWriter, r *http.Request) {
 	team, name := r.PathValue("team"), r.PathValue("name")
 	id, _ := strings.CutPrefix(team, TeamID+"-")
 	f.mu.Lock()
-	sf := f.files[id]
+	var file File
 	var data []byte
-	if sf != nil {
-		data = sf.data
+	sf := f.files[id]
+	found := sf != nil && sf.uploaded && sf.Name == name
+	if found {
+		file, data = sf.File, sf.data
 	}
+	canRead := slices.Contains(f.scopes, "files:read")
 	f.mu.Unlock()
-	if sf == nil || !sf.uploaded || sf.Name != name {
+	if !found {
 		http.NotFound(w, r)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+BotToken {
+	if r.Header.Get("Authorization") != "Bearer "+BotToken || !canRead {
 		http.Redirect(w, r, "/signin?redir="+url.QueryEscape(r.URL.Path), http.StatusFound)
 		return
 	}
-	w.Header().Set("Content-Type", sf.Mimetype)
-	http.ServeContent(w, r, sf.Name, time.Time{}, bytes.NewReader(data))
+	w.Header().Set("Content-Type", file.Mimetype)
+	http.ServeContent(w, r, file.Name, time.Time{}, bytes.NewReader(data))
 }
 
 func (f *Fake) handleSignin(w http.ResponseWriter, _ *http.Request) {

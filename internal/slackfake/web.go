@@ -19,6 +19,7 @@ type params map[string]string
 type result struct {
 	fields map[string]any
 	err    string
+	detail string // for response_metadata.messages, as Slack explains invalid_blocks
 }
 
 func ok(fields map[string]any) result { return result{fields: fields} }
@@ -60,6 +61,10 @@ func (f *Fake) handleAPI(w http.ResponseWriter, r *http.Request) {
 	f.notify()
 	f.mu.Unlock()
 	if fl != nil {
+		if fl.status == http.StatusOK {
+			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": fl.code})
+			return
+		}
 		if fl.status == http.StatusTooManyRequests {
 			retryAfterHeader(w, fl.retryAfter)
 			writeJSON(w, fl.status, map[string]any{"ok": false, "error": "ratelimited"})
@@ -94,6 +99,15 @@ func (f *Fake) handleAPI(w http.ResponseWriter, r *http.Request) {
 	}
 
 	f.mu.Lock()
+	if !m.app {
+		w.Header().Set("X-OAuth-Scopes", f.scopeHeaderLocked())
+		if need := f.missingScopeLocked(method, p); need != "" {
+			provided := f.scopeHeaderLocked()
+			f.mu.Unlock()
+			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "missing_scope", "needed": need, "provided": provided})
+			return
+		}
+	}
 	undo, wait := f.admitLocked(method, p["channel"])
 	f.mu.Unlock()
 	if wait > 0 {
@@ -104,7 +118,11 @@ func (f *Fake) handleAPI(w http.ResponseWriter, r *http.Request) {
 	res := m.h(p)
 	if res.err != "" {
 		undo()
-		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": res.err})
+		body := map[string]any{"ok": false, "error": res.err}
+		if res.detail != "" {
+			body["response_metadata"] = map[string]any{"messages": []string{"[ERROR] " + res.detail}}
+		}
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
 	body := map[string]any{"ok": true}
@@ -182,30 +200,31 @@ func (f *Fake) connectionsOpen(params) result {
 func (f *Fake) SocketURL() string { return "ws" + strings.TrimPrefix(f.URL, "http") + "/link/" }
 
 // checkMessage validates text and blocks as chat.postMessage and
-// chat.update do; blocks is nil when the call had none.
-func checkMessage(text string, blocks json.RawMessage, needContent bool) string {
+// chat.update do; blocks is nil when the call had none. It returns the
+// failure, or a zero result.
+func checkMessage(text string, blocks json.RawMessage, needContent bool) result {
 	if utf8.RuneCountInString(text) > MaxMessageText {
-		return "msg_too_long"
+		return fail("msg_too_long")
 	}
 	if blocks != nil {
 		var arr []json.RawMessage
 		if json.Unmarshal(blocks, &arr) != nil {
-			return "invalid_blocks_format"
+			return fail("invalid_blocks_format")
 		}
 		if len(arr) > maxBlocks {
-			return "invalid_blocks"
+			return result{err: "invalid_blocks", detail: "no more than 50 items allowed [json-pointer:/blocks]"}
 		}
 		if msg := checkBlocks(arr); msg != "" {
-			return "invalid_blocks"
+			return result{err: "invalid_blocks", detail: msg}
 		}
 		if len(arr) > 0 {
-			return ""
+			return result{}
 		}
 	}
 	if needContent && strings.TrimSpace(text) == "" {
-		return "no_text"
+		return fail("no_text")
 	}
-	return ""
+	return result{}
 }
 
 // blocksParam returns the call's blocks, nil when it had none.
@@ -223,14 +242,14 @@ func (f *Fake) postMessage(p params) result {
 		return fail("channel_not_found")
 	}
 	blocks := blocksParam(p)
-	if e := checkMessage(p["text"], blocks, true); e != "" {
-		return fail(e)
+	if bad := checkMessage(p["text"], blocks, true); bad.err != "" {
+		return bad
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.addLocked(Message{Channel: channel, TS: f.nextTSLocked(), ThreadTS: p["thread_ts"],
 		User: BotUserID, BotID: BotID, Text: p["text"], Blocks: blocks})
-	if f.echoBot {
+	if f.echoBot && f.connects > 0 {
 		f.queueLocked(f.newEventEnvelopeLocked(messageEvent(m.Message, channelType(channel))))
 	}
 	f.notify()
@@ -240,45 +259,57 @@ func (f *Fake) postMessage(p params) result {
 func (f *Fake) updateMessage(p params) result {
 	channel, ts := p["channel"], p["ts"]
 	blocks := blocksParam(p)
-	if e := checkMessage(p["text"], blocks, false); e != "" {
-		return fail(e)
+	if bad := checkMessage(p["text"], blocks, false); bad.err != "" {
+		return bad
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	m, bad := f.botMessageLocked(channel, ts, "cant_update_message")
+	if bad.err != "" {
+		return bad
+	}
+	text, hasText := p["text"]
+	if !hasText {
+		text = m.Text
+	}
+	newBlocks := m.Blocks
+	if blocks != nil {
+		newBlocks = blocks
+		if string(blocks) == "[]" {
+			newBlocks = nil
+		}
+	}
+	if text == "" && newBlocks == nil {
+		return fail("no_text")
+	}
+	m.Text, m.Blocks = text, newBlocks
+	m.Edits++
+	m.Versions = append(m.Versions, m.Text)
+	f.notify()
+	return ok(map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(m.Message)})
+}
+
+// botMessageLocked returns the bot's message ts in channel, or the error
+// Slack answers (message_not_found, or cant for another's message); f.mu
+// must be held.
+func (f *Fake) botMessageLocked(channel, ts, cant string) (*message, result) {
 	m := f.findLocked(channel, ts)
 	switch {
 	case m == nil || m.Deleted:
-		return fail("message_not_found")
+		return nil, fail("message_not_found")
 	case m.BotID != BotID:
-		return fail("cant_update_message")
+		return nil, fail(cant)
 	}
-	if _, has := p["text"]; has {
-		m.Text = p["text"]
-	}
-	if blocks != nil {
-		m.Blocks = blocks
-		if string(blocks) == "[]" {
-			m.Blocks = nil
-		}
-	}
-	if m.Text == "" && m.Blocks == nil {
-		return fail("no_text")
-	}
-	m.Edits++
-	f.notify()
-	return ok(map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(m.Message)})
+	return m, result{}
 }
 
 func (f *Fake) deleteMessage(p params) result {
 	channel, ts := p["channel"], p["ts"]
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m := f.findLocked(channel, ts)
-	switch {
-	case m == nil || m.Deleted:
-		return fail("message_not_found")
-	case m.BotID != BotID:
-		return fail("cant_delete_message")
+	m, bad := f.botMessageLocked(channel, ts, "cant_delete_message")
+	if bad.err != "" {
+		return bad
 	}
 	m.Deleted = true
 	f.notify()
@@ -308,19 +339,13 @@ func (f *Fake) addReaction(p params) result {
 }
 
 func (f *Fake) userInfo(p params) result {
-	id := p["user"]
-	if id == "" || !strings.ContainsAny(id[:1], "UW") {
+	id, valid := idParam(p, "user", "UW")
+	if !valid {
 		return fail("user_not_found")
 	}
 	f.mu.Lock()
-	u, known := f.users[id]
+	u := f.userLocked(id)
 	f.mu.Unlock()
-	if !known {
-		u = User{ID: id, Name: "user-" + strings.ToLower(id), RealName: "User " + id}
-	}
-	if u.TeamID == "" {
-		u.TeamID = TeamID
-	}
 	return ok(map[string]any{"user": map[string]any{
 		"id": u.ID, "team_id": u.TeamID, "name": u.Name, "real_name": u.RealName, "is_bot": u.IsBot,
 		"deleted": false, "tz": "Europe/Berlin", "tz_offset": 3600,
@@ -329,16 +354,22 @@ func (f *Fake) userInfo(p params) result {
 }
 
 func (f *Fake) conversationInfo(p params) result {
-	id := p["channel"]
-	if id == "" || !strings.ContainsAny(id[:1], "CDG") {
+	id, valid := idParam(p, "channel", "CDG")
+	if !valid {
 		return fail("channel_not_found")
 	}
 	f.mu.Lock()
 	c, known := f.channels[id]
-	f.mu.Unlock()
 	if !known {
 		c = Channel{ID: id, Name: "channel-" + strings.ToLower(id)}
+		for _, m := range f.history[id] {
+			if m.BotID == "" && m.User != "" {
+				c.User = m.User // a DM's other member: whoever wrote in it
+				break
+			}
+		}
 	}
+	f.mu.Unlock()
 	kind := channelType(id)
 	ch := map[string]any{
 		"id": c.ID, "created": 1700000000, "is_channel": kind == "channel", "is_group": kind == "group",
@@ -362,6 +393,13 @@ func (f *Fake) setStatus(p params) result {
 	f.statuses = append(f.statuses, Status{Channel: p["channel_id"], ThreadTS: p["thread_ts"], Status: p["status"]})
 	f.notify()
 	return ok(nil)
+}
+
+// idParam returns the id argument key and whether it starts with one of
+// kinds' letters, as Slack's ids of that kind do.
+func idParam(p params, key, kinds string) (string, bool) {
+	id := p[key]
+	return id, id != "" && strings.ContainsAny(id[:1], kinds)
 }
 
 // channelType is the channel_type of a conversation id, as in message
