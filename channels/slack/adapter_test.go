@@ -247,7 +247,7 @@ func TestMentionGatingAndThreads(t *testing.T) {
 		t.Errorf("an unaddressed channel message: %+v", in)
 	}
 	in := byID[mention]
-	if !in.Mentioned || in.Text != "hey help" || in.ChatID != "C1:"+mention {
+	if !in.Mentioned || in.Text != "hey help" || in.ChatID != "C1:"+mention || in.ChatTitle == "" {
 		t.Fatalf("a mention: %+v", in)
 	}
 	// The reply goes into the thread the mention started.

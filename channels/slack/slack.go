@@ -92,9 +92,10 @@ type Adapter struct {
 	ready     chan struct{} // closed the first time events can arrive
 	readyOnce sync.Once
 
-	mu    sync.Mutex
-	me    self
-	users map[string]userInfo // user id → names, cached
+	mu     sync.Mutex
+	me     self
+	users  map[string]userInfo // user id → names, cached
+	titles map[string]string   // conversation id → name, cached
 }
 
 type userInfo struct{ name, display string }
@@ -146,7 +147,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		botToken: o.BotToken, appToken: strings.TrimSpace(o.AppToken), secret: o.SigningSecret, eventsPath: o.EventsPath,
 		allowTeams: slices.Clone(o.AllowTeams), maxDownload: o.MaxDownloadBytes, maxWait: o.MaxRateLimitWait,
-		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{}, ready: make(chan struct{}),
+		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{}, titles: map[string]string{}, ready: make(chan struct{}),
 	}
 	a.redactor = strings.NewReplacer(secretPairs(o.BotToken, o.AppToken, o.SigningSecret)...)
 	a.api = slack.New(o.BotToken, slack.OptionAPIURL(o.APIURL), slack.OptionHTTPClient(client),
@@ -381,6 +382,9 @@ func (a *Adapter) handleEvent(ctx context.Context, sink channels.Sink, e slackev
 		return nil
 	}
 	in.UserName, in.DisplayName = a.userNames(ctx, in.UserID)
+	if in.ChatType == channels.Group {
+		in.ChatTitle = a.chatTitle(ctx, p.Channel)
+	}
 	return a.deliver(ctx, sink, in)
 }
 
@@ -450,6 +454,31 @@ func (a *Adapter) userNames(ctx context.Context, id string) (string, string) {
 	a.users[id] = u
 	a.mu.Unlock()
 	return u.name, u.display
+}
+
+// chatTitle returns a conversation's name (conversations.info, cached;
+// empty when it fails).
+func (a *Adapter) chatTitle(ctx context.Context, channel string) string {
+	a.mu.Lock()
+	t, ok := a.titles[channel]
+	a.mu.Unlock()
+	if ok {
+		return t
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := a.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	if err != nil {
+		a.log.Debug("slack: conversations.info", "chat", channel, "err", a.redact(err.Error()))
+		return ""
+	}
+	a.mu.Lock()
+	if len(a.titles) > 10_000 {
+		clear(a.titles)
+	}
+	a.titles[channel] = c.Name
+	a.mu.Unlock()
+	return c.Name
 }
 
 // libLogger sends slack-go's log lines to slog at debug level.
