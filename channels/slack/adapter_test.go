@@ -519,6 +519,17 @@ func TestTypingShowsAStatusInThreads(t *testing.T) {
 	if len(st) != 1 || st[0].ThreadTS != "1700000000.000100" || st[0].Status != thinkingStatus {
 		t.Errorf("statuses = %+v", st)
 	}
+	// Refused in a chat: no error, and not asked again there.
+	bad, _ := newAdapter(t, f, func(o *Options) { o.BotToken = "xoxb-wrong" })
+	before := f.Calls("assistant.threads.setStatus")
+	for range 3 {
+		if err := bad.Typing(t.Context(), "C1:1700000000.000200"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.Calls("assistant.threads.setStatus") - before; n != 1 {
+		t.Errorf("asked %d times after a refusal, want 1", n)
+	}
 }
 
 func TestEventsAPI(t *testing.T) {

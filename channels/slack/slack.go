@@ -96,6 +96,8 @@ type Adapter struct {
 	me     self
 	users  map[string]userInfo // user id → names, cached
 	titles map[string]string   // conversation id → name, cached
+	// noStatusIn are the chats where Slack refused a thinking status.
+	noStatusIn map[string]bool
 }
 
 type userInfo struct{ name, display string }
@@ -147,7 +149,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		botToken: o.BotToken, appToken: strings.TrimSpace(o.AppToken), secret: o.SigningSecret, eventsPath: o.EventsPath,
 		allowTeams: slices.Clone(o.AllowTeams), maxDownload: o.MaxDownloadBytes, maxWait: o.MaxRateLimitWait,
-		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{}, titles: map[string]string{}, ready: make(chan struct{}),
+		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{}, titles: map[string]string{}, noStatusIn: map[string]bool{}, ready: make(chan struct{}),
 	}
 	a.redactor = strings.NewReplacer(secretPairs(o.BotToken, o.AppToken, o.SigningSecret)...)
 	a.api = slack.New(o.BotToken, slack.OptionAPIURL(o.APIURL), slack.OptionHTTPClient(client),
