@@ -169,7 +169,7 @@ func (c *Config) Warnings(key string, note func(key, fallback, msg string)) {
 func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 	c := s.(*Config)
 	o := Options{BotToken: c.BotToken, AppToken: c.AppToken, SigningSecret: c.SigningSecret, APIURL: c.APIURL,
-		EventsPath: c.EventsPath, AllowTeams: c.AllowTeams, Logger: env.Logger}
+		EventsPath: c.EventsPath, AllowTeams: c.AllowTeams, Logger: env.Logger, LastSeen: env.LatestInbound}
 	if env.DownloadTransport != nil {
 		o.DownloadTransport = env.DownloadTransport(c.APIURL, DefaultAPIURL)
 	}

@@ -62,6 +62,15 @@ type Options struct {
 	MaxRateLimitWait time.Duration
 	// Sleep waits between retries; default: a timer that ends with ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// LastSeen returns, per chat, the newest MessageID taken in. With it,
+	// each Socket Mode connection first catches up on what was written
+	// after those (see catchUp); without it, messages Slack gave up
+	// resending during an outage are not recovered.
+	LastSeen func(ctx context.Context) (map[string]string, error)
+	// CatchUpLimit caps the messages read per conversation (default 200).
+	CatchUpLimit int
+	// CatchUpMaxAge: older messages are not recovered (default 24 h).
+	CatchUpMaxAge time.Duration
 	// Now is the clock for the Events API's timestamps; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -83,6 +92,11 @@ type Adapter struct {
 	now         func() time.Time
 	log         *slog.Logger
 	redactor    *strings.Replacer
+	lastSeen    func(ctx context.Context) (map[string]string, error)
+	catchUpMax  int
+	catchUpAge  time.Duration
+	catching    atomic.Bool    // a catch-up is running
+	bg          sync.WaitGroup // catch-ups
 
 	active    atomic.Bool                   // a Run is in progress
 	connected atomic.Bool                   // Socket Mode said hello; or Events API mode ready
@@ -138,6 +152,12 @@ func New(o Options) (*Adapter, error) {
 	if o.MaxDownloadBytes <= 0 {
 		o.MaxDownloadBytes = defaultMaxDownload
 	}
+	if o.CatchUpLimit <= 0 {
+		o.CatchUpLimit = defaultCatchUpLimit
+	}
+	if o.CatchUpMaxAge <= 0 {
+		o.CatchUpMaxAge = defaultCatchUpMaxAge
+	}
 	if o.MaxRateLimitWait <= 0 {
 		o.MaxRateLimitWait = time.Minute
 	}
@@ -149,7 +169,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		botToken: o.BotToken, appToken: strings.TrimSpace(o.AppToken), secret: o.SigningSecret, eventsPath: o.EventsPath,
 		allowTeams: slices.Clone(o.AllowTeams), maxDownload: o.MaxDownloadBytes, maxWait: o.MaxRateLimitWait,
-		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{}, titles: map[string]string{}, noStatusIn: map[string]bool{}, ready: make(chan struct{}),
+		sleep: o.Sleep, now: o.Now, log: log, lastSeen: o.LastSeen, catchUpMax: o.CatchUpLimit, catchUpAge: o.CatchUpMaxAge, users: map[string]userInfo{}, titles: map[string]string{}, noStatusIn: map[string]bool{}, ready: make(chan struct{}),
 	}
 	a.redactor = strings.NewReplacer(secretPairs(o.BotToken, o.AppToken, o.SigningSecret)...)
 	a.api = slack.New(o.BotToken, slack.OptionAPIURL(o.APIURL), slack.OptionHTTPClient(client),
@@ -256,6 +276,7 @@ func (a *Adapter) authenticate(ctx context.Context) error {
 // it returns only when the app token is refused.
 func (a *Adapter) runSocket(ctx context.Context, sink channels.Sink) error {
 	ctx, cancel := context.WithCancel(ctx)
+	defer a.bg.Wait()
 	defer cancel()
 	smc := socketmode.New(a.api, socketmode.OptionLog(libLogger{a.log}))
 	done := make(chan error, 1)
@@ -281,8 +302,17 @@ func (a *Adapter) runSocket(ctx context.Context, sink channels.Sink) error {
 func (a *Adapter) onSocketEvent(ctx context.Context, smc *socketmode.Client, sink channels.Sink, ev socketmode.Event) {
 	switch ev.Type {
 	case socketmode.EventTypeHello:
+		was := a.connected.Load()
 		a.setConnected(true)
-		a.log.Info("slack: socket mode connected")
+		if !was {
+			a.log.Info("slack: socket mode connected")
+			if a.lastSeen != nil && a.catching.CompareAndSwap(false, true) {
+				a.bg.Go(func() {
+					defer a.catching.Store(false)
+					a.catchUp(ctx, sink)
+				})
+			}
+		}
 		return
 	case socketmode.EventTypeConnecting:
 		a.connected.Store(false)
