@@ -502,6 +502,12 @@ func (a *Adapter) chatTitle(ctx context.Context, channel string) string {
 	c, err := a.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
 	if err != nil {
 		a.log.Debug("slack: conversations.info", "chat", channel, "err", a.redact(err.Error()))
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) { // refused (no channels:read): don't ask again
+			a.mu.Lock()
+			a.titles[channel] = ""
+			a.mu.Unlock()
+		}
 		return ""
 	}
 	a.mu.Lock()
