@@ -246,7 +246,11 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 		defer a.sink.Store(nil)
 		a.setConnected(true)
 		a.log.Info("slack: taking events over HTTP", "path", a.eventsPath)
+		if a.lastSeen != nil {
+			a.bg.Go(func() { a.catchUp(ctx, sink) })
+		}
 		<-ctx.Done()
+		a.bg.Wait()
 		return nil
 	}
 	return a.runSocket(ctx, sink)
