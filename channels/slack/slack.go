@@ -11,7 +11,10 @@
 // redelivery, a retry or the app_mention twin of a message event as the
 // one message it is.
 //
-// See inbound.go for how conversations and threads map to chats.
+// Slack resends an unacknowledged event only for a few minutes; after a
+// longer outage the adapter catches up from the conversations' history
+// (catchup.go). See inbound.go for how conversations and threads map to
+// chats.
 package slack
 
 import (
