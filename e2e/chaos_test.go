@@ -841,6 +841,9 @@ func runChaos(t *testing.T, ch chaosChannel, run chaosRun) {
 	rec.mu.Lock()
 	redelivered := len(rec.again)
 	rec.mu.Unlock()
+	if r, ok := ch.(interface{ redelivered() int }); ok {
+		redelivered = r.redelivered()
+	}
 	res := chaosResult{
 		Channel: ch.name(), Seed: seed, SendDelayMaxMS: run.sendDelay.Milliseconds(),
 		Kills: cycles, Fallbacks: fallbacks, KillPoints: map[string]int{},
@@ -897,7 +900,9 @@ type chaosResult struct {
 	ExtraCopies    int            `json:"extra_copies"` // answers sent beyond the first
 	MostCopies     int            `json:"most_copies"`  // the most answers one message got
 	// Redelivered: Telegram updates handed again to a later child because
-	// the one that got them died before a later getUpdates confirmed them.
+	// the one that got them died before a later getUpdates confirmed them;
+	// Slack: user messages whose envelope was sent more than once (not
+	// acknowledged in time, or to a child that died before acknowledging).
 	Redelivered int `json:"redelivered_updates"`
 	// CaughtUp: Discord messages a child fetched over REST when READY.
 	CaughtUp      int     `json:"caught_up"`
@@ -916,7 +921,7 @@ type chaosResult struct {
 
 func (r chaosResult) String() string {
 	return fmt.Sprintf("%s: %d kills (%d kill points fell back to a timer; %v), %d messages in %d chats: %d lost, %d doubled (%.2f%%, %d extra copies, at most %d of one), "+
-		"%d updates redelivered to a later child, %d messages delivered by a catch-up; restart to answer %s; restart to first poll or READY %s; "+
+		"%d updates or envelopes redelivered, %d messages delivered by a catch-up; restart to answer %s; restart to first poll or READY %s; "+
 		"%d model requests (%d resumed after the final answer was stored); sends delayed up to %d ms each way; in %.1f s",
 		r.Channel, r.Kills, r.Fallbacks, r.KillPoints, r.Messages, chaosChats, r.Lost, r.Doubled, r.DoubledPct, r.ExtraCopies, r.MostCopies,
 		r.Redelivered, r.CaughtUp, r.RestartToAnswer, r.RestartToPoll, r.ModelRequests, r.Resumed, r.SendDelayMaxMS, r.Seconds)
@@ -1495,6 +1500,13 @@ type slackChaos struct {
 
 func newSlackChaos(t *testing.T) *slackChaos {
 	c := &slackChaos{sl: slackfake.New(t)}
+	// Slack's limits, except apps.connections.open's tier 1 ("1+ per
+	// minute", a burst of 5 in the fake): a new process every second or
+	// so is far past it, and what the test measures is loss, not that wait.
+	limits := slackfake.DefaultLimits
+	limits.Methods = maps.Clone(limits.Methods)
+	limits.Methods["apps.connections.open"] = slackfake.Rate{PerMinute: 600, Burst: 100}
+	c.sl.SetLimits(limits)
 	for i := range c.chats {
 		c.chats[i] = fmt.Sprintf("DCHAOS%02d", i)
 	}
@@ -1591,14 +1603,33 @@ func (c *slackChaos) secrets() []string {
 	return []string{slackfake.BotToken, slackfake.AppToken, e2eAPIKey}
 }
 
-// check: the clean run acknowledged every envelope of a user's message
-// before its stop. (The echoes of the bot's own posts are not checked: the
-// last may arrive while the child stops.)
-func (c *slackChaos) check(t *testing.T) {
+// redelivered counts the user messages whose envelope was sent more than
+// once.
+func (c *slackChaos) redelivered() int {
+	bot := c.botTS()
+	again := map[string]bool{}
+	for _, e := range c.sl.Envelopes() {
+		if e.Sent > 1 && !bot[e.TS] {
+			again[e.TS] = true
+		}
+	}
+	return len(again)
+}
+
+// botTS is the set of the bot's messages' ts.
+func (c *slackChaos) botTS() map[string]bool {
 	bot := map[string]bool{}
 	for _, r := range c.replies() {
 		bot[r.platformID] = true
 	}
+	return bot
+}
+
+// check: the clean run acknowledged every envelope of a user's message
+// before its stop. (The echoes of the bot's own posts are not checked: the
+// last may arrive while the child stops.)
+func (c *slackChaos) check(t *testing.T) {
+	bot := c.botTS()
 	for _, e := range c.sl.Envelopes() {
 		if !e.Acked && !bot[e.TS] {
 			t.Errorf("envelope %s (%s about %s, sent %d times) still unacknowledged after the clean run", e.ID, e.Kind, e.TS, e.Sent)
