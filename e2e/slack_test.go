@@ -744,8 +744,9 @@ func TestSlackPostOutageInRealTime(t *testing.T) {
 		}
 	}
 	tried := s.sl.Calls("chat.postMessage")
-	if n := pendingInbox(t, s.db); n == 0 {
-		t.Errorf("no message pending after %v of outage", length)
+	// Each reply waits in the outbox.
+	if n := countIn(t, s.db, outboxSlack+"'pending')"); n != len(msgs) {
+		t.Errorf("%d replies wait in the outbox after %v of outage, want %d", n, length, len(msgs))
 	}
 	end()
 	ended := time.Now()
@@ -785,4 +786,11 @@ func TestSlackPostOutageInRealTime(t *testing.T) {
 	if n := undeliveredInbox(t, s.db); n != 0 {
 		t.Errorf("%d messages done without a delivery record, want 0", n)
 	}
+	if n := countIn(t, s.db, outboxSlack+"'pending', 'dropped')"); n != 0 {
+		t.Errorf("%d replies pending or dropped in the outbox at the end, want 0", n)
+	}
 }
+
+// outboxSlack counts Slack's replies in the outbox whose status is in the
+// list that follows it.
+const outboxSlack = `SELECT count(*) FROM outbox WHERE channel = 'slack' AND status IN (`
