@@ -89,6 +89,8 @@ type Adapter struct {
 	sink      atomic.Pointer[channels.Sink] // Events API mode: Run's sink
 	noStatus  atomic.Bool                   // assistant.threads.setStatus is not available
 	sends     chatLocks
+	ready     chan struct{} // closed the first time events can arrive
+	readyOnce sync.Once
 
 	mu    sync.Mutex
 	me    self
@@ -144,7 +146,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		botToken: o.BotToken, appToken: strings.TrimSpace(o.AppToken), secret: o.SigningSecret, eventsPath: o.EventsPath,
 		allowTeams: slices.Clone(o.AllowTeams), maxDownload: o.MaxDownloadBytes, maxWait: o.MaxRateLimitWait,
-		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{},
+		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{}, ready: make(chan struct{}),
 	}
 	a.redactor = strings.NewReplacer(secretPairs(o.BotToken, o.AppToken, o.SigningSecret)...)
 	a.api = slack.New(o.BotToken, slack.OptionAPIURL(o.APIURL), slack.OptionHTTPClient(client),
@@ -186,6 +188,14 @@ func (a *Adapter) Name() string { return Name }
 // ready.
 func (a *Adapter) Connected() bool { return a.active.Load() && a.connected.Load() }
 
+// setConnected records whether events can arrive.
+func (a *Adapter) setConnected(up bool) {
+	a.connected.Store(up)
+	if up {
+		a.readyOnce.Do(func() { close(a.ready) })
+	}
+}
+
 // identity is who the bot is (auth.test), once Run has asked.
 func (a *Adapter) identity() self {
 	a.mu.Lock()
@@ -211,7 +221,7 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 	if a.eventsPath != "" {
 		a.sink.Store(&sink)
 		defer a.sink.Store(nil)
-		a.connected.Store(true)
+		a.setConnected(true)
 		a.log.Info("slack: taking events over HTTP", "path", a.eventsPath)
 		<-ctx.Done()
 		return nil
@@ -268,7 +278,7 @@ func (a *Adapter) runSocket(ctx context.Context, sink channels.Sink) error {
 func (a *Adapter) onSocketEvent(ctx context.Context, smc *socketmode.Client, sink channels.Sink, ev socketmode.Event) {
 	switch ev.Type {
 	case socketmode.EventTypeHello:
-		a.connected.Store(true)
+		a.setConnected(true)
 		a.log.Info("slack: socket mode connected")
 		return
 	case socketmode.EventTypeConnecting:
@@ -465,13 +475,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 var (
-	_ channels.Channel    = (*Adapter)(nil)
-	_ channels.Typer      = (*Adapter)(nil)
-	_ channels.Reactor    = (*Adapter)(nil)
-	_ channels.Editor     = (*Adapter)(nil)
-	_ channels.Deleter    = (*Adapter)(nil)
-	_ channels.Fitter     = (*Adapter)(nil)
-	_ channels.FileSender = (*Adapter)(nil)
-	_ channels.Asker      = (*Adapter)(nil)
-	_ channels.Connecter  = (*Adapter)(nil)
+	_ channels.Channel     = (*Adapter)(nil)
+	_ channels.Typer       = (*Adapter)(nil)
+	_ channels.Reactor     = (*Adapter)(nil)
+	_ channels.Editor      = (*Adapter)(nil)
+	_ channels.Deleter     = (*Adapter)(nil)
+	_ channels.Fitter      = (*Adapter)(nil)
+	_ channels.FileSender  = (*Adapter)(nil)
+	_ channels.Asker       = (*Adapter)(nil)
+	_ channels.Connecter   = (*Adapter)(nil)
+	_ channels.HTTPHandler = (*Adapter)(nil)
 )

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -124,6 +125,7 @@ func (f *Fake) UserEdit(channel, ts, text string) {
 	prev := messageJSON(m.Message)
 	m.Text = text
 	m.Edits++
+	m.Versions = append(m.Versions, text)
 	now := f.nextTSLocked()
 	cur := messageJSON(m.Message)
 	cur["edited"] = map[string]any{"user": m.User, "ts": now}
@@ -253,11 +255,17 @@ func (f *Fake) SlashCommand(c SlashCommand) (envelopeID string) {
 	return e.ID
 }
 
+// userLocked returns the user id, made up from the id when unknown; f.mu
+// must be held.
 func (f *Fake) userLocked(id string) User {
-	if u, ok := f.users[id]; ok {
-		return u
+	u, known := f.users[id]
+	if !known {
+		u = User{ID: id, Name: "user-" + strings.ToLower(id), RealName: "User " + id}
 	}
-	return User{ID: id, Name: "user-" + strings.ToLower(id)}
+	if u.TeamID == "" {
+		u.TeamID = TeamID
+	}
+	return u
 }
 
 // Sign returns the headers Slack signs a request with: X-Slack-Signature
@@ -295,6 +303,27 @@ func (f *Fake) PostEvent(ctx context.Context, url, signingSecret string, ev any,
 	return post(ctx, url, "application/json", signingSecret, body, retryNum)
 }
 
+// Challenge sends the url_verification Slack sends when an app's Request
+// URL is set, and checks the answer echoes the challenge (as JSON
+// {"challenge":…} or as plain text).
+func (f *Fake) Challenge(ctx context.Context, url, signingSecret string) error {
+	f.mu.Lock()
+	challenge := f.nextIDLocked("challenge-")
+	f.mu.Unlock()
+	body, _ := json.Marshal(map[string]string{"token": VerificationToken, "challenge": challenge, "type": "url_verification"})
+	status, answer, err := postRead(ctx, url, "application/json", signingSecret, body, 0)
+	if err != nil {
+		return err
+	}
+	var js struct {
+		Challenge string `json:"challenge"`
+	}
+	if status != http.StatusOK || (strings.TrimSpace(answer) != challenge && (json.Unmarshal([]byte(answer), &js) != nil || js.Challenge != challenge)) {
+		return fmt.Errorf("slackfake: url_verification answered %d %q, want the challenge %q", status, answer, challenge)
+	}
+	return nil
+}
+
 // PostInteraction POSTs an interactive payload (such as ClickPayload's)
 // to url as Slack does: form-encoded payload=<json>, signed.
 func (f *Fake) PostInteraction(ctx context.Context, url_, signingSecret string, payload json.RawMessage) (int, error) {
@@ -303,9 +332,15 @@ func (f *Fake) PostInteraction(ctx context.Context, url_, signingSecret string, 
 }
 
 func post(ctx context.Context, target, contentType, secret string, body []byte, retryNum int) (int, error) {
+	status, _, err := postRead(ctx, target, contentType, secret, body, retryNum)
+	return status, err
+}
+
+// postRead sends a signed POST and returns the status and the answer.
+func postRead(ctx context.Context, target, contentType, secret string, body []byte, retryNum int) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("slackfake: post: %w", err)
+		return 0, "", fmt.Errorf("slackfake: post: %w", err)
 	}
 	for k, v := range Sign(secret, time.Now(), body) {
 		req.Header[k] = v
@@ -318,8 +353,9 @@ func post(ctx context.Context, target, contentType, secret string, body []byte, 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("slackfake: post: %w", err)
+		return 0, "", fmt.Errorf("slackfake: post: %w", err)
 	}
 	defer resp.Body.Close()
-	return resp.StatusCode, nil
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(answer), nil
 }

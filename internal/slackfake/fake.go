@@ -1,82 +1,125 @@
 // Package slackfake is an in-process fake of Slack for tests: the Web API,
 // Socket Mode and the Events API sender, served over HTTP and websocket on
 // 127.0.0.1. It speaks Slack's wire format (form-encoded and JSON request
-// bodies, {"ok":…} JSON answers, 429 with Retry-After, Socket Mode
-// envelopes), so the real github.com/slack-go/slack client and its
-// socketmode package run against it unchanged:
+// bodies, {"ok":…} answers, 429 with Retry-After, Socket Mode envelopes),
+// so the real github.com/slack-go/slack client and its socketmode package
+// run against it unchanged:
 //
-//	f := slackfake.New(t)
+//	f := slackfake.New(t) // closed by t.Cleanup
 //	api := slack.New(slackfake.BotToken, slack.OptionAPIURL(f.APIURL()),
 //		slack.OptionAppLevelToken(slackfake.AppToken))
 //	sm := socketmode.New(api)
 //
+// The workspace: TeamID "T0FAKE", the bot user BotUserID "UBOT" with
+// BotID "BBOT" in app AppID "AFAKE"; BotToken (xoxb-…) and AppToken
+// (xapp-…). Conversation ids tell their kind: "D…" a DM, "C…" a public
+// channel, "G…" a private one.
+//
 // # Web API
 //
-// POST {APIURL}/{method} for auth.test, apps.connections.open,
-// chat.postMessage, chat.update, chat.delete, reactions.add, users.info,
-// conversations.info, files.getUploadURLExternal (its upload_url is
-// served too), files.completeUploadExternal and
-// assistant.threads.setStatus; any other method answers unknown_method.
-// The token comes from "Authorization: Bearer …" or the form's token
-// field: missing → not_authed, wrong → invalid_auth, the app token on a bot
-// method (or the bot token on apps.connections.open) →
-// not_allowed_token_type, each with HTTP 200 as on Slack. Message text over
-// MaxMessageText characters → msg_too_long; no text and no blocks →
-// no_text; blocks that are not a JSON array of at most 50 blocks →
-// invalid_blocks. chat.update keeps the blocks when none are sent
-// ("blocks=[]" clears them), as Slack does.
+// {APIURL}{method} for auth.test, apps.connections.open, chat.postMessage,
+// chat.update, chat.delete, reactions.add, users.info, conversations.info,
+// files.getUploadURLExternal (its upload_url is served too),
+// files.completeUploadExternal and assistant.threads.setStatus; any other
+// method answers unknown_method. The token comes from "Authorization:
+// Bearer …" or the token argument: missing → not_authed, wrong →
+// invalid_auth, the app token on a bot method (or the bot token on
+// apps.connections.open) → not_allowed_token_type, with HTTP 200 as on
+// Slack. Bot calls carry X-OAuth-Scopes; SetScopes takes scopes away
+// (missing_scope with needed/provided; DefaultScopes is the full set).
+// Messages: text over MaxMessageText characters → msg_too_long; neither
+// text nor blocks → no_text; blocks past Block Kit's limits (50 blocks,
+// section text 3000, header 150, markdown blocks 12,000 together, button
+// text 75, value 2000, ids 255 and unique) → invalid_blocks with a
+// response_metadata message. chat.update keeps the blocks when none are
+// sent ("blocks=[]" clears them); only the bot's own messages may be
+// updated or deleted (cant_update_message), a deleted one is
+// message_not_found. reactions.add twice → already_reacted. Unknown users
+// and conversations are made up from their id (AddUser, AddChannel name
+// them); a DM's member is whoever wrote in it.
 //
 // # Limits and failures
 //
-// Limits (see Limits, DefaultLimits, NoLimits, SetLimits) answer 429 with
-// Retry-After in whole seconds, which slack-go turns into
-// *slack.RateLimitedError. Fail, Outage and RateLimit inject failures per
-// method (or "*" for all); an injected failure is answered before the
-// token is checked and has no effect. Calls/WaitCalls count every request
-// a method received, failed ones included.
+// Limits (Tier1…Tier4, DefaultLimits, NoLimits; SetLimits, f.NoLimits())
+// answer 429 with Retry-After in whole seconds, which slack-go turns into
+// *slack.RateLimitedError; chat.postMessage is limited per channel (1/s,
+// burst 3), the others per method by their tier. Throttled lists the
+// refusals. Injected failures, per method or "*" for all, answered before
+// the token check and without effect: Fail(method, status, n) (5xx with an
+// HTML body → slack.StatusCodeError; 429 with Retry-After: 1),
+// Outage(method, status) until its end func runs, RateLimit(method,
+// retryAfter, n), FailError(method, code, n) (HTTP 200 ok:false).
+// Calls/WaitCalls count every request of a method, failed ones included.
 //
 // # Socket Mode
 //
 // apps.connections.open (app token) hands out a one-use
-// ws://127.0.0.1:PORT/link/?ticket=… URL. A connection gets a hello, then
-// every unacknowledged envelope whose connection is gone, and a websocket
-// ping every PingInterval (slack-go reconnects when pings stop). Say,
-// UserEdit, UserDelete, Click and SlashCommand create envelopes
-// (events_api, interactive, slash_commands) sent to the newest live
-// connection. An envelope not acknowledged within RedeliverAfter is sent
-// again with retry_attempt+1 and retry_reason "timeout", forever unless
-// SetRedelivery caps it (Slack gives up after 3 retries); while no
-// connection is live it waits for the next one. Acked/WaitAcked report
-// acknowledgements; Refresh sends a disconnect (refresh_requested) and
-// DropConnections closes every socket without a close frame.
+// ws://127.0.0.1:PORT/link/?ticket=… URL (SocketURL). A socket gets a
+// hello, then every unacknowledged envelope whose socket is gone, and a
+// websocket ping every SetPingInterval (default 10 s; slack-go reconnects
+// after 30 s without one). Envelopes go to the newest live socket:
 //
-// The bot's own posts are echoed as message events (with bot_id) to
-// Socket Mode like Slack does for subscribed conversations; SetEchoBot
-// turns that off.
+//   - Say(UserMessage) → ts: a user's message, stored in History, as a
+//     message event (channel_type im/channel/group; subtype file_share
+//     with Files; bot_id with BotID), plus an app_mention outside DMs when
+//     Text contains <@UBOT>. EnvelopesOf(ts) lists its envelopes.
+//   - UserEdit / UserDelete: message_changed / message_deleted.
+//   - Click(Click) → envelope id: block_actions on a bot message's button
+//     (by action_id, or by value), with user, channel, container, the
+//     message and the action (action_id, block_id, value).
+//   - SlashCommand(SlashCommand) → envelope id; the ack's payload is kept.
+//   - The bot's own posts come back as message events with bot_id, as
+//     Slack sends them to a subscribed app, once a socket has connected
+//     (so not in Events API tests); SetEchoBot(false) stops them.
+//
+// An envelope not acknowledged within SetRedelivery's after (default 1 s)
+// is sent again with retry_attempt+1 and retry_reason "timeout", until
+// acknowledged unless SetRedelivery caps the retries (Slack gives up after
+// 3; then Envelope.Dropped). Acked, WaitAcked, WaitAllAcked, Envelopes
+// report them. Refresh sends a disconnect (refresh_requested);
+// DropConnections closes every socket without a close frame. Connected,
+// Connects, WaitConnected and Pings report the sockets.
 //
 // # Events API
 //
-// SayEvents records a user message like Say but returns the
-// event_callback bodies instead of queueing envelopes; PostEvent sends one
-// (or anything) signed with X-Slack-Signature v0 and
-// X-Slack-Request-Timestamp, with X-Slack-Retry-Num/Reason on retries;
-// PostInteraction sends an interactive payload the same way, form-encoded
-// as Slack does. Sign computes the headers for hand-made requests.
+// SetEventsURL(eventsURL, interactivityURL, secret) moves delivery to
+// HTTP: Say, UserEdit, UserDelete, Click and SlashCommand then POST
+// their envelopes' payloads, signed, to the app's Request URLs; a 2xx answer within 3 s is
+// the acknowledgement, else the delivery is retried after SetRedelivery's
+// after with X-Slack-Retry-Num 1 to 3 (Slack's cap). By hand: SayEvents
+// records a user's message like Say but returns the
+// event_callback bodies instead of queueing envelopes; PostEvent(ctx,
+// url, secret, body, retryNum) sends one signed with X-Slack-Signature v0
+// (HMAC-SHA256 of "v0:timestamp:body") and X-Slack-Request-Timestamp,
+// adding X-Slack-Retry-Num/Reason when retryNum > 0; ClickPayload and
+// PostInteraction do the same for interactivity (form field payload);
+// Challenge checks the url_verification handshake. Sign computes the
+// headers for hand-made (stale, forged) requests.
 //
 // # Files
 //
-// AddFile stores a file served at its url_private (on the fake's host, so
-// slack-go's GetFile sends the token there) only with the bot token; other
-// requests are redirected to a sign-in page as Slack does. Uploads are the
-// files the bot uploaded with files.getUploadURLExternal + the upload URL +
-// files.completeUploadExternal (slack-go's UploadFileContext).
+// AddFile stores a file that a UserMessage can share; its url_private is
+// on the fake's host (slack-go's GetFile only sends the token to Slack's
+// hosts or the API URL's host) and is served only with the bot token and
+// files:read, else redirected to a sign-in page as files.slack.com does.
+// Uploads are the files the bot uploaded with files.getUploadURLExternal,
+// a POST to the upload URL and files.completeUploadExternal (slack-go's
+// UploadFileContext), with channel, thread and comment; they are not
+// BotMessages.
 //
 // # Recorded state
 //
-// History and BotMessages (the bot's posts with edits applied, deletions
-// marked, thread_ts, Blocks kept raw), Reactions, Statuses, Uploads,
-// Envelopes, Throttled. Every Wait* re-evaluates when recorded state
-// changes (no polling).
+// History(channel) and BotMessages(channel or "" for all), in ts order:
+// Message with edits applied (Edits, Versions), Deleted marked, ThreadTS,
+// Blocks raw as posted; WaitBotMessages. Reactions(channel, ts),
+// Statuses, Uploads. WaitFor(ctx, cond) re-evaluates cond whenever
+// recorded state changes: no polling, no sleeps.
+//
+// Not modelled: other Web API methods (conversations.history,
+// chat.postEphemeral…), response_url, message_changed echoes of the bot's
+// own edits, the message Slack posts for a shared upload, Enterprise
+// Grid, and Slack's retry timing (1 and 5 minutes between Events API
+// retries; here SetRedelivery's after).
 package slackfake
 
 import (
@@ -144,6 +187,12 @@ type Fake struct {
 	files     map[string]*storedFile // file id → file
 	uploads   []Upload
 
+	// Events API mode (SetEventsURL)
+	eventsURL, interactURL, signingSecret string
+	ctx                                   context.Context // ends with Close, for HTTP deliveries
+	cancel                                context.CancelFunc
+	wg                                    sync.WaitGroup
+
 	// Socket Mode
 	redeliverAfter time.Duration
 	maxRetries     int
@@ -172,6 +221,9 @@ type Message struct {
 	Files    []File
 	Edits    int  // chat.update calls (or user edits) applied
 	Deleted  bool // chat.delete (or a user's deletion) happened
+	// Versions are the texts the message has had, the first as posted
+	// and one more per edit.
+	Versions []string
 }
 
 type message struct{ Message }
@@ -238,7 +290,8 @@ func Start() *Fake {
 		conns:          map[*sockConn]struct{}{},
 		byID:           map[string]*envelope{},
 	}
-	f.setLimitsLocked(DefaultLimits)
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.setLimitsLocked(DefaultLimits.Clone())
 	f.scopes = slices.Clone(DefaultScopes)
 	f.users[BotUserID] = User{ID: BotUserID, Name: "switchboard", RealName: "Switchboard", IsBot: true}
 	mux := http.NewServeMux()
@@ -270,6 +323,8 @@ func (f *Fake) Close() {
 		conns = append(conns, c)
 	}
 	f.mu.Unlock()
+	f.cancel()
+	f.wg.Wait()
 	for _, c := range conns {
 		c.close()
 	}
@@ -494,6 +549,7 @@ func (f *Fake) findLocked(channel, ts string) *message {
 // addLocked appends m to its channel's history; f.mu must be held. ts
 // values only grow, so appending keeps the order.
 func (f *Fake) addLocked(m Message) *message {
+	m.Versions = []string{m.Text}
 	mm := &message{Message: m}
 	f.history[m.Channel] = append(f.history[m.Channel], mm)
 	return mm
@@ -503,6 +559,7 @@ func (m *message) clone() Message {
 	c := m.Message
 	c.Blocks = slices.Clone(m.Blocks)
 	c.Files = slices.Clone(m.Files)
+	c.Versions = slices.Clone(m.Versions)
 	return c
 }
 

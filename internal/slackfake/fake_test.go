@@ -88,6 +88,9 @@ func TestPostUpdateDeleteRoundTrip(t *testing.T) {
 	if len(got) != 1 || got[0].Text != "hi again" || got[0].Edits != 1 || got[0].ThreadTS != "111.000001" || got[0].Deleted {
 		t.Fatalf("after update: %+v", got)
 	}
+	if len(got[0].Versions) != 2 || got[0].Versions[0] != "hi" || got[0].Versions[1] != "hi again" {
+		t.Errorf("Versions = %q", got[0].Versions)
+	}
 	if !strings.Contains(string(got[0].Blocks), `"*hi*"`) {
 		t.Errorf("blocks not kept through an update without blocks: %s", got[0].Blocks)
 	}
@@ -171,6 +174,9 @@ func TestSocketModeMessageAck(t *testing.T) {
 	}
 	if got := f.EnvelopesOf(ts); len(got) != 1 || got[0] != ev.Request.EnvelopeID {
 		t.Errorf("EnvelopesOf = %v", got)
+	}
+	if e := f.Envelopes()[0]; e.AckedIn <= 0 || e.AckedIn > 3*time.Second {
+		t.Errorf("AckedIn = %v", e.AckedIn)
 	}
 }
 
@@ -291,15 +297,17 @@ func TestRateLimitAndOutage(t *testing.T) {
 		t.Fatalf("injected 429: %v, want RateLimitedError 2s", err)
 	}
 
-	// The per-channel limit: a burst of 3, then 429.
+	// The per-channel limit: a burst of 3, then 429 (1 a minute here, so
+	// that a slow machine cannot refill the bucket mid-test).
+	f.SetLimits(Limits{PostPerChannel: Rate{PerMinute: 1, Burst: 3}})
 	for i := range 3 {
 		if _, _, err := api.PostMessageContext(ctx, "C2", slack.MsgOptionText("x", false)); err != nil {
 			t.Fatalf("post %d: %v", i, err)
 		}
 	}
 	_, _, err = api.PostMessageContext(ctx, "C2", slack.MsgOptionText("x", false))
-	if !errors.As(err, &rl) || rl.RetryAfter < time.Second {
-		t.Fatalf("4th post in a second: %v, want RateLimitedError", err)
+	if !errors.As(err, &rl) || rl.RetryAfter < 59*time.Second {
+		t.Fatalf("4th post: %v, want RateLimitedError of about a minute", err)
 	}
 	if len(f.Throttled()) != 1 || len(f.BotMessages("C2")) != 3 {
 		t.Errorf("throttled %v, posted %d", f.Throttled(), len(f.BotMessages("C2")))

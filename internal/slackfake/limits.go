@@ -1,6 +1,7 @@
 package slackfake
 
 import (
+	"maps"
 	"math"
 	"net/http"
 	"time"
@@ -37,7 +38,8 @@ type Limits struct {
 }
 
 // DefaultLimits are Slack's documented tiers for the methods the fake
-// serves; a new fake enforces them.
+// serves; a new fake enforces them. Its Methods map is shared: derive
+// other limits with With, Scaled or Clone.
 var DefaultLimits = Limits{
 	Methods: map[string]Rate{
 		"auth.test":                    {PerMinute: 600, Burst: 100}, // "special": hundreds per minute
@@ -57,22 +59,40 @@ var DefaultLimits = Limits{
 // NoLimits turns the rate limits off, for tests that check contents.
 var NoLimits = Limits{}
 
-// Scaled returns l with every rate multiplied by k (bursts unchanged).
-func (l Limits) Scaled(k float64) Limits {
-	out := Limits{Methods: map[string]Rate{}, PostPerChannel: l.PostPerChannel}
-	out.PostPerChannel.PerMinute *= k
-	for m, r := range l.Methods {
-		r.PerMinute *= k
-		out.Methods[m] = r
-	}
-	return out
+// Clone returns a copy of l whose Methods map is its own: DefaultLimits'
+// map is shared, so change a clone (or use With), never it.
+func (l Limits) Clone() Limits {
+	l.Methods = maps.Clone(l.Methods)
+	return l
 }
 
-// SetLimits replaces the rate limits, with every bucket full.
+// With returns a copy of l with method limited to r.
+func (l Limits) With(method string, r Rate) Limits {
+	l = l.Clone()
+	if l.Methods == nil {
+		l.Methods = map[string]Rate{}
+	}
+	l.Methods[method] = r
+	return l
+}
+
+// Scaled returns a copy of l with every rate multiplied by k (bursts
+// unchanged).
+func (l Limits) Scaled(k float64) Limits {
+	l = l.Clone()
+	l.PostPerChannel.PerMinute *= k
+	for m, r := range l.Methods {
+		r.PerMinute *= k
+		l.Methods[m] = r
+	}
+	return l
+}
+
+// SetLimits replaces the rate limits (with a copy of l), every bucket full.
 func (f *Fake) SetLimits(l Limits) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.setLimitsLocked(l)
+	f.setLimitsLocked(l.Clone())
 }
 
 func (f *Fake) setLimitsLocked(l Limits) {
@@ -99,27 +119,25 @@ func (f *Fake) admitLocked(method, channel string) (undo func(), retry time.Dura
 		}
 	}
 	now := time.Now()
+	taken := make([]*rate.Reservation, len(buckets))
 	var wait time.Duration
-	for _, b := range buckets {
-		if t := b.TokensAt(now); t < 1 {
-			wait = max(wait, time.Duration((1-t)/float64(b.Limit())*float64(time.Second)))
+	for i, b := range buckets {
+		taken[i] = b.ReserveN(now, 1)
+		wait = max(wait, taken[i].DelayFrom(now))
+	}
+	undo = func() {
+		for _, r := range taken {
+			r.CancelAt(now)
 		}
 	}
 	if wait > 0 {
+		undo()
 		secs := time.Duration(max(1, math.Ceil(wait.Seconds()))) * time.Second
 		f.throttled = append(f.throttled, Throttle{Method: method, Channel: channel, RetryAfter: secs, Time: now})
 		f.notify()
 		return nil, secs
 	}
-	taken := make([]*rate.Reservation, len(buckets))
-	for i, b := range buckets {
-		taken[i] = b.ReserveN(now, 1)
-	}
-	return func() {
-		for _, r := range taken {
-			r.CancelAt(now)
-		}
-	}, 0
+	return undo, 0
 }
 
 func (f *Fake) bucketLocked(key string, r Rate) *rate.Limiter {

@@ -31,27 +31,69 @@ type Envelope struct {
 	// answers), nil when it had none.
 	AckPayload json.RawMessage
 	Dropped    bool // given up after the retries SetRedelivery allows
+	// AckedIn is the time from the first send to the acknowledgement
+	// (Slack wants it within 3 s).
+	AckedIn time.Duration
 }
 
 type envelope struct {
 	Envelope
-	accepts bool // accepts_response_payload
+	accepts bool      // accepts_response_payload
+	first   time.Time // first sent
 	conn    *sockConn
 	timer   *time.Timer
 }
 
+// sockConn is one Socket Mode websocket. Frames go out through a queue
+// and one writer goroutine, so the fake never holds its lock across
+// network I/O.
 type sockConn struct {
 	ws   *websocket.Conn
-	wmu  sync.Mutex
+	out  chan any
 	done chan struct{}
 	once sync.Once
 }
 
-func (c *sockConn) send(v any) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	return c.ws.WriteJSON(v)
+// sendQueue is how many frames may wait for a slow client before the
+// connection is dropped (the client reconnects and gets them again).
+const sendQueue = 1024
+
+func newSockConn(ws *websocket.Conn) *sockConn {
+	c := &sockConn{ws: ws, out: make(chan any, sendQueue), done: make(chan struct{})}
+	go c.write()
+	return c
+}
+
+func (c *sockConn) write() {
+	for {
+		select {
+		case <-c.done:
+			return
+		case v := <-c.out:
+			_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if c.ws.WriteJSON(v) != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}
+
+// send queues a frame; it reports false when the connection is closed or
+// its queue is full (then it is closed).
+func (c *sockConn) send(v any) bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+	}
+	select {
+	case c.out <- v:
+		return true
+	default:
+		c.close()
+		return false
+	}
 }
 
 func (c *sockConn) close() {
@@ -80,7 +122,7 @@ func (f *Fake) SetPingInterval(d time.Duration) {
 
 // SetEchoBot sets whether the bot's posts come back as message events
 // (default true, as Slack sends them to an app subscribed to the
-// conversation).
+// conversation; only once a socket has connected).
 func (f *Fake) SetEchoBot(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -104,18 +146,11 @@ func (f *Fake) handleSocket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &sockConn{ws: ws, done: make(chan struct{})}
+	c := newSockConn(ws)
 	defer func() {
 		c.close()
 		f.mu.Lock()
-		delete(f.conns, c)
-		if f.newest == c {
-			f.newest = nil
-			for o := range f.conns {
-				f.newest = o
-			}
-		}
-		f.notify()
+		f.forgetLocked(c)
 		f.mu.Unlock()
 	}()
 
@@ -131,13 +166,13 @@ func (f *Fake) handleSocket(w http.ResponseWriter, r *http.Request) {
 		"debug_info":      map[string]any{"host": "slackfake", "approximate_connection_time": 18060},
 		"connection_info": map[string]any{"app_id": AppID},
 	}
-	if c.send(hello) != nil {
+	if !c.send(hello) {
 		f.mu.Unlock()
 		return
 	}
 	f.newest = c
 	for _, e := range f.envelopes {
-		if !e.Acked && !e.Dropped && !f.liveLocked(e.conn) {
+		if !e.Acked && !e.Dropped && !f.liveLocked(e.conn) && f.httpTargetLocked(e) == "" {
 			f.deliverLocked(e)
 		}
 	}
@@ -187,6 +222,7 @@ func (f *Fake) ack(id string, payload json.RawMessage) {
 		return
 	}
 	e.Acked = true
+	e.AckedIn = time.Since(e.first)
 	if len(payload) > 0 && string(payload) != "null" {
 		e.AckPayload = slices.Clone(payload)
 	}
@@ -194,6 +230,26 @@ func (f *Fake) ack(id string, payload json.RawMessage) {
 		e.timer.Stop()
 	}
 	f.acked = append(f.acked, id)
+	f.notify()
+}
+
+// markSent counts a send; the envelope's lock (f.mu) must be held.
+func (e *envelope) markSent() {
+	if e.Sent == 0 {
+		e.first = time.Now()
+	}
+	e.Sent++
+}
+
+// forgetLocked drops c from the live connections; f.mu must be held.
+func (f *Fake) forgetLocked(c *sockConn) {
+	delete(f.conns, c)
+	if f.newest == c {
+		f.newest = nil
+		for o := range f.conns {
+			f.newest = o
+		}
+	}
 	f.notify()
 }
 
@@ -209,6 +265,13 @@ func (f *Fake) liveLocked(c *sockConn) bool {
 func (f *Fake) queueLocked(e *envelope) {
 	f.envelopes = append(f.envelopes, e)
 	f.byID[e.ID] = e
+	if target := f.httpTargetLocked(e); target != "" {
+		if !f.closed {
+			f.wg.Add(1)
+			go f.postEnvelope(e, target)
+		}
+		return
+	}
 	f.deliverLocked(e)
 }
 
@@ -236,11 +299,13 @@ func (f *Fake) deliverLocked(e *envelope) {
 		frame["retry_reason"] = "timeout"
 	}
 	c := f.newest
-	if c.send(frame) != nil {
-		c.close() // its reader ends and forgets it; the next hello resends e
-		return
+	for !c.send(frame) {
+		f.forgetLocked(c) // closed or stuck: try another, else the next hello resends e
+		if c = f.newest; c == nil {
+			return
+		}
 	}
-	e.Sent++
+	e.markSent()
 	e.conn = c
 	e.timer = time.AfterFunc(f.redeliverAfter, func() { f.redeliver(e) })
 	f.notify()
@@ -348,7 +413,7 @@ func (f *Fake) Refresh() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for c := range f.conns {
-		_ = c.send(map[string]any{"type": "disconnect", "reason": "refresh_requested",
+		c.send(map[string]any{"type": "disconnect", "reason": "refresh_requested",
 			"debug_info": map[string]any{"host": "slackfake"}})
 	}
 }
@@ -366,7 +431,7 @@ func (f *Fake) DropConnections() {
 	f.notify()
 	f.mu.Unlock()
 	for _, c := range conns {
-		_ = c.ws.NetConn().Close()
 		c.once.Do(func() { close(c.done) })
+		_ = c.ws.NetConn().Close()
 	}
 }

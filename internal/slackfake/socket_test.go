@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestPingsKeepTheSocket(t *testing.T) {
 	f := New(t)
 	f.SetPingInterval(10 * time.Millisecond)
 	ctx := testCtx(t)
-	sm := socketmode.New(client(f, BotToken), socketmode.OptionPingInterval(100*time.Millisecond))
+	sm := socketmode.New(client(f, BotToken), socketmode.OptionPingInterval(300*time.Millisecond))
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = sm.RunContext(runCtx) }()
@@ -37,7 +38,9 @@ func TestPingsKeepTheSocket(t *testing.T) {
 		}
 	}()
 	defer func() { cancel(); <-done }()
-	if err := f.WaitFor(ctx, func() bool { return f.Pings() >= 30 }); err != nil { // 3 of the client's intervals
+	// 90 pings span 3 of the client's intervals; without them it would
+	// have reconnected by then.
+	if err := f.WaitFor(ctx, func() bool { return f.Pings() >= 90 || f.Connects() > 1 }); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.Connects(); n != 1 {
@@ -212,5 +215,117 @@ func TestMissingScope(t *testing.T) {
 	}
 	if err := api.GetFileContext(ctx, file.URLPrivate, io.Discard); err == nil {
 		t.Error("download without files:read succeeded")
+	}
+}
+
+func TestChallenge(t *testing.T) {
+	f := New(t)
+	ctx := testCtx(t)
+	answer := func(echo bool) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
+			if err != nil || ev.Type != slackevents.URLVerification {
+				http.Error(w, "not a verification", http.StatusBadRequest)
+				return
+			}
+			c := ev.Data.(*slackevents.EventsAPIURLVerificationEvent).Challenge
+			if !echo {
+				c = "something else"
+			}
+			_ = json.NewEncoder(w).Encode(slackevents.ChallengeResponse{Challenge: c})
+		}))
+	}
+	good, bad := answer(true), answer(false)
+	defer good.Close()
+	defer bad.Close()
+	if err := f.Challenge(ctx, good.URL, "sec"); err != nil {
+		t.Errorf("echoing endpoint: %v", err)
+	}
+	if err := f.Challenge(ctx, bad.URL, "sec"); err == nil {
+		t.Error("a wrong answer passed")
+	}
+}
+
+func TestEventsURLDeliversAndRetries(t *testing.T) {
+	f := New(t)
+	f.SetRedelivery(10*time.Millisecond, 0)
+	ctx := testCtx(t)
+	type hit struct {
+		retry   string
+		form    bool   // payload=…
+		command string // a slash command's form field
+	}
+	hits := make(chan hit, 10)
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		sv, err := slack.NewSecretsVerifier(r.Header, "sec")
+		if err == nil {
+			_, _ = sv.Write(body)
+			err = sv.Ensure()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		form, _ := url.ParseQuery(string(body))
+		hits <- hit{r.Header.Get("X-Slack-Retry-Num"), form.Has("payload"), form.Get("command")}
+		if calls++; calls == 1 {
+			http.Error(w, "busy", http.StatusInternalServerError) // the first delivery fails
+		}
+	}))
+	defer srv.Close()
+	f.SetEventsURL(srv.URL+"/events", srv.URL+"/interact", "sec")
+
+	ts := f.Say(UserMessage{Channel: "D1", User: "U1", Text: "over http"})
+	if err := f.WaitAllAcked(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h1, h2 := <-hits, <-hits; h1.retry != "" || h2.retry != "1" {
+		t.Errorf("retry headers %q then %q, want none then 1", h1.retry, h2.retry)
+	}
+	if e := f.Envelopes()[0]; e.Sent != 2 || !e.Acked || e.TS != ts {
+		t.Errorf("envelope %+v", e)
+	}
+
+	btn := slack.NewButtonBlockElement("go", "v", slack.NewTextBlockObject(slack.PlainTextType, "Go", false, false))
+	_, bts, err := client(f, BotToken).PostMessageContext(ctx, "D1", slack.MsgOptionBlocks(slack.NewActionBlock("", btn)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitAcked(ctx, f.Click(Click{Channel: "D1", TS: bts, User: "U1", ActionID: "go"})); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-hits; !h.form {
+		t.Error("interaction not form-encoded")
+	}
+	if err := f.WaitAcked(ctx, f.SlashCommand(SlashCommand{Channel: "D1", User: "U1", Command: "/new"})); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-hits; h.command != "/new" {
+		t.Errorf("slash command form has command %q", h.command)
+	}
+	if f.Connects() != 0 {
+		t.Error("a socket was opened in Events API mode")
+	}
+}
+
+func TestLimitsWithLeavesDefaultsAlone(t *testing.T) {
+	before := DefaultLimits.Methods["apps.connections.open"]
+	l := DefaultLimits.With("apps.connections.open", Rate{PerMinute: 600, Burst: 100})
+	if DefaultLimits.Methods["apps.connections.open"] != before || l.Methods["apps.connections.open"].Burst != 100 {
+		t.Errorf("With changed the defaults or did not apply: %+v / %+v", DefaultLimits.Methods["apps.connections.open"], l.Methods["apps.connections.open"])
+	}
+	f := New(t)
+	ctx := testCtx(t)
+	f.SetLimits(DefaultLimits.With("auth.test", Rate{PerMinute: 1, Burst: 1}))
+	api := client(f, BotToken)
+	if _, err := api.AuthTestContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rl *slack.RateLimitedError
+	if _, err := api.AuthTestContext(ctx); !errors.As(err, &rl) || rl.RetryAfter != time.Minute {
+		t.Errorf("second auth.test at 1/min: %v, want a 60 s Retry-After", err)
 	}
 }

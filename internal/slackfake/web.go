@@ -249,7 +249,7 @@ func (f *Fake) postMessage(p params) result {
 	defer f.mu.Unlock()
 	m := f.addLocked(Message{Channel: channel, TS: f.nextTSLocked(), ThreadTS: p["thread_ts"],
 		User: BotUserID, BotID: BotID, Text: p["text"], Blocks: blocks})
-	if f.echoBot {
+	if f.echoBot && f.connects > 0 {
 		f.queueLocked(f.newEventEnvelopeLocked(messageEvent(m.Message, channelType(channel))))
 	}
 	f.notify()
@@ -264,40 +264,52 @@ func (f *Fake) updateMessage(p params) result {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	m, bad := f.botMessageLocked(channel, ts, "cant_update_message")
+	if bad.err != "" {
+		return bad
+	}
+	text, hasText := p["text"]
+	if !hasText {
+		text = m.Text
+	}
+	newBlocks := m.Blocks
+	if blocks != nil {
+		newBlocks = blocks
+		if string(blocks) == "[]" {
+			newBlocks = nil
+		}
+	}
+	if text == "" && newBlocks == nil {
+		return fail("no_text")
+	}
+	m.Text, m.Blocks = text, newBlocks
+	m.Edits++
+	m.Versions = append(m.Versions, m.Text)
+	f.notify()
+	return ok(map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(m.Message)})
+}
+
+// botMessageLocked returns the bot's message ts in channel, or the error
+// Slack answers (message_not_found, or cant for another's message); f.mu
+// must be held.
+func (f *Fake) botMessageLocked(channel, ts, cant string) (*message, result) {
 	m := f.findLocked(channel, ts)
 	switch {
 	case m == nil || m.Deleted:
-		return fail("message_not_found")
+		return nil, fail("message_not_found")
 	case m.BotID != BotID:
-		return fail("cant_update_message")
+		return nil, fail(cant)
 	}
-	if _, has := p["text"]; has {
-		m.Text = p["text"]
-	}
-	if blocks != nil {
-		m.Blocks = blocks
-		if string(blocks) == "[]" {
-			m.Blocks = nil
-		}
-	}
-	if m.Text == "" && m.Blocks == nil {
-		return fail("no_text")
-	}
-	m.Edits++
-	f.notify()
-	return ok(map[string]any{"channel": channel, "ts": ts, "text": m.Text, "message": messageJSON(m.Message)})
+	return m, result{}
 }
 
 func (f *Fake) deleteMessage(p params) result {
 	channel, ts := p["channel"], p["ts"]
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m := f.findLocked(channel, ts)
-	switch {
-	case m == nil || m.Deleted:
-		return fail("message_not_found")
-	case m.BotID != BotID:
-		return fail("cant_delete_message")
+	m, bad := f.botMessageLocked(channel, ts, "cant_delete_message")
+	if bad.err != "" {
+		return bad
 	}
 	m.Deleted = true
 	f.notify()
@@ -327,19 +339,13 @@ func (f *Fake) addReaction(p params) result {
 }
 
 func (f *Fake) userInfo(p params) result {
-	id := p["user"]
-	if id == "" || !strings.ContainsAny(id[:1], "UW") {
+	id, valid := idParam(p, "user", "UW")
+	if !valid {
 		return fail("user_not_found")
 	}
 	f.mu.Lock()
-	u, known := f.users[id]
+	u := f.userLocked(id)
 	f.mu.Unlock()
-	if !known {
-		u = User{ID: id, Name: "user-" + strings.ToLower(id), RealName: "User " + id}
-	}
-	if u.TeamID == "" {
-		u.TeamID = TeamID
-	}
 	return ok(map[string]any{"user": map[string]any{
 		"id": u.ID, "team_id": u.TeamID, "name": u.Name, "real_name": u.RealName, "is_bot": u.IsBot,
 		"deleted": false, "tz": "Europe/Berlin", "tz_offset": 3600,
@@ -348,8 +354,8 @@ func (f *Fake) userInfo(p params) result {
 }
 
 func (f *Fake) conversationInfo(p params) result {
-	id := p["channel"]
-	if id == "" || !strings.ContainsAny(id[:1], "CDG") {
+	id, valid := idParam(p, "channel", "CDG")
+	if !valid {
 		return fail("channel_not_found")
 	}
 	f.mu.Lock()
@@ -387,6 +393,13 @@ func (f *Fake) setStatus(p params) result {
 	f.statuses = append(f.statuses, Status{Channel: p["channel_id"], ThreadTS: p["thread_ts"], Status: p["status"]})
 	f.notify()
 	return ok(nil)
+}
+
+// idParam returns the id argument key and whether it starts with one of
+// kinds' letters, as Slack's ids of that kind do.
+func idParam(p params, key, kinds string) (string, bool) {
+	id := p[key]
+	return id, id != "" && strings.ContainsAny(id[:1], kinds)
 }
 
 // channelType is the channel_type of a conversation id, as in message
