@@ -13,6 +13,7 @@ package e2e
 // message. The chaos test has its Slack part in chaos_test.go.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -403,7 +404,9 @@ func (s *slackServe) waitAcked(t *testing.T, tss ...string) {
 
 // TestSlackEventsAPIRetry: in Events API mode (events_path under
 // http.listen), an event that Slack sends again (X-Slack-Retry-Num, the same
-// event_id) is one turn, and a request with a bad signature is refused.
+// event_id) is one turn, a mention's two events (app_mention and message)
+// are one, and a request with a bad signature or a stale timestamp is
+// refused.
 func TestSlackEventsAPIRetry(t *testing.T) {
 	sl := slackfake.New(t)
 	model := testkit.NewFakeLLM(t)
@@ -419,7 +422,10 @@ func TestSlackEventsAPIRetry(t *testing.T) {
 	sc := config.Section[*slack.Config](c)
 	sc.AppToken, sc.EventsPath, sc.SigningSecret = "", "/slack/events", slSigningSecret
 	s.cfg = cfgfile.Write(t, c)
-	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return waitLog(ctx, s.stderr, "http listening") })
+	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return sl.WaitCalls(ctx, "auth.test", 1) })
+	if err := waitLog(s.ctx(t), s.stderr, "http listening"); err != nil {
+		t.Fatal(err)
+	}
 	events := "http://" + listenLine.FindStringSubmatch(logLine(s.stderr, "http listening"))[1] + "/slack/events"
 	ctx := s.ctx(t)
 
@@ -461,6 +467,26 @@ func TestSlackEventsAPIRetry(t *testing.T) {
 		if code, err := sl.PostEvent(ctx, events, "not-the-signing-secret", b, 0); err != nil || code < 400 || code >= 500 {
 			t.Errorf("a body with a bad signature: status %d, %v; want a 4xx refusal", code, err)
 		}
+	}
+	// A body rightly signed ten minutes ago is a replay: refused too.
+	for _, b := range forged {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, events, bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = slackfake.Sign(slSigningSecret, time.Now().Add(-10*time.Minute), b)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			t.Errorf("a body signed ten minutes ago: status %d, want a 4xx refusal", resp.StatusCode)
+		}
+	}
+	if n := strings.Count(s.stderr.String(), "events request refused"); n != 2*len(forged) {
+		t.Errorf("the log holds %d refusals, want %d", n, 2*len(forged))
 	}
 	// The DM's next message runs after the first turn: a second turn of
 	// the first would be there by now.
