@@ -5,12 +5,14 @@
 // enabled against the local fakes and the fake model:
 //
 //	go run ./bench/channelmem                      # builds the binary (go build -trimpath)
-//	go run ./bench/channelmem -bin /tmp/old -sets telegram   # an earlier build, Telegram alone
+//	go run ./bench/channelmem -base /tmp/main/switchboard   # and an earlier build with the first set
 //
 // Each set runs -runs times, the sets taking turns (telegram, telegram+slack,
-// telegram, …) so that a drift of the machine touches each alike; the table
-// gives each set's median and range, and each set's median PSS against the
-// first set's. It needs Linux (/proc) and, without -bin, the Go toolchain.
+// telegram, …) so that a drift of the machine touches each alike; -base
+// adds a row: the first set on another binary (say, main's, built with go
+// build -trimpath), taking its turn with the others. The table gives each
+// row's median and range, and its median PSS against the first row's. It
+// needs Linux (/proc) and, without -bin, the Go toolchain.
 package main
 
 import (
@@ -36,6 +38,7 @@ func main() {
 	bin := flag.String("bin", "", "the switchboard binary to measure (empty: build this module's)")
 	sets := flag.String("sets", "telegram,telegram+slack,slack", "comma-separated sets of channels, each channels joined by +: telegram, discord, slack")
 	runs := flag.Int("runs", 5, "runs of each set")
+	base := flag.String("base", "", "another binary to measure with the first set, as the first row (say, main's)")
 	flag.Parse()
 	var list [][]string
 	for _, s := range strings.Split(*sets, ",") {
@@ -52,13 +55,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "channelmem: -runs must be at least 1 and -sets name at least one set")
 		os.Exit(2)
 	}
-	if err := run(*bin, list, *runs, os.Stdout, os.Stderr); err != nil {
+	if err := run(*bin, *base, list, *runs, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "channelmem: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, sets [][]string, runs int, out, progress io.Writer) error {
+// row is a binary and the channels it runs with.
+type row struct {
+	label, bin string
+	set        []string
+}
+
+func run(bin, base string, sets [][]string, runs int, out, progress io.Writer) error {
 	root, err := os.MkdirTemp("", "switchboard-channelmem-")
 	if err != nil {
 		return err
@@ -70,38 +79,45 @@ func run(bin string, sets [][]string, runs int, out, progress io.Writer) error {
 			return err
 		}
 	}
-	st, err := os.Stat(bin)
-	if err != nil {
-		return err
+	var rows []row
+	if base != "" {
+		rows = append(rows, row{strings.Join(sets[0], " + ") + ", base binary", base, sets[0]})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(sets)*runs)*time.Minute)
+	for _, set := range sets {
+		rows = append(rows, row{strings.Join(set, " + "), bin, set})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(rows)*runs)*time.Minute)
 	defer cancel()
-	got := make([][]gateway.Memory, len(sets))
+	got := make([][]gateway.Memory, len(rows))
 	for i := range runs {
-		for j, set := range sets {
-			fmt.Fprintf(progress, "run %d of %d: %s…\n", i+1, runs, strings.Join(set, "+"))
-			m, err := measure(ctx, bin, root, set)
+		for j, r := range rows {
+			fmt.Fprintf(progress, "run %d of %d: %s…\n", i+1, runs, r.label)
+			m, err := measure(ctx, r.bin, root, r.set)
 			if err != nil {
-				return fmt.Errorf("%s: %w", strings.Join(set, "+"), err)
+				return fmt.Errorf("%s: %w", r.label, err)
 			}
 			fmt.Fprintf(progress, "  %s\n", mem(m))
 			got[j] = append(got[j], m)
 		}
 	}
-	fmt.Fprintf(out, "Idle memory as deployed, %s after ready, median of %d runs (min–max); binary %s, %d bytes; %s; load %s\n\n",
-		breport.Secs(settle), runs, bin, st.Size(), breport.Machine(), breport.LoadAverage())
-	fmt.Fprintln(out, "| channels | RSS MB | RssAnon MB | PSS MB | PSS vs first |")
-	fmt.Fprintln(out, "|---|---|---|---|---|")
-	base := median(got[0], func(m gateway.Memory) int { return m.PSS })
-	for j, set := range sets {
+	fmt.Fprintf(out, "Idle memory as deployed, %s after ready, median of %d runs (min–max); %s; load %s\n\n",
+		breport.Secs(settle), runs, breport.Machine(), breport.LoadAverage())
+	fmt.Fprintln(out, "| channels | binary | RSS MB | RssAnon MB | PSS MB | PSS vs first row |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	base0 := median(got[0], func(m gateway.Memory) int { return m.PSS })
+	for j, r := range rows {
 		col := func(f func(gateway.Memory) int) string {
 			vs := values(got[j], f)
 			return fmt.Sprintf("%.1f (%.1f–%.1f)", mb(median(got[j], f)), mb(vs[0]), mb(vs[len(vs)-1]))
 		}
+		st, err := os.Stat(r.bin)
+		if err != nil {
+			return err
+		}
 		pss := median(got[j], func(m gateway.Memory) int { return m.PSS })
-		fmt.Fprintf(out, "| %s | %s | %s | %s | %+.1f MB |\n", strings.Join(set, " + "),
+		fmt.Fprintf(out, "| %s | %d bytes | %s | %s | %s | %+.1f MB |\n", r.label, st.Size(),
 			col(func(m gateway.Memory) int { return m.RSS }), col(func(m gateway.Memory) int { return m.Anon }),
-			col(func(m gateway.Memory) int { return m.PSS }), mb(pss-base))
+			col(func(m gateway.Memory) int { return m.PSS }), mb(pss-base0))
 	}
 	return nil
 }
