@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/switchboard-gateway/switchboard/channels"
@@ -128,8 +129,11 @@ func (c *Config) Validate(key string, v channels.Checker) {
 			v.Add(key+".app_token", "is not an app-level token: it must start with xapp- (Basic Information → App-Level Tokens)")
 		}
 	} else {
-		if !pathRE.MatchString(c.EventsPath) || c.EventsPath == "/" {
+		switch {
+		case !pathRE.MatchString(c.EventsPath) || c.EventsPath == "/":
 			v.Add(key+".events_path", fmt.Sprintf("%q must be a path below the root of http.listen, such as /slack/events", c.EventsPath))
+		case strings.HasPrefix(c.EventsPath, "/v1/") || slices.Contains([]string{"/healthz", "/readyz", "/metrics", "/login"}, c.EventsPath):
+			v.Add(key+".events_path", fmt.Sprintf("%q is one of the gateway's own routes; use another path, such as /slack/events", c.EventsPath))
 		}
 		if strings.TrimSpace(c.SigningSecret) == "" {
 			v.AddNear(key+".signing_secret", key+".events_path", "required with events_path; set it or SLACK_SIGNING_SECRET (Basic Information → Signing Secret)")
