@@ -10,10 +10,13 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/sashabaranov/go-openai v1.43.0
+	github.com/slack-go/slack v0.36.0
 	github.com/yuin/goldmark v1.8.7
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/term v0.48.0
 )
+
+require github.com/slack-go/slack v0.36.0
 
 require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect

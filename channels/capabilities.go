@@ -1,6 +1,10 @@
 package channels
 
-import "github.com/switchboard-gateway/switchboard/agent"
+import (
+	"net/http"
+
+	"github.com/switchboard-gateway/switchboard/agent"
+)
 
 // The optional capabilities the router and the gateway discover on an
 // adapter by type assertion, beside the ones in channels.go (Typer,
@@ -38,4 +42,15 @@ type Connecter interface {
 // standby rather than starting while it is not connected.
 type Standbyer interface {
 	Standby() bool
+}
+
+// HTTPHandler is a channel that takes its platform's events by HTTP on the
+// gateway's own server (http.listen), such as Slack's Events API. Handler
+// returns the path and the handler, or a nil handler when the channel
+// takes none (Slack in Socket Mode). The gateway serves POST requests to
+// that path with it, without http.token: the handler authenticates its
+// platform's requests itself (a signature), and answers 2xx only once
+// what came in is stored.
+type HTTPHandler interface {
+	Handler() (path string, h http.Handler)
 }

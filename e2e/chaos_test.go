@@ -25,6 +25,11 @@ package e2e
 //     before the delivery record commits sends the answer again after the
 //     restart; such a duplicate is allowed only where it is explained (see
 //     checkChaosAnswers), and counted.
+//   - Slack: nothing lost (a Socket Mode envelope is acknowledged only
+//     after its message is stored). The fake sends an envelope again until
+//     it is acknowledged, to the next child's connection too, as Slack
+//     does. chat.postMessage has no idempotency key either, so a duplicate
+//     is allowed in the same window as on Telegram, and counted.
 //
 // Each cycle's kill point is one of these, chosen by the seed:
 //   - a random time after the start (startup, replay of unfinished messages);
@@ -63,14 +68,14 @@ package e2e
 // measured for each child started after a kill: restart to answer, from
 // the child's start to the first reply of it the platform accepted, and
 // restart to first poll, from its start to its first getUpdates (Telegram)
-// or its READY session (Discord); each as median, p95 and max, with the
+// or its READY session (Discord) or its apps.connections.open (Slack); each as median, p95 and max, with the
 // number of children killed before that moment came (they give no time).
 //
 // The seed fixes the workload, every cycle's kill point and the send
 // delays; the instant a kill lands still depends on scheduling, so a
 // replay repeats the same faults at the same kinds of moments, not bit for
-// bit. A failure prints the flags that replay it. By hand, 300 kills (150
-// per channel) with the figures, about 3 minutes without -race:
+// bit. A failure prints the flags that replay it. By hand, 450 kills (150
+// per channel) with the figures, about 5 minutes without -race:
 //
 //	go test -count=1 -v -run 'TestChaos' -timeout 60m ./e2e/ -chaos.cycles=150 -chaos.senddelay=200ms | grep -E 'chaos-result|^(---|ok|FAIL)'
 //
@@ -106,9 +111,11 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
@@ -144,6 +151,9 @@ func TestChaos(t *testing.T) {
 	})
 	t.Run("discord", func(t *testing.T) {
 		runChaos(t, newDiscordChaos(t), run)
+	})
+	t.Run("slack", func(t *testing.T) {
+		runChaos(t, newSlackChaos(t), run)
 	})
 }
 
@@ -508,7 +518,7 @@ type tapCall struct {
 	send    bool // posts a message to a chat
 	updates bool // Telegram getUpdates
 	confirm bool // Telegram getUpdates with a higher offset than any before
-	ready   bool // Discord: a call the adapter makes once its gateway session is READY
+	ready   bool // Discord: a call the adapter makes once its gateway session is READY; Slack: apps.connections.open
 }
 
 // chaosChannel is what the test needs of a platform.
@@ -831,6 +841,9 @@ func runChaos(t *testing.T, ch chaosChannel, run chaosRun) {
 	rec.mu.Lock()
 	redelivered := len(rec.again)
 	rec.mu.Unlock()
+	if r, ok := ch.(interface{ redelivered() int }); ok {
+		redelivered = r.redelivered()
+	}
 	res := chaosResult{
 		Channel: ch.name(), Seed: seed, SendDelayMaxMS: run.sendDelay.Milliseconds(),
 		Kills: cycles, Fallbacks: fallbacks, KillPoints: map[string]int{},
@@ -887,7 +900,9 @@ type chaosResult struct {
 	ExtraCopies    int            `json:"extra_copies"` // answers sent beyond the first
 	MostCopies     int            `json:"most_copies"`  // the most answers one message got
 	// Redelivered: Telegram updates handed again to a later child because
-	// the one that got them died before a later getUpdates confirmed them.
+	// the one that got them died before a later getUpdates confirmed them;
+	// Slack: user messages whose envelope was sent more than once (not
+	// acknowledged in time, or to a child that died before acknowledging).
 	Redelivered int `json:"redelivered_updates"`
 	// CaughtUp: Discord messages a child fetched over REST when READY.
 	CaughtUp      int     `json:"caught_up"`
@@ -899,13 +914,14 @@ type chaosResult struct {
 	// children killed before they sent any.
 	RestartToAnswer chaosLatency `json:"restart_to_answer"`
 	// RestartToPoll: from the start to the first getUpdates (Telegram) or
-	// to the READY session (Discord: the commands registered on it).
+	// to the READY session (Discord: the commands registered on it) or to
+	// apps.connections.open (Slack).
 	RestartToPoll chaosLatency `json:"restart_to_poll"`
 }
 
 func (r chaosResult) String() string {
 	return fmt.Sprintf("%s: %d kills (%d kill points fell back to a timer; %v), %d messages in %d chats: %d lost, %d doubled (%.2f%%, %d extra copies, at most %d of one), "+
-		"%d updates redelivered to a later child, %d messages delivered by a catch-up; restart to answer %s; restart to first poll or READY %s; "+
+		"%d updates or envelopes redelivered, %d messages delivered by a catch-up; restart to answer %s; restart to first poll or READY %s; "+
 		"%d model requests (%d resumed after the final answer was stored); sends delayed up to %d ms each way; in %.1f s",
 		r.Channel, r.Kills, r.Fallbacks, r.KillPoints, r.Messages, chaosChats, r.Lost, r.Doubled, r.DoubledPct, r.ExtraCopies, r.MostCopies,
 		r.Redelivered, r.CaughtUp, r.RestartToAnswer, r.RestartToPoll, r.ModelRequests, r.Resumed, r.SendDelayMaxMS, r.Seconds)
@@ -1471,6 +1487,152 @@ func TestChaosLatencySummary(t *testing.T) {
 		got.summarize(tc.ds)
 		if got != tc.want {
 			t.Errorf("summarize(%v) = %+v, want %+v", tc.ds, got, tc.want)
+		}
+	}
+}
+
+// ---- Slack ----
+
+type slackChaos struct {
+	sl    *slackfake.Fake
+	chats [chaosChats]string // DM conversation ids
+}
+
+func newSlackChaos(t *testing.T) *slackChaos {
+	c := &slackChaos{sl: slackfake.New(t)}
+	// Slack's limits, except apps.connections.open's tier 1 ("1+ per
+	// minute", a burst of 5 in the fake): a new process every second or
+	// so is far past it, and what the test measures is loss, not that wait.
+	limits := slackfake.DefaultLimits
+	limits.Methods = maps.Clone(limits.Methods)
+	limits.Methods["apps.connections.open"] = slackfake.Rate{PerMinute: 600, Burst: 100}
+	c.sl.SetLimits(limits)
+	for i := range c.chats {
+		c.chats[i] = fmt.Sprintf("DCHAOS%02d", i)
+	}
+	return c
+}
+
+func (c *slackChaos) name() string { return "slack" }
+
+// events: a message reaches the child over Socket Mode as it is posted
+// (the inbound kill point); an envelope the dead child never acknowledged
+// is sent again, to the next child's connection.
+func (c *slackChaos) events() []chaosEvent {
+	return []chaosEvent{evTimer, evModelCall, evSendAccepted, evSendAnswered, evInbound}
+}
+
+func (c *slackChaos) upstream() string { return strings.TrimSuffix(c.sl.APIURL(), "/api/") }
+
+func chaosSlackUser(chat int) string { return fmt.Sprintf("U0CHAOS%02d", chat) }
+
+// config: the Web API goes through the tap; Socket Mode straight to the
+// fake (apps.connections.open hands out the fake's own address).
+func (c *slackChaos) config(tapURL string) func(*config.Channels) {
+	users := make([]string, chaosChats)
+	for i := range users {
+		users[i] = chaosSlackUser(i)
+	}
+	return func(ch *config.Channels) {
+		s := channels.SectionOf[*slack.Config](ch.Sections)
+		s.Enabled, s.BotToken, s.AppToken, s.APIURL = true, slackfake.BotToken, slackfake.AppToken, tapURL+"/api/"
+		s.AllowUsers = users
+	}
+}
+
+// classify: apps.connections.open is the child's first call towards its
+// Socket Mode connection (its "first poll").
+func (c *slackChaos) classify(r *http.Request, _ []byte) tapCall {
+	switch path.Base(r.URL.Path) {
+	case "chat.postMessage":
+		return tapCall{send: true}
+	case "apps.connections.open":
+		return tapCall{ready: true}
+	}
+	return tapCall{}
+}
+
+func (c *slackChaos) sentID(answer []byte) string {
+	var a struct {
+		OK bool   `json:"ok"`
+		TS string `json:"ts"`
+	}
+	if json.Unmarshal(answer, &a) != nil || !a.OK {
+		return ""
+	}
+	return a.TS
+}
+
+func (c *slackChaos) handedOver([]byte) []string { return nil }
+
+// post has the users write: the fake sends each message to the child's
+// connection at once, or keeps it until a connection is open.
+func (c *slackChaos) post(_ context.Context, cyc *chaosCycle, msgs []*chaosMsg) int {
+	for _, m := range msgs {
+		ts := c.sl.Say(slackfake.UserMessage{Channel: c.chats[m.chat], User: chaosSlackUser(m.chat), Text: "question " + m.id})
+		m.cycle, m.chatKey, m.platformID = cyc.n, c.chats[m.chat], ts
+		cyc.event(evInbound)
+	}
+	return len(msgs)
+}
+
+// settle: the fake has seen the dead child's connection close, so nothing
+// is sent to it any more.
+func (c *slackChaos) settle(ctx context.Context) error {
+	return c.sl.WaitFor(ctx, func() bool { return !c.sl.Connected() })
+}
+
+func (c *slackChaos) replies() []chaosReply {
+	var out []chaosReply
+	for _, ch := range c.chats {
+		for _, m := range c.sl.BotMessages(ch) {
+			out = append(out, chaosReply{chatKey: ch, text: m.Text, platformID: m.TS})
+		}
+	}
+	return out
+}
+
+func (c *slackChaos) waitReplies(ctx context.Context, done func([]chaosReply) bool) error {
+	return c.sl.WaitFor(ctx, func() bool { return done(c.replies()) })
+}
+
+func (c *slackChaos) armLate() bool     { return false }
+func (c *slackChaos) exactlyOnce() bool { return false }
+func (c *slackChaos) warmUp() bool      { return false }
+func (c *slackChaos) secrets() []string {
+	return []string{slackfake.BotToken, slackfake.AppToken, e2eAPIKey}
+}
+
+// redelivered counts the user messages whose envelope was sent more than
+// once.
+func (c *slackChaos) redelivered() int {
+	bot := c.botTS()
+	again := map[string]bool{}
+	for _, e := range c.sl.Envelopes() {
+		if e.Sent > 1 && !bot[e.TS] {
+			again[e.TS] = true
+		}
+	}
+	return len(again)
+}
+
+// botTS is the set of the bot's messages' ts.
+func (c *slackChaos) botTS() map[string]bool {
+	bot := map[string]bool{}
+	for _, r := range c.replies() {
+		bot[r.platformID] = true
+	}
+	return bot
+}
+
+// check: the clean run acknowledged every envelope of a user's message
+// before its stop. (The echoes of the bot's own posts are not checked: the
+// last may arrive while the child stops.)
+func (c *slackChaos) check(t *testing.T) {
+	bot := c.botTS()
+	for _, e := range c.sl.Envelopes() {
+		if !e.Acked && !bot[e.TS] {
+			t.Errorf("envelope %s (%s about %s, sent %d times) still unacknowledged after the clean run", e.ID, e.Kind, e.TS, e.Sent)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/switchboard-gateway/switchboard/httpapi"
@@ -15,8 +16,9 @@ import (
 
 // startHTTP listens on http.listen and serves health, metrics, the chat API
 // and the dashboard in the background. It returns nil, nil when the HTTP
-// server is disabled (an empty listen address).
-func (g *Gateway) startHTTP(sup *supervisor) (*httpapi.Server, error) {
+// server is disabled (an empty listen address). hook finds the handler of
+// a chat channel that takes its events by HTTP (channels.HTTPHandler).
+func (g *Gateway) startHTTP(sup *supervisor, hook func(path string) http.Handler) (*httpapi.Server, error) {
 	cfg := g.cfg
 	if cfg.HTTP.Listen == "" {
 		return nil, nil
@@ -28,11 +30,12 @@ func (g *Gateway) startHTTP(sup *supervisor) (*httpapi.Server, error) {
 		API: g.mon.api, Activity: g.mon.activity,
 		Channels: sup.statuses, Model: g.mon.model, Probe: g.model.Probe,
 		Skills: g.skillsView, MCP: g.mcp.Status, Jobs: g.jobsView, Users: g.usersView,
-		Queue:   func() (int, int) { return g.router.QueueDepth(), g.router.Busy() },
-		Serving: g.serving.Load,
-		Cluster: g.clusterStatus(),
-		Logger:  g.log,
-		Redact:  g.redact.String,
+		Queue:       func() (int, int) { return g.router.QueueDepth(), g.router.Busy() },
+		Serving:     g.serving.Load,
+		Cluster:     g.clusterStatus(),
+		Logger:      g.log,
+		Redact:      g.redact.String,
+		ChannelHook: hook,
 	})
 	if err != nil {
 		return nil, err

@@ -69,10 +69,14 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 		roles = g.replica
 	}
 	specs := channelSpecs(cfg, log, g.store, roles, g.mon.metrics.Paced)
-	srv, err := g.startHTTP(sup)
+	var hooked hooks
+	srv, err := g.startHTTP(sup, hooked.handler)
 	if err != nil {
 		log.Error("start the HTTP server", "err", err)
 		return err
+	}
+	for i := range specs {
+		specs[i] = hooked.wrap(specs[i], srv != nil, log)
 	}
 	if srv != nil {
 		// The chat API authenticates with http.token, so whoever gets in

@@ -205,6 +205,12 @@ type Options struct {
 	// store; nil for a single process.
 	Cluster func(ctx context.Context) (cluster.Status, error)
 
+	// ChannelHook (nil: none) returns the handler of a chat channel that
+	// takes its platform's events by HTTP at path (channels.HTTPHandler),
+	// or nil. It is served for POST without http.token: the channel
+	// authenticates its platform's requests itself.
+	ChannelHook func(path string) http.Handler
+
 	Now    func() time.Time
 	Logger *slog.Logger
 	// BodyTimeout bounds the time a request body takes to arrive;
@@ -323,7 +329,19 @@ func (s *Server) routes() http.Handler {
 		}
 	}
 	s.dashboardRoutes(mux)
-	return securityHeaders(bodyDeadline(s.opts.BodyTimeout, s.hostGuard(s.crossOrigin(mux))))
+	var h http.Handler = mux
+	if hook := s.opts.ChannelHook; hook != nil {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				if ch := hook(r.URL.Path); ch != nil {
+					ch.ServeHTTP(w, r)
+					return
+				}
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
+	return securityHeaders(bodyDeadline(s.opts.BodyTimeout, s.hostGuard(s.crossOrigin(h))))
 }
 
 // securityHeaders sets headers every response should carry.

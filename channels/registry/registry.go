@@ -8,6 +8,7 @@ package registry
 import (
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 )
 
@@ -16,6 +17,7 @@ import (
 var All = []channels.Definition{
 	telegram.Definition,
 	discord.Definition,
+	slack.Definition,
 }
 
 // Names returns the platforms' names, in order.

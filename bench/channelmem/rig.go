@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+
+	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
+	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/slack"
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/slackfake"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+)
+
+const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
+
+var channelNames = []string{"telegram", "discord", "slack"}
+
+// rig is one `switchboard serve` with the channels of a set enabled, each
+// against its own fake, and the fake model.
+type rig struct {
+	tg    *tgfake.Fake
+	dc    *discordfake.Fake
+	sl    *slackfake.Fake
+	model *testkit.FakeLLM
+	proc  *gateway.Process
+}
+
+// startRig writes the configuration of set in dir (the shipped defaults,
+// see gateway.Shipped, with the set's channels) and starts bin on it; it
+// returns once /readyz answers 200.
+func startRig(ctx context.Context, bin, dir string, set []string) (*rig, error) {
+	r := &rig{model: testkit.Start("127.0.0.1:0")}
+	cfg := gateway.Shipped(1, dir, r.model.URL, tgToken, "")
+	if slices.Contains(set, "telegram") {
+		r.tg = tgfake.Start(tgToken)
+		config.Section[*telegram.Config](cfg).APIEndpoint = r.tg.URL
+	} else {
+		config.Section[*telegram.Config](cfg).Enabled = false
+	}
+	if slices.Contains(set, "discord") {
+		r.dc = discordfake.Start()
+		d := config.Section[*discord.Config](cfg)
+		d.Enabled, d.Token, d.APIBase, d.GatewayURL = true, r.dc.Token, r.dc.APIBase(), r.dc.GatewayURL()
+		d.AllowUsers = []string{"310000000000000001"}
+	}
+	if slices.Contains(set, "slack") {
+		r.sl = slackfake.Start()
+		s := config.Section[*slack.Config](cfg)
+		s.Enabled, s.BotToken, s.AppToken, s.APIURL = true, slackfake.BotToken, slackfake.AppToken, r.sl.APIURL()
+		s.AllowUsers = []string{"U0ALICE"}
+	}
+	path := filepath.Join(dir, "config.yaml")
+	if err := cfgfile.WriteFile(path, cfg); err != nil {
+		r.closeFakes()
+		return nil, err
+	}
+	var err error
+	if r.proc, err = gateway.Start(ctx, bin, dir, path); err != nil {
+		r.closeFakes()
+		return nil, err
+	}
+	return r, nil
+}
+
+// connected waits until each enabled channel is connected and idle:
+// Telegram has long-polled twice, Discord's session is identified, Slack's
+// Socket Mode connection is open.
+func (r *rig) connected(ctx context.Context) error {
+	var errs []error
+	if r.tg != nil {
+		errs = append(errs, r.tg.WaitCalls(ctx, "getUpdates", 2))
+	}
+	if r.dc != nil {
+		errs = append(errs, r.dc.WaitFor(ctx, func() bool { return r.dc.Identifies() > 0 }))
+	}
+	if r.sl != nil {
+		errs = append(errs, r.sl.WaitConnected(ctx, 1))
+	}
+	return errors.Join(errs...)
+}
+
+// stop ends the process with SIGTERM (it must exit cleanly) and the fakes.
+func (r *rig) stop() error {
+	err := r.proc.Stop()
+	r.closeFakes()
+	return err
+}
+
+// kill ends everything at once, after a failure.
+func (r *rig) kill() {
+	r.proc.Kill()
+	r.closeFakes()
+}
+
+func (r *rig) closeFakes() {
+	r.model.Close()
+	if r.tg != nil {
+		r.tg.Close()
+	}
+	if r.dc != nil {
+		r.dc.Close()
+	}
+	if r.sl != nil {
+		r.sl.Close()
+	}
+}
