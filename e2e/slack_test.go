@@ -85,7 +85,8 @@ type slackServe struct {
 
 // startSlackServe runs serve against a new fake Slack (Socket Mode) and a
 // scripted model; more sets more of the configuration. It returns once the
-// adapter has opened its Socket Mode connection.
+// adapter has opened its Socket Mode connection (with events_path set: once
+// it has checked its bot token).
 func startSlackServe(t *testing.T, more ...func(*config.Config)) *slackServe {
 	t.Helper()
 	return startSlackServeOn(t, slackfake.New(t), more...)
@@ -110,7 +111,12 @@ func startSlackServeOn(t *testing.T, sl *slackfake.Fake, more ...func(*config.Co
 		m(c)
 	}
 	s.cfg = cfgfile.Write(t, c)
-	s.serveRun = startServe(t, s.cfg, s.connected(0))
+	ready := s.connected(0)
+	if config.Section[*slack.Config](c).EventsPath != "" {
+		// Events API mode: no socket; up once the bot token was checked.
+		ready = func(ctx context.Context) error { return sl.WaitCalls(ctx, "auth.test", 1) }
+	}
+	s.serveRun = startServe(t, s.cfg, ready)
 	return s
 }
 
@@ -409,20 +415,11 @@ func (s *slackServe) waitAcked(t *testing.T, tss ...string) {
 // refused.
 func TestSlackEventsAPIRetry(t *testing.T) {
 	sl := slackfake.New(t)
-	model := testkit.NewFakeLLM(t)
-	s := &slackServe{sl: sl, model: model, modelScript: newModelScript(model), final: map[string]int{}}
-	dir := t.TempDir()
-	c := modelConfig(model.URL)
-	s.db = filepath.Join(dir, "switchboard.db")
-	c.Store.Path, c.Skills.Dir = s.db, filepath.Join(dir, "skills")
-	c.Learning.Enabled = false
-	c.HTTP.Listen = "127.0.0.1:0"
-	c.Log.Level = "debug"
-	slackSection(sl)(&c.Channels)
-	sc := config.Section[*slack.Config](c)
-	sc.AppToken, sc.EventsPath, sc.SigningSecret = "", "/slack/events", slSigningSecret
-	s.cfg = cfgfile.Write(t, c)
-	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return sl.WaitCalls(ctx, "auth.test", 1) })
+	s := startSlackServeOn(t, sl, func(c *config.Config) {
+		c.HTTP.Listen = "127.0.0.1:0"
+		sc := config.Section[*slack.Config](c)
+		sc.AppToken, sc.EventsPath, sc.SigningSecret = "", "/slack/events", slSigningSecret
+	})
 	if err := waitLog(s.ctx(t), s.stderr, "http listening"); err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +497,7 @@ func TestSlackEventsAPIRetry(t *testing.T) {
 	if u := userTexts(s.requestFor(t, "and again")); !slices.Equal(u, []string{"over HTTP", "and again"}) {
 		t.Errorf("user messages the model saw = %q, want each once", u)
 	}
-	if n := model.Calls(); n != 3 {
+	if n := s.model.Calls(); n != 3 {
 		t.Errorf("model calls = %d, want 3 (one per message, none for the retries or the forged one)", n)
 	}
 	if n := s.requestsMentioning("forged"); n != 0 {
