@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -157,6 +158,11 @@ type Init struct {
 	// UsageNote follows the title in the usage text ("(no ID: pairing)").
 	UsageNote string
 
+	// TokenKey is the section's key the token goes to; "" is "token".
+	TokenKey string
+	// UserID (optional) is what one user id looks like; nil: digits.
+	UserID *regexp.Regexp
+
 	TokenQuestion string // the question for the token
 	UserQuestion  string // the question for the user ids
 	// Apply (optional) sets more of the section from the answers; init
@@ -169,6 +175,14 @@ type Init struct {
 	// NextSteps (optional) says what to do once the file is written;
 	// configArg is " --config PATH" or "".
 	NextSteps func(a InitAnswers, configArg string) string
+}
+
+// Token is the section's key the token goes to.
+func (i *Init) Token() string {
+	if i.TokenKey == "" {
+		return "token"
+	}
+	return i.TokenKey
 }
 
 // InitAnswers are the answers init collected for one channel.

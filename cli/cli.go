@@ -199,7 +199,11 @@ func initChannelFlagsUsage() string {
 		api = append(api, fmt.Sprintf("--%s-%s URL", d.Name, d.Init.APIFlag))
 	}
 	if len(api) > 0 {
-		fmt.Fprintf(&b, "%-*s %s\n", usageColumn-1, "  "+strings.Join(api, "  "), "other API servers")
+		line := "  " + strings.Join(api, "  ")
+		if len(line) >= usageColumn-1 { // too long for the column: the description below
+			line += "\n" + strings.Repeat(" ", usageColumn-1)
+		}
+		fmt.Fprintf(&b, "%-*s %s\n", usageColumn-1, line, "other API servers")
 	}
 	return b.String()
 }
@@ -210,7 +214,7 @@ func nonInteractiveUsage() string {
 	const indent = "                       "
 	words := []string{"OPENAI_*,"}
 	for _, d := range initChannels() {
-		words = append(words, config.FallbackEnv("channels."+d.Name+".token")+",")
+		words = append(words, config.FallbackEnv("channels."+d.Name+"."+d.Init.Token())+",")
 	}
 	words[len(words)-1] = strings.TrimSuffix(words[len(words)-1], ",") + ")"
 	line := "  --non-interactive    ask nothing (flags, then"

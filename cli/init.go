@@ -197,9 +197,9 @@ func (o *initOptions) setup() (*setup, error) {
 			f = &channelFlags{}
 		}
 		c := &channelSetup{def: d, api: f.api,
-			token: pick(f.token, d.Name+"-token", config.FallbackEnv("channels."+d.Name+".token"))}
+			token: pick(f.token, d.Name+"-token", config.FallbackEnv("channels."+d.Name+"."+d.Init.Token()))}
 		var err error
-		if c.users, err = userIDs("--"+d.Name+"-user", f.user); err != nil {
+		if c.users, err = userIDs("--"+d.Name+"-user", f.user, d.Init.UserID); err != nil {
 			return nil, err
 		}
 		s.channels = append(s.channels, c)
@@ -218,13 +218,16 @@ func firstNonEmpty(vs ...string) string {
 
 var numericID = regexp.MustCompile(`^[0-9]{1,20}$`)
 
-// userIDs splits a list of numeric user ids (separated by commas or
-// spaces).
-func userIDs(what, list string) ([]string, error) {
+// userIDs splits a list of user ids (separated by commas or spaces), each
+// matching pattern (nil: numeric ids).
+func userIDs(what, list string, pattern *regexp.Regexp) ([]string, error) {
 	ids := strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' })
 	for _, id := range ids {
-		if !numericID.MatchString(id) {
+		switch {
+		case pattern == nil && !numericID.MatchString(id):
 			return nil, fmt.Errorf("%s: %q is not a numeric user id", what, id)
+		case pattern != nil && !pattern.MatchString(id):
+			return nil, fmt.Errorf("%s: %q is not a user id", what, id)
 		}
 	}
 	return ids, nil
@@ -242,7 +245,7 @@ func (s *setup) config() *config.Config {
 		sec := cfg.Channels.Section(c.def.Name)
 		common := sec.Settings()
 		common.Enabled, common.AllowUsers, common.Admins = c.token.value != "", c.users, c.users
-		channels.SetString(sec, "token", c.token.value)
+		channels.SetString(sec, c.def.Init.Token(), c.token.value)
 		if c.api != "" {
 			channels.SetString(sec, c.def.Init.APIKey, c.api)
 		}
@@ -366,11 +369,11 @@ func (c *channelSetup) write(b *strings.Builder) {
 	if c.token.value == "" {
 		return
 	}
-	fmt.Fprintf(b, "  %s:\n    enabled: true\n    token: %s\n", c.def.Name, c.token.yaml())
+	fmt.Fprintf(b, "  %s:\n    enabled: true\n    %s: %s\n", c.def.Name, c.def.Init.Token(), c.token.yaml())
 	if c.api != "" {
 		fmt.Fprintf(b, "    %s: %s\n", c.def.Init.APIKey, quote(c.api))
 	}
-	fmt.Fprintf(b, "    allow_users: %s # numeric user ids; empty admits nobody\n", quoteList(c.users))
+	fmt.Fprintf(b, "    allow_users: %s # user ids; empty admits nobody\n", quoteList(c.users))
 	if len(c.users) > 0 { // the ids init asks for are the operator's own
 		fmt.Fprintf(b, "    admins: %s # who sees operator matters (skill errors, channel errors) in /status\n", quoteList(c.users))
 	}
@@ -564,17 +567,21 @@ func (p *prompter) askSecret(ctx context.Context, question string, cur secret, s
 	return secret{value: a}, nil
 }
 
-// askIDs asks for numeric user ids until the answer is a list of them (or
-// empty).
-func (p *prompter) askIDs(ctx context.Context, question string) ([]string, error) {
+// askIDs asks for user ids (matching pattern; nil: numeric) until the
+// answer is a list of them (or empty).
+func (p *prompter) askIDs(ctx context.Context, question string, pattern *regexp.Regexp) ([]string, error) {
 	for {
 		a, err := p.ask(ctx, question, "")
 		if err != nil {
 			return nil, err
 		}
-		ids, err := userIDs("user id", a)
+		ids, err := userIDs("user id", a, pattern)
 		if err == nil {
 			return ids, nil
+		}
+		if pattern != nil {
+			fmt.Fprintf(p.out, "  %v\n", err)
+			continue
 		}
 		fmt.Fprintf(p.out, "  %v: write the number (digits only)\n", err)
 	}
@@ -636,7 +643,7 @@ func (p *prompter) interview(ctx context.Context, path string, s *setup, o *init
 		}
 		if c.token.value != "" && !o.given[name+"-user"] {
 			var err error
-			if c.users, err = p.askIDs(ctx, q.UserQuestion); err != nil {
+			if c.users, err = p.askIDs(ctx, q.UserQuestion, q.UserID); err != nil {
 				return err
 			}
 		}

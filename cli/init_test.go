@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 )
@@ -29,7 +31,7 @@ const (
 // empty working directory.
 func initEnv(t *testing.T) string {
 	t.Helper()
-	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SWITCHBOARD_HTTP_TOKEN"} {
+	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SWITCHBOARD_HTTP_TOKEN"} {
 		t.Setenv(k, "")
 	}
 	dir := t.TempDir()
@@ -301,6 +303,44 @@ func TestInitWrites(t *testing.T) {
 	}
 }
 
+// Slack's token goes to bot_token and its member ids (U…) are taken; the
+// app token comes from SLACK_APP_TOKEN, and doctor's check of both runs.
+func TestInitSlack(t *testing.T) {
+	initEnv(t)
+	model := testkit.NewFakeLLM(t)
+	f := slackfake.New(t)
+	t.Setenv("SLACK_APP_TOKEN", slackfake.AppToken)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"init", "--non-interactive", "--config", path,
+		"--model-url", model.URL, "--model", "fake-model",
+		"--slack-token", slackfake.BotToken, "--slack-api-url", f.APIURL(), "--slack-user", "U0ADA"}, strings.NewReader(""), &out, &errb)
+	if code != ExitOK {
+		t.Fatalf("init: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	noSecrets(t, "init's output", out.String()+errb.String(), slackfake.BotToken, slackfake.AppToken)
+	if !strings.Contains(out.String(), "ok  Slack token") {
+		t.Errorf("no Slack check:\n%s", out.String())
+	}
+	body, _ := os.ReadFile(path)
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("the file does not load: %v\n%s", err, body)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the file is not valid: %v\n%s", err, body)
+	}
+	sc := config.Section[*slack.Config](cfg)
+	if sc.BotToken != slackfake.BotToken || sc.AppToken != slackfake.AppToken || !slices.Equal(sc.AllowUsers, []string{"U0ADA"}) || sc.Pairing {
+		t.Errorf("section = %+v\n%s", sc, body)
+	}
+	if code := run(t.Context(), []string{"init", "--non-interactive", "--config", filepath.Join(t.TempDir(), "c.yaml"),
+		"--model-url", model.URL, "--model", "fake-model", "--slack-token", slackfake.BotToken, "--slack-user", "42"},
+		strings.NewReader(""), &out, &errb); code == ExitOK {
+		t.Error("a numeric Slack user id was taken")
+	}
+}
+
 // Interactive mode through a pipe: each part is checked as it is
 // answered and asked again when the check fails; secrets are never shown;
 // a flag answers its question.
@@ -320,6 +360,7 @@ func TestInitInteractive(t *testing.T) {
 		"@ada",                           // user id: not digits, asked again
 		"",                               // no id: pairing
 		"",                               // Discord: skipped
+		"",                               // Slack: skipped
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer
 	code := run(t.Context(), []string{"init", "--telegram-api-endpoint", tg.URL}, strings.NewReader(answers), &out, &errb)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/switchboard-gateway/switchboard/channels/slack"
 )
 
 const examplePath = "../config.example.yaml"
@@ -41,18 +43,23 @@ func TestExampleSecretsComeFromEnvironment(t *testing.T) {
 		"DISCORD_BOT_TOKEN":          "dc-token",
 		"SWITCHBOARD_HTTP_TOKEN":     "http-token",
 		"SWITCHBOARD_SEARCH_API_KEY": "search-key",
+		"SLACK_BOT_TOKEN":            "xoxb-sl",
+		"SLACK_APP_TOKEN":            "xapp-sl",
+		"SLACK_SIGNING_SECRET":       "sl-secret",
 	})
 	cfg, err := Load(examplePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []string{telegramOf(cfg).Token, discordOf(cfg).Token, cfg.HTTP.Token, cfg.Tools.Web.Search.APIKey}
-	want := []string{"123:tg", "dc-token", "http-token", "search-key"}
+	sl := cfg.Channels.Sections[slack.Name].(*slack.Config)
+	got := []string{telegramOf(cfg).Token, discordOf(cfg).Token, cfg.HTTP.Token, cfg.Tools.Web.Search.APIKey,
+		sl.BotToken, sl.AppToken, sl.SigningSecret}
+	want := []string{"123:tg", "dc-token", "http-token", "search-key", "xoxb-sl", "xapp-sl", "sl-secret"}
 	if !slices.Equal(got, want) {
 		t.Errorf("tokens = %q, want %q", got, want)
 	}
-	if telegramOf(cfg).Enabled || discordOf(cfg).Enabled {
-		t.Error("the example enables a chat channel; both must be disabled by default")
+	if telegramOf(cfg).Enabled || discordOf(cfg).Enabled || sl.Enabled {
+		t.Error("the example enables a chat channel; all must be disabled by default")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 var envVars = []string{
 	"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL",
 	"TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SWITCHBOARD_HTTP_TOKEN", "SWITCHBOARD_SEARCH_API_KEY",
+	"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET",
 }
 
 // setEnv clears envVars, then sets env, for the duration of the test.
@@ -78,6 +79,9 @@ func normalized(c *Config) *Config {
 			*p = nil
 		}
 	}
+	for _, sec := range r.Channels.Sections { // every platform's, also one the list above does not name
+		nilEmptySlices(reflect.ValueOf(sec).Elem())
+	}
 	if len(r.MCP.Servers) == 0 {
 		r.MCP.Servers = nil
 	}
@@ -138,3 +142,18 @@ func validConfig() *Config {
 // telegramOf and discordOf are c's platform sections.
 func telegramOf(c *Config) *telegram.Config { return Section[*telegram.Config](c) }
 func discordOf(c *Config) *discord.Config   { return Section[*discord.Config](c) }
+
+// nilEmptySlices sets the empty slices among v's fields, nested structs
+// included, to nil.
+func nilEmptySlices(v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch {
+		case !f.CanSet():
+		case f.Kind() == reflect.Slice && f.Len() == 0:
+			f.SetZero()
+		case f.Kind() == reflect.Struct:
+			nilEmptySlices(f)
+		}
+	}
+}

@@ -247,7 +247,7 @@ func TestMentionGatingAndThreads(t *testing.T) {
 		t.Errorf("an unaddressed channel message: %+v", in)
 	}
 	in := byID[mention]
-	if !in.Mentioned || in.Text != "hey help" || in.ChatID != "C1:"+mention {
+	if !in.Mentioned || in.Text != "hey help" || in.ChatID != "C1:"+mention || in.ChatTitle == "" {
 		t.Fatalf("a mention: %+v", in)
 	}
 	// The reply goes into the thread the mention started.
@@ -519,6 +519,17 @@ func TestTypingShowsAStatusInThreads(t *testing.T) {
 	if len(st) != 1 || st[0].ThreadTS != "1700000000.000100" || st[0].Status != thinkingStatus {
 		t.Errorf("statuses = %+v", st)
 	}
+	// Refused in a chat: no error, and not asked again there.
+	bad, _ := newAdapter(t, f, func(o *Options) { o.BotToken = "xoxb-wrong" })
+	before := f.Calls("assistant.threads.setStatus")
+	for range 3 {
+		if err := bad.Typing(t.Context(), "C1:1700000000.000200"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.Calls("assistant.threads.setStatus") - before; n != 1 {
+		t.Errorf("asked %d times after a refusal, want 1", n)
+	}
 }
 
 func TestEventsAPI(t *testing.T) {
@@ -617,4 +628,26 @@ func postSigned(t *testing.T, url, secret, body string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+func TestSlashCommand(t *testing.T) {
+	f := slackfake.New(t)
+	a, _ := newAdapter(t, f, nil)
+	s := newSink()
+	run(t, f, a, s)
+	env := f.SlashCommand(slackfake.SlashCommand{Channel: "D1", User: "U1", Command: "/status"})
+	in := s.wait(t, "the command", s.count(1))[0]
+	if in.Text != "/status" || in.ChatID != "D1" || in.ChatType != channels.DM || !strings.HasPrefix(in.MessageID, commandPrefix) {
+		t.Errorf("command = %+v", in)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := f.WaitAcked(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.Envelopes() {
+		if e.ID == env && !strings.Contains(string(e.AckPayload), "/status") {
+			t.Errorf("ack payload = %s", e.AckPayload)
+		}
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/switchboard-gateway/switchboard/channels"
@@ -61,15 +63,19 @@ var Definition = channels.Definition{
 		UsageNote:     "(Socket Mode: also set SLACK_APP_TOKEN)",
 		TokenQuestion: "Slack bot token (xoxb-…) from your app's OAuth & Permissions page",
 		UserQuestion:  "Your Slack member id, U… (profile → ⋮ → Copy member ID; Enter: pairing codes instead)",
+		// init asks for one token; Socket Mode's app token comes from
+		// SLACK_APP_TOKEN (the Init questions have no second secret).
+		TokenKey: "bot_token",
+		UserID:   userIDRE,
 		Apply: func(s channels.Section, a channels.InitAnswers) {
 			c := s.(*Config)
 			c.Pairing = len(a.Users) == 0
-			if c.BotToken == "" {
-				c.BotToken = a.Token
+			if c.AppToken == "" {
+				c.AppToken = os.Getenv("SLACK_APP_TOKEN")
 			}
 		},
 		Extra: func(a channels.InitAnswers) string {
-			out := "    # Socket Mode needs the app-level token (xapp-…, scope connections:write).\n    app_token: \"${SLACK_APP_TOKEN}\"\n"
+			out := "    # Socket Mode's app-level token (xapp-…, scope connections:write):\n    # app_token, or SLACK_APP_TOKEN in the environment.\n"
 			if len(a.Users) == 0 {
 				out += "    # A stranger writing to the bot in a DM gets a one-time code for\n    # `switchboard pairing approve CODE`.\n    pairing: true\n"
 			}
@@ -123,8 +129,11 @@ func (c *Config) Validate(key string, v channels.Checker) {
 			v.Add(key+".app_token", "is not an app-level token: it must start with xapp- (Basic Information → App-Level Tokens)")
 		}
 	} else {
-		if !pathRE.MatchString(c.EventsPath) || c.EventsPath == "/" {
+		switch {
+		case !pathRE.MatchString(c.EventsPath) || c.EventsPath == "/":
 			v.Add(key+".events_path", fmt.Sprintf("%q must be a path below the root of http.listen, such as /slack/events", c.EventsPath))
+		case strings.HasPrefix(c.EventsPath, "/v1/") || slices.Contains([]string{"/healthz", "/readyz", "/metrics", "/login"}, c.EventsPath):
+			v.Add(key+".events_path", fmt.Sprintf("%q is one of the gateway's own routes; use another path, such as /slack/events", c.EventsPath))
 		}
 		if strings.TrimSpace(c.SigningSecret) == "" {
 			v.AddNear(key+".signing_secret", key+".events_path", "required with events_path; set it or SLACK_SIGNING_SECRET (Basic Information → Signing Secret)")
@@ -164,7 +173,7 @@ func (c *Config) Warnings(key string, note func(key, fallback, msg string)) {
 func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 	c := s.(*Config)
 	o := Options{BotToken: c.BotToken, AppToken: c.AppToken, SigningSecret: c.SigningSecret, APIURL: c.APIURL,
-		EventsPath: c.EventsPath, AllowTeams: c.AllowTeams, Logger: env.Logger}
+		EventsPath: c.EventsPath, AllowTeams: c.AllowTeams, Logger: env.Logger, LastSeen: env.LatestInbound}
 	if env.DownloadTransport != nil {
 		o.DownloadTransport = env.DownloadTransport(c.APIURL, DefaultAPIURL)
 	}

@@ -47,6 +47,7 @@ func TestConfigValidate(t *testing.T) {
 		{"a bot token as app token", "    enabled: true\n    bot_token: xoxb-1\n    app_token: xoxb-2\n", []string{"must start with xapp-"}},
 		{"events api without secret", "    enabled: true\n    bot_token: xoxb-1\n    events_path: /slack/events\n", []string{"channels.slack.signing_secret", "SLACK_SIGNING_SECRET"}},
 		{"events path not a path", "    enabled: true\n    bot_token: xoxb-1\n    signing_secret: s\n    events_path: slack\n", []string{"channels.slack.events_path"}},
+		{"events path on the chat API", "    enabled: true\n    bot_token: xoxb-1\n    signing_secret: s\n    events_path: /v1/chat/completions\n", []string{"gateway's own routes"}},
 		{"bad ids", "    enabled: true\n    bot_token: xoxb-1\n    app_token: xapp-1\n    allow_users: [\"@ann\"]\n    admins: [\"*\"]\n    allow_teams: [acme]\n",
 			[]string{"allow_users[0]", "admins[0]", "allow_teams[0]", "member id"}},
 		{"bad api url", "    enabled: true\n    bot_token: xoxb-1\n    app_token: xapp-1\n    api_url: slack.com\n", []string{"channels.slack.api_url"}},

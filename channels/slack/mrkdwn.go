@@ -223,7 +223,9 @@ func (r *renderer) block(n ast.Node) {
 		r.quote++
 		body := r.sub(func() { r.blocks(n) })
 		r.quote--
-		r.raw(prefixLines(body, "> ", ">"))
+		if strings.TrimSpace(body) != "" {
+			r.raw(prefixLines(body, "> ", ">"))
+		}
 	case *ast.List:
 		r.list(n)
 	case *east.Table:

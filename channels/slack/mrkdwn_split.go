@@ -7,10 +7,11 @@ import (
 )
 
 // MaxMessageChars is the size of one message part in characters. Slack
-// truncates a message's text past 40,000 characters and rejects longer
-// ones (msg_too_long), but asks apps to keep text under 4,000: past that
-// the client folds it behind "Show more" and a reply gets hard to read, so
-// a long reply goes out as several messages of at most 4,000.
+// truncates a message's text past 40,000 characters (its hard cap), but
+// asks apps to keep it under 4,000 for readability: a longer message is a
+// wall the reader scrolls through, so a long reply goes out as several
+// messages of at most 4,000, each cut at a paragraph where it can be.
+// (A section block's text holds at most 3,000: Split(text, 3000) for one.)
 const MaxMessageChars = 4000
 
 // fence is Slack's code block marker; a part that ends inside a block
@@ -78,35 +79,46 @@ type scanned struct {
 	runes  []int  // runes before each offset
 	atom   []bool // the offset is inside a rune, <…>, &…; or ```
 	code   []bool // a code block is open at the offset
-	opened []int  // where the open block's content starts
+	filled []bool // the open block has something visible before the offset
+	next   []int  // the first offset at or after it that is not whitespace
 }
 
 func scan(text string, fenced bool) *scanned {
 	n := len(text)
 	sc := &scanned{text: text, fenced: fenced,
 		runes: make([]int, n+1), atom: make([]bool, n+1),
-		code: make([]bool, n+1), opened: make([]int, n+1)}
+		code: make([]bool, n+1), filled: make([]bool, n+1), next: make([]int, n+1)}
 	count := 0
-	for i := range n {
-		sc.runes[i] = count
-		if utf8.RuneStart(text[i]) {
-			count++
+	for i := 0; i < n; count++ {
+		_, size := utf8.DecodeRuneInString(text[i:])
+		for j := i; j < i+size; j++ {
+			sc.runes[j] = count
 		}
+		i += size
 	}
 	sc.runes[n] = count
-	inCode, opened := false, 0
+	inCode, filled := false, false
 	for i := 0; i < n; {
 		size := atomLen(text[i:])
 		for j := i; j < i+size; j++ {
 			sc.atom[j] = j > i
-			sc.code[j], sc.opened[j] = inCode, opened
+			sc.code[j], sc.filled[j] = inCode, filled
 		}
 		if fenced && strings.HasPrefix(text[i:], fence) {
-			inCode, opened = !inCode, i+size
+			inCode, filled = !inCode, false
+		} else if !isSpace(text[i]) {
+			filled = true
 		}
 		i += size
 	}
-	sc.code[n], sc.opened[n] = inCode, opened
+	sc.code[n], sc.filled[n] = inCode, filled
+	sc.next[n] = n
+	for i := n - 1; i >= 0; i-- {
+		sc.next[i] = i
+		if isSpace(text[i]) {
+			sc.next[i] = sc.next[i+1]
+		}
+	}
 	return sc
 }
 
@@ -210,9 +222,10 @@ func (sc *scanned) emptyBlock(e int) bool {
 	if !sc.code[e] {
 		return false
 	}
-	return strings.TrimSpace(sc.text[sc.opened[e]:e]) == "" ||
-		strings.HasPrefix(strings.TrimLeft(sc.text[e:], " \t\n"), fence)
+	return !sc.filled[e] || strings.HasPrefix(sc.text[sc.next[e]:], fence)
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // cutHard cuts inside an atom longer than a part: the most runes that fit.
 func (sc *scanned) cutHard(s, room int) int {

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode"
@@ -209,7 +210,11 @@ func checkSplit(t *testing.T, text string, max int, parts []string) {
 			t.Errorf("part %d leaves a code block open: %q", i, p)
 		}
 	}
-	if got, want := visible(strings.Join(parts, "")), visible(text); got != want {
+	var joined strings.Builder
+	for _, p := range parts {
+		joined.WriteString(visible(p))
+	}
+	if got, want := joined.String(), visible(text); got != want {
 		t.Errorf("characters lost or moved:\n got %q\nwant %q", got, want)
 	}
 }
@@ -226,7 +231,8 @@ func fences(s string) int {
 	return n
 }
 
-// visible is s without whitespace and backticks (Split adds fences).
+// visible is s without whitespace and backticks (Split adds fences), an
+// invalid byte as U+FFFD.
 func visible(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsSpace(r) || r == '`' {
@@ -264,10 +270,10 @@ func FuzzRender(f *testing.F) {
 
 // checkMarkup checks that every raw < in s opens a Slack link, mention or
 // date that > closes on the same line, and that every other > is a quote
-// marker: first on its line but for indentation, and followed by a space
-// or the line's end.
+// marker: after nothing but indentation and list markers on its line, and
+// followed by a space or the line's end.
 func checkMarkup(s string) string {
-	lineStart := true
+	line := 0 // where the current line starts
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '<':
@@ -277,18 +283,17 @@ func checkMarkup(s string) string {
 			}
 			i += end + 1
 		case '>':
-			if !lineStart || i+1 < len(s) && s[i+1] != ' ' && s[i+1] != '\n' {
+			if !quoteLead.MatchString(s[line:i]) || i+1 < len(s) && s[i+1] != ' ' && s[i+1] != '\n' {
 				return "a stray >"
 			}
-		}
-		if s[i] == '\n' {
-			lineStart = true
-		} else if s[i] != ' ' {
-			lineStart = false
+		case '\n':
+			line = i + 1
 		}
 	}
 	return ""
 }
+
+var quoteLead = regexp.MustCompile(`^ *(?:(?:[•◦▪]|[0-9]+\.) +)*$`)
 
 func FuzzSplit(f *testing.F) {
 	f.Add("hello *world*", 20)

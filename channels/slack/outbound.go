@@ -323,6 +323,12 @@ func (a *Adapter) Typing(ctx context.Context, chatID string) error {
 	if thread == "" || a.noStatus.Load() {
 		return nil
 	}
+	a.mu.Lock()
+	skip := a.noStatusIn[chatID]
+	a.mu.Unlock()
+	if skip {
+		return nil
+	}
 	err := a.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
 		ChannelID: channel, ThreadTS: thread, Status: thinkingStatus,
 	})
@@ -332,8 +338,16 @@ func (a *Adapter) Typing(ctx context.Context, chatID string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &se):
-		if se.Err == "missing_scope" || se.Err == "unknown_method" || se.Err == "not_allowed_token_type" || se.Err == "method_deprecated" {
-			a.noStatus.Store(true)
+		switch se.Err {
+		case "missing_scope", "unknown_method", "not_allowed_token_type", "method_deprecated":
+			a.noStatus.Store(true) // not for this app at all
+		default:
+			a.mu.Lock()
+			if len(a.noStatusIn) > 1000 {
+				clear(a.noStatusIn)
+			}
+			a.noStatusIn[chatID] = true // not an assistant thread
+			a.mu.Unlock()
 		}
 		a.log.Debug("slack: no thinking status here", "chat", chatID, "err", se.Err)
 		return nil

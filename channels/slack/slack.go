@@ -11,7 +11,10 @@
 // redelivery, a retry or the app_mention twin of a message event as the
 // one message it is.
 //
-// See inbound.go for how conversations and threads map to chats.
+// Slack resends an unacknowledged event only for a few minutes; after a
+// longer outage the adapter catches up from the conversations' history
+// (catchup.go). See inbound.go for how conversations and threads map to
+// chats.
 package slack
 
 import (
@@ -62,6 +65,15 @@ type Options struct {
 	MaxRateLimitWait time.Duration
 	// Sleep waits between retries; default: a timer that ends with ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// LastSeen returns, per chat, the newest MessageID taken in. With it,
+	// each Socket Mode connection first catches up on what was written
+	// after those (see catchUp); without it, messages Slack gave up
+	// resending during an outage are not recovered.
+	LastSeen func(ctx context.Context) (map[string]string, error)
+	// CatchUpLimit caps the messages read per conversation (default 200).
+	CatchUpLimit int
+	// CatchUpMaxAge: older messages are not recovered (default 24 h).
+	CatchUpMaxAge time.Duration
 	// Now is the clock for the Events API's timestamps; default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -83,6 +95,11 @@ type Adapter struct {
 	now         func() time.Time
 	log         *slog.Logger
 	redactor    *strings.Replacer
+	lastSeen    func(ctx context.Context) (map[string]string, error)
+	catchUpMax  int
+	catchUpAge  time.Duration
+	catching    atomic.Bool    // a catch-up is running
+	bg          sync.WaitGroup // catch-ups
 
 	active    atomic.Bool                   // a Run is in progress
 	connected atomic.Bool                   // Socket Mode said hello; or Events API mode ready
@@ -92,9 +109,12 @@ type Adapter struct {
 	ready     chan struct{} // closed the first time events can arrive
 	readyOnce sync.Once
 
-	mu    sync.Mutex
-	me    self
-	users map[string]userInfo // user id → names, cached
+	mu     sync.Mutex
+	me     self
+	users  map[string]userInfo // user id → names, cached
+	titles map[string]string   // conversation id → name, cached
+	// noStatusIn are the chats where Slack refused a thinking status.
+	noStatusIn map[string]bool
 }
 
 type userInfo struct{ name, display string }
@@ -135,6 +155,12 @@ func New(o Options) (*Adapter, error) {
 	if o.MaxDownloadBytes <= 0 {
 		o.MaxDownloadBytes = defaultMaxDownload
 	}
+	if o.CatchUpLimit <= 0 {
+		o.CatchUpLimit = defaultCatchUpLimit
+	}
+	if o.CatchUpMaxAge <= 0 {
+		o.CatchUpMaxAge = defaultCatchUpMaxAge
+	}
 	if o.MaxRateLimitWait <= 0 {
 		o.MaxRateLimitWait = time.Minute
 	}
@@ -146,7 +172,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		botToken: o.BotToken, appToken: strings.TrimSpace(o.AppToken), secret: o.SigningSecret, eventsPath: o.EventsPath,
 		allowTeams: slices.Clone(o.AllowTeams), maxDownload: o.MaxDownloadBytes, maxWait: o.MaxRateLimitWait,
-		sleep: o.Sleep, now: o.Now, log: log, users: map[string]userInfo{}, ready: make(chan struct{}),
+		sleep: o.Sleep, now: o.Now, log: log, lastSeen: o.LastSeen, catchUpMax: o.CatchUpLimit, catchUpAge: o.CatchUpMaxAge, users: map[string]userInfo{}, titles: map[string]string{}, noStatusIn: map[string]bool{}, ready: make(chan struct{}),
 	}
 	a.redactor = strings.NewReplacer(secretPairs(o.BotToken, o.AppToken, o.SigningSecret)...)
 	a.api = slack.New(o.BotToken, slack.OptionAPIURL(o.APIURL), slack.OptionHTTPClient(client),
@@ -223,7 +249,11 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 		defer a.sink.Store(nil)
 		a.setConnected(true)
 		a.log.Info("slack: taking events over HTTP", "path", a.eventsPath)
+		if a.lastSeen != nil {
+			a.bg.Go(func() { a.catchUp(ctx, sink) })
+		}
 		<-ctx.Done()
+		a.bg.Wait()
 		return nil
 	}
 	return a.runSocket(ctx, sink)
@@ -253,6 +283,7 @@ func (a *Adapter) authenticate(ctx context.Context) error {
 // it returns only when the app token is refused.
 func (a *Adapter) runSocket(ctx context.Context, sink channels.Sink) error {
 	ctx, cancel := context.WithCancel(ctx)
+	defer a.bg.Wait()
 	defer cancel()
 	smc := socketmode.New(a.api, socketmode.OptionLog(libLogger{a.log}))
 	done := make(chan error, 1)
@@ -278,8 +309,17 @@ func (a *Adapter) runSocket(ctx context.Context, sink channels.Sink) error {
 func (a *Adapter) onSocketEvent(ctx context.Context, smc *socketmode.Client, sink channels.Sink, ev socketmode.Event) {
 	switch ev.Type {
 	case socketmode.EventTypeHello:
+		was := a.connected.Load()
 		a.setConnected(true)
-		a.log.Info("slack: socket mode connected")
+		if !was {
+			a.log.Info("slack: socket mode connected")
+			if a.lastSeen != nil && a.catching.CompareAndSwap(false, true) {
+				a.bg.Go(func() {
+					defer a.catching.Store(false)
+					a.catchUp(ctx, sink)
+				})
+			}
+		}
 		return
 	case socketmode.EventTypeConnecting:
 		a.connected.Store(false)
@@ -381,6 +421,9 @@ func (a *Adapter) handleEvent(ctx context.Context, sink channels.Sink, e slackev
 		return nil
 	}
 	in.UserName, in.DisplayName = a.userNames(ctx, in.UserID)
+	if in.ChatType == channels.Group {
+		in.ChatTitle = a.chatTitle(ctx, p.Channel)
+	}
 	return a.deliver(ctx, sink, in)
 }
 
@@ -450,6 +493,37 @@ func (a *Adapter) userNames(ctx context.Context, id string) (string, string) {
 	a.users[id] = u
 	a.mu.Unlock()
 	return u.name, u.display
+}
+
+// chatTitle returns a conversation's name (conversations.info, cached;
+// empty when it fails).
+func (a *Adapter) chatTitle(ctx context.Context, channel string) string {
+	a.mu.Lock()
+	t, ok := a.titles[channel]
+	a.mu.Unlock()
+	if ok {
+		return t
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := a.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	if err != nil {
+		a.log.Debug("slack: conversations.info", "chat", channel, "err", a.redact(err.Error()))
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) { // refused (no channels:read): don't ask again
+			a.mu.Lock()
+			a.titles[channel] = ""
+			a.mu.Unlock()
+		}
+		return ""
+	}
+	a.mu.Lock()
+	if len(a.titles) > 10_000 {
+		clear(a.titles)
+	}
+	a.titles[channel] = c.Name
+	a.mu.Unlock()
+	return c.Name
 }
 
 // libLogger sends slack-go's log lines to slog at debug level.
