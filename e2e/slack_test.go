@@ -86,7 +86,7 @@ type slackServe struct {
 // startSlackServe runs serve against a new fake Slack (Socket Mode) and a
 // scripted model; more sets more of the configuration. It returns once the
 // adapter has opened its Socket Mode connection (with events_path set: once
-// it has checked its bot token).
+// it takes events over HTTP).
 func startSlackServe(t *testing.T, more ...func(*config.Config)) *slackServe {
 	t.Helper()
 	return startSlackServeOn(t, slackfake.New(t), more...)
@@ -111,12 +111,18 @@ func startSlackServeOn(t *testing.T, sl *slackfake.Fake, more ...func(*config.Co
 		m(c)
 	}
 	s.cfg = cfgfile.Write(t, c)
-	ready := s.connected(0)
-	if config.Section[*slack.Config](c).EventsPath != "" {
-		// Events API mode: no socket; up once the bot token was checked.
-		ready = func(ctx context.Context) error { return sl.WaitCalls(ctx, "auth.test", 1) }
+	if config.Section[*slack.Config](c).EventsPath == "" {
+		s.serveRun = startServe(t, s.cfg, s.connected(0))
+		return s
 	}
-	s.serveRun = startServe(t, s.cfg, ready)
+	// Events API mode: no socket; up once the adapter takes events (the
+	// handler answers 503 until then, and Slack would retry).
+	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return sl.WaitCalls(ctx, "auth.test", 1) })
+	for _, line := range []string{"slack: taking events over HTTP", "http listening"} {
+		if err := waitLog(s.ctx(t), s.stderr, line); err != nil {
+			t.Fatalf("%v\nstderr:\n%s", err, s.stderr.String())
+		}
+	}
 	return s
 }
 
@@ -427,9 +433,6 @@ func TestSlackEventsAPIRetry(t *testing.T) {
 		sc := config.Section[*slack.Config](c)
 		sc.AppToken, sc.EventsPath, sc.SigningSecret = "", "/slack/events", slSigningSecret
 	})
-	if err := waitLog(s.ctx(t), s.stderr, "http listening"); err != nil {
-		t.Fatal(err)
-	}
 	events := "http://" + listenLine.FindStringSubmatch(logLine(s.stderr, "http listening"))[1] + "/slack/events"
 	ctx := s.ctx(t)
 
