@@ -294,7 +294,7 @@ func TestSlackServe(t *testing.T) {
 		s.expect(ch, 2)
 	})
 
-	t.Run("stranger gets one pairing reply and nothing reaches the model", func(t *testing.T) {
+	t.Run("stranger gets one pairing reply, nothing reaches the model until the code is approved", func(t *testing.T) {
 		dm := slackDM()
 		calls := s.model.Calls()
 		var said []string
@@ -302,8 +302,9 @@ func TestSlackServe(t *testing.T) {
 			said = append(said, s.say(dm, slMallory, text, ""))
 		}
 		notice := s.waitPosted(t, dm, 1)[0]
-		if !regexp.MustCompile(`\b[A-Z2-9]{8}\b`).MatchString(notice.Text) {
-			t.Errorf("the reply %q holds no pairing code", notice.Text)
+		code := regexp.MustCompile(`pairing code is ([A-Z2-9]{8})\b`).FindStringSubmatch(notice.Text)
+		if code == nil {
+			t.Fatalf("the reply %q holds no pairing code", notice.Text)
 		}
 		// Every envelope acknowledged: all three messages were taken in.
 		s.waitAcked(t, said...)
@@ -315,7 +316,21 @@ func TestSlackServe(t *testing.T) {
 				t.Errorf("the stranger's %q reached the model in %d request(s)", text, n)
 			}
 		}
-		s.expect(dm, 1) // checked once serve has drained: no second reply
+		// The operator approves the code while serve runs: mallory is in.
+		var out, errb strings.Builder
+		rc := run(s.ctx(t), []string{"pairing", "approve", code[1], "--config", s.cfg}, strings.NewReader(""), &out, &errb)
+		if want := "approved slack user " + slMallory; rc != exitOK || !strings.Contains(out.String(), want) {
+			t.Fatalf("pairing approve: code %d, stdout %q, stderr %q; want 0 and %q", rc, out.String(), errb.String(), want)
+		}
+		s.answer("thanks for letting me in", testkit.Reply{Text: "Welcome, Mallory."})
+		s.say(dm, slMallory, "thanks for letting me in", "")
+		if got := s.waitPosted(t, dm, 2); got[1].Text != "Welcome, Mallory." {
+			t.Fatalf("DM holds %q, want the model's reply after the approval", slackTexts(got))
+		}
+		if n := s.model.Calls() - calls; n != 1 {
+			t.Errorf("model calls = %d, want 1 (only after the approval)", n)
+		}
+		s.expect(dm, 2) // checked once serve has drained: nothing more
 	})
 
 	t.Run("a redelivered envelope is one turn", func(t *testing.T) {
