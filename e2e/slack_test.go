@@ -85,7 +85,8 @@ type slackServe struct {
 
 // startSlackServe runs serve against a new fake Slack (Socket Mode) and a
 // scripted model; more sets more of the configuration. It returns once the
-// adapter has opened its Socket Mode connection.
+// adapter has opened its Socket Mode connection (with events_path set: once
+// it takes events over HTTP).
 func startSlackServe(t *testing.T, more ...func(*config.Config)) *slackServe {
 	t.Helper()
 	return startSlackServeOn(t, slackfake.New(t), more...)
@@ -110,7 +111,18 @@ func startSlackServeOn(t *testing.T, sl *slackfake.Fake, more ...func(*config.Co
 		m(c)
 	}
 	s.cfg = cfgfile.Write(t, c)
-	s.serveRun = startServe(t, s.cfg, s.connected(0))
+	if config.Section[*slack.Config](c).EventsPath == "" {
+		s.serveRun = startServe(t, s.cfg, s.connected(0))
+		return s
+	}
+	// Events API mode: no socket; up once the adapter takes events (the
+	// handler answers 503 until then, and Slack would retry).
+	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return sl.WaitCalls(ctx, "auth.test", 1) })
+	for _, line := range []string{"slack: taking events over HTTP", "http listening"} {
+		if err := waitLog(s.ctx(t), s.stderr, line); err != nil {
+			t.Fatalf("%v\nstderr:\n%s", err, s.stderr.String())
+		}
+	}
 	return s
 }
 
@@ -282,7 +294,7 @@ func TestSlackServe(t *testing.T) {
 		s.expect(ch, 2)
 	})
 
-	t.Run("stranger gets one pairing reply and nothing reaches the model", func(t *testing.T) {
+	t.Run("stranger gets one pairing reply, nothing reaches the model until the code is approved", func(t *testing.T) {
 		dm := slackDM()
 		calls := s.model.Calls()
 		var said []string
@@ -290,8 +302,9 @@ func TestSlackServe(t *testing.T) {
 			said = append(said, s.say(dm, slMallory, text, ""))
 		}
 		notice := s.waitPosted(t, dm, 1)[0]
-		if !regexp.MustCompile(`\b[A-Z2-9]{8}\b`).MatchString(notice.Text) {
-			t.Errorf("the reply %q holds no pairing code", notice.Text)
+		code := regexp.MustCompile(`pairing code is ([A-Z2-9]{8})\b`).FindStringSubmatch(notice.Text)
+		if code == nil {
+			t.Fatalf("the reply %q holds no pairing code", notice.Text)
 		}
 		// Every envelope acknowledged: all three messages were taken in.
 		s.waitAcked(t, said...)
@@ -303,7 +316,21 @@ func TestSlackServe(t *testing.T) {
 				t.Errorf("the stranger's %q reached the model in %d request(s)", text, n)
 			}
 		}
-		s.expect(dm, 1) // checked once serve has drained: no second reply
+		// The operator approves the code while serve runs: mallory is in.
+		var out, errb strings.Builder
+		rc := run(s.ctx(t), []string{"pairing", "approve", code[1], "--config", s.cfg}, strings.NewReader(""), &out, &errb)
+		if want := "approved slack user " + slMallory; rc != exitOK || !strings.Contains(out.String(), want) {
+			t.Fatalf("pairing approve: code %d, stdout %q, stderr %q; want 0 and %q", rc, out.String(), errb.String(), want)
+		}
+		s.answer("thanks for letting me in", testkit.Reply{Text: "Welcome, Mallory."})
+		s.say(dm, slMallory, "thanks for letting me in", "")
+		if got := s.waitPosted(t, dm, 2); got[1].Text != "Welcome, Mallory." {
+			t.Fatalf("DM holds %q, want the model's reply after the approval", slackTexts(got))
+		}
+		if n := s.model.Calls() - calls; n != 1 {
+			t.Errorf("model calls = %d, want 1 (only after the approval)", n)
+		}
+		s.expect(dm, 2) // checked once serve has drained: nothing more
 	})
 
 	t.Run("a redelivered envelope is one turn", func(t *testing.T) {
@@ -355,7 +382,14 @@ func TestSlackServe(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("the reply did not arrive: %q: %v\nstderr:\n%s", slackTexts(s.sl.BotMessages(dm)), err, s.stderr.String())
 		}
-		parts := slackTexts(got[:len(got)-1])
+		// A preview shown while the reply streamed in is gone: edited into
+		// the first part, or deleted.
+		var parts []string
+		for _, m := range got[:len(got)-1] {
+			if !m.Deleted {
+				parts = append(parts, m.Text)
+			}
+		}
 		for i, p := range parts {
 			if n := len(p); n > slackfake.MaxMessageText {
 				t.Errorf("part %d has %d characters, over Slack's %d", i+1, n, slackfake.MaxMessageText)
@@ -367,7 +401,7 @@ func TestSlackServe(t *testing.T) {
 			}
 			t.Errorf("the %d parts are not the reply split at whitespace", len(parts))
 		}
-		t.Logf("a reply of %d words and %d characters arrived in %d message(s)", 4000, len(reply), len(parts))
+		t.Logf("a reply of %d words and %d characters arrived in %d message(s) (%d preview(s) deleted)", 4000, len(reply), len(parts), len(got)-1-len(parts))
 		s.expect(dm, len(got))
 	})
 
@@ -409,23 +443,11 @@ func (s *slackServe) waitAcked(t *testing.T, tss ...string) {
 // refused.
 func TestSlackEventsAPIRetry(t *testing.T) {
 	sl := slackfake.New(t)
-	model := testkit.NewFakeLLM(t)
-	s := &slackServe{sl: sl, model: model, modelScript: newModelScript(model), final: map[string]int{}}
-	dir := t.TempDir()
-	c := modelConfig(model.URL)
-	s.db = filepath.Join(dir, "switchboard.db")
-	c.Store.Path, c.Skills.Dir = s.db, filepath.Join(dir, "skills")
-	c.Learning.Enabled = false
-	c.HTTP.Listen = "127.0.0.1:0"
-	c.Log.Level = "debug"
-	slackSection(sl)(&c.Channels)
-	sc := config.Section[*slack.Config](c)
-	sc.AppToken, sc.EventsPath, sc.SigningSecret = "", "/slack/events", slSigningSecret
-	s.cfg = cfgfile.Write(t, c)
-	s.serveRun = startServe(t, s.cfg, func(ctx context.Context) error { return sl.WaitCalls(ctx, "auth.test", 1) })
-	if err := waitLog(s.ctx(t), s.stderr, "http listening"); err != nil {
-		t.Fatal(err)
-	}
+	s := startSlackServeOn(t, sl, func(c *config.Config) {
+		c.HTTP.Listen = "127.0.0.1:0"
+		sc := config.Section[*slack.Config](c)
+		sc.AppToken, sc.EventsPath, sc.SigningSecret = "", "/slack/events", slSigningSecret
+	})
 	events := "http://" + listenLine.FindStringSubmatch(logLine(s.stderr, "http listening"))[1] + "/slack/events"
 	ctx := s.ctx(t)
 
@@ -500,7 +522,7 @@ func TestSlackEventsAPIRetry(t *testing.T) {
 	if u := userTexts(s.requestFor(t, "and again")); !slices.Equal(u, []string{"over HTTP", "and again"}) {
 		t.Errorf("user messages the model saw = %q, want each once", u)
 	}
-	if n := model.Calls(); n != 3 {
+	if n := s.model.Calls(); n != 3 {
 		t.Errorf("model calls = %d, want 3 (one per message, none for the retries or the forged one)", n)
 	}
 	if n := s.requestsMentioning("forged"); n != 0 {
