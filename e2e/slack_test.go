@@ -336,17 +336,17 @@ func TestSlackServe(t *testing.T) {
 	t.Run("a redelivered envelope is one turn", func(t *testing.T) {
 		dm := slackDM()
 		calls := s.model.Calls()
-		// The fake sends the envelope again 1 ms after each send until it is
-		// acknowledged: sooner than the adapter can store the message and
-		// answer, so the adapter gets it at least twice.
+		// The adapter's first acknowledgement is lost on the way, so the
+		// fake sends the envelope again after the redelivery delay: the
+		// adapter gets the stored message a second time.
 		s.answer("are you there?", testkit.Reply{Text: "Here, once."})
-		s.sl.SetRedelivery(time.Millisecond, 0)
-		ts := s.say(dm, slBob, "are you there?", "")
+		s.sl.SetRedelivery(50*time.Millisecond, 0)
+		ts := s.sl.Say(slackfake.UserMessage{Channel: dm, User: slBob, Text: "are you there?", LoseFirstAck: true})
 		if err := s.sl.WaitFor(s.ctx(t), func() bool { return sentTimes(s.sl, ts) >= 2 }); err != nil {
 			t.Fatalf("the envelope was not sent again (%d times): %v", sentTimes(s.sl, ts), err)
 		}
-		s.sl.SetRedelivery(time.Second, 0)
 		s.waitAcked(t, ts)
+		s.sl.SetRedelivery(time.Second, 0)
 		s.waitPosted(t, dm, 1)
 		s.answer("still?", testkit.Reply{Text: "Still here."})
 		s.say(dm, slBob, "still?", "")

@@ -24,6 +24,11 @@ type UserMessage struct {
 	ThreadTS string // a reply in this thread
 	Files    []File // files shared with it (subtype file_share, as on Slack)
 	BotID    string // another bot's message (bot_id set); "" for a person
+	// LoseFirstAck loses the first acknowledgement of each of the
+	// message's envelopes on its way, as a network may: the envelope is
+	// sent again after the redelivery delay (SetRedelivery), and the
+	// adapter gets the message twice.
+	LoseFirstAck bool
 }
 
 // Click is a press of a button on one of the bot's messages.
@@ -50,7 +55,9 @@ func (f *Fake) Say(m UserMessage) (ts string) {
 	defer f.mu.Unlock()
 	mm, events := f.sayLocked(m)
 	for _, ev := range events {
-		f.queueLocked(f.newEventEnvelopeLocked(ev))
+		e := f.newEventEnvelopeLocked(ev)
+		e.loseAck = m.LoseFirstAck
+		f.queueLocked(e)
 	}
 	f.notify()
 	return mm.TS

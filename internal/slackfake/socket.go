@@ -31,6 +31,7 @@ type Envelope struct {
 	// answers), nil when it had none.
 	AckPayload json.RawMessage
 	Dropped    bool // given up after the retries SetRedelivery allows
+	LostAcks   int  // acknowledgements lost (UserMessage.LoseFirstAck)
 	// AckedIn is the time from the first send to the acknowledgement
 	// (Slack wants it within 3 s).
 	AckedIn time.Duration
@@ -38,6 +39,7 @@ type Envelope struct {
 
 type envelope struct {
 	Envelope
+	loseAck bool      // its next acknowledgement is lost (UserMessage.LoseFirstAck)
 	accepts bool      // accepts_response_payload
 	first   time.Time // first sent
 	conn    *sockConn
@@ -219,6 +221,12 @@ func (f *Fake) ack(id string, payload json.RawMessage) {
 	defer f.mu.Unlock()
 	e := f.byID[id]
 	if e == nil || e.Acked {
+		return
+	}
+	if e.loseAck {
+		e.loseAck = false
+		e.LostAcks++
+		f.notify()
 		return
 	}
 	e.Acked = true

@@ -329,3 +329,26 @@ func TestLimitsWithLeavesDefaultsAlone(t *testing.T) {
 		t.Errorf("second auth.test at 1/min: %v, want a 60 s Retry-After", err)
 	}
 }
+
+// A lost acknowledgement (UserMessage.LoseFirstAck) leaves the envelope unacknowledged:
+// it is sent again, and the next acknowledgement counts.
+func TestLostAckIsRedelivered(t *testing.T) {
+	f := New(t)
+	f.SetRedelivery(20*time.Millisecond, 0)
+	ctx := testCtx(t)
+	sm := socket(t, f)
+	f.Say(UserMessage{Channel: "D1", User: "U1", Text: "hello", LoseFirstAck: true})
+	first := next(t, ctx, sm, socketmode.EventTypeEventsAPI)
+	sm.Ack(*first.Request) // lost
+	again := next(t, ctx, sm, socketmode.EventTypeEventsAPI)
+	if again.Request.EnvelopeID != first.Request.EnvelopeID || again.Request.RetryAttempt != 1 {
+		t.Fatalf("after a lost ack got %s attempt %d, want %s attempt 1", again.Request.EnvelopeID, again.Request.RetryAttempt, first.Request.EnvelopeID)
+	}
+	sm.Ack(*again.Request)
+	if err := f.WaitAcked(ctx, first.Request.EnvelopeID); err != nil {
+		t.Fatal(err)
+	}
+	if e := f.Envelopes()[0]; e.LostAcks != 1 || e.Sent != 2 || !e.Acked {
+		t.Errorf("envelope %+v, want one lost ack, two sends, acknowledged", e)
+	}
+}
