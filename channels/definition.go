@@ -96,6 +96,9 @@ type Checker interface {
 	URL(key, val string, schemes []string, example string)
 	// SharedStore reports whether replicas may share the store (PostgreSQL).
 	SharedStore() bool
+	// HTTPServed reports whether http.listen is set: a channel that takes
+	// its events by HTTP (HTTPHandler) needs it.
+	HTTPServed() bool
 }
 
 // RequireToken reports an empty token of an enabled section.

@@ -27,7 +27,7 @@ func (c *Config) Validate() error {
 	if c == nil {
 		return &Error{Msg: "no configuration"}
 	}
-	v := &checker{src: c.src, sharedStore: c.Store.Driver == StorePostgres}
+	v := &checker{src: c.src, sharedStore: c.Store.Driver == StorePostgres, httpServed: c.HTTP.Listen != ""}
 
 	// llm
 	v.httpURL("llm.base_url", c.LLM.BaseURL, "https://api.openai.com/v1")
@@ -338,6 +338,7 @@ var (
 type checker struct {
 	src         *source
 	sharedStore bool // store.driver is postgres
+	httpServed  bool // http.listen is set
 	errs        []*Error
 }
 
@@ -464,3 +465,5 @@ func (v *checker) URL(key, val string, schemes []string, example string) {
 	v.url(key, val, schemes, example)
 }
 func (v *checker) SharedStore() bool { return v.sharedStore }
+
+func (v *checker) HTTPServed() bool { return v.httpServed }

@@ -138,6 +138,9 @@ func (c *Config) Validate(key string, v channels.Checker) {
 		if strings.TrimSpace(c.SigningSecret) == "" {
 			v.AddNear(key+".signing_secret", key+".events_path", "required with events_path; set it or SLACK_SIGNING_SECRET (Basic Information → Signing Secret)")
 		}
+		if !v.HTTPServed() {
+			v.AddNear(key+".events_path", "http.listen", "needs http.listen: the Events API posts to this path on the gateway's HTTP server; set http.listen (behind an HTTPS proxy), or leave events_path empty for Socket Mode")
+		}
 	}
 	ids(v, key+".allow_users", c.AllowUsers, userIDRE, true, "a Slack member id such as U012AB3CD (profile → ⋮ → Copy member ID)")
 	ids(v, key+".admins", c.Admins, userIDRE, false, "a Slack member id such as U012AB3CD (profile → ⋮ → Copy member ID)")

@@ -15,9 +15,15 @@ import (
 // loads and validates it.
 func load(t *testing.T, section string) (*config.Config, error) {
 	t.Helper()
+	return loadWith(t, "", section)
+}
+
+// loadWith is load with more top-level YAML before the channels.
+func loadWith(t *testing.T, top, section string) (*config.Config, error) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.yaml")
-	data := "llm:\n  base_url: http://127.0.0.1:1/v1\n  api_key: sk-test-0123456789\n  model: m\nstore:\n  path: " +
+	data := top + "llm:\n  base_url: http://127.0.0.1:1/v1\n  api_key: sk-test-0123456789\n  model: m\nstore:\n  path: " +
 		filepath.Join(dir, "sb.db") + "\nchannels:\n  slack:\n" + section
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
@@ -70,6 +76,16 @@ func TestConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The Events API posts to the gateway's HTTP server: events_path without
+// http.listen is refused at load, not found out when nothing arrives.
+func TestEventsPathNeedsHTTPListen(t *testing.T) {
+	t.Setenv("SLACK_APP_TOKEN", "")
+	_, err := loadWith(t, "http:\n  listen: \"\"\n", "    enabled: true\n    bot_token: xoxb-1\n    signing_secret: s3cret\n    events_path: /slack/events\n    allow_users: [U012AB3CD]\n")
+	if err == nil || !strings.Contains(err.Error(), "channels.slack.events_path") || !strings.Contains(err.Error(), "needs http.listen") {
+		t.Fatalf("events_path without http.listen: %v; want an error naming channels.slack.events_path and http.listen", err)
 	}
 }
 
