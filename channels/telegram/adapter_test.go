@@ -1287,12 +1287,13 @@ func TestBatchDeliversChatsAtOnceInOrder(t *testing.T) {
 				case <-waitCtx(t).Done():
 					return errors.New("b1 was not delivered while a1 waited")
 				}
-			case "b1":
-				close(bobIn)
 			}
 			mu.Lock()
 			got = append(got, in.Text)
 			mu.Unlock()
+			if in.Text == "b1" {
+				close(bobIn) // after b1 is recorded: a1 may record itself at once
+			}
 			return nil
 		}
 		e.run(t, s)
