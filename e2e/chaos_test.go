@@ -40,7 +40,8 @@ package e2e
 //   - the nth send whose answer reached the child, a few milliseconds later:
 //     the delivery record is being written;
 //   - the arrival of messages: right after getUpdates handed updates over
-//     (Telegram), or after a dispatch on the gateway (Discord): intake;
+//     (Telegram), after a dispatch on the gateway (Discord), or after a
+//     user's message went out as a Socket Mode envelope (Slack): intake;
 //   - Telegram: a poll that would confirm delivered updates, before the Bot
 //     API sees it: the offset confirmation.
 //

@@ -8,8 +8,8 @@ package e2e
 // answered only when the bot is mentioned, in its thread; a stranger gets
 // one pairing reply and nothing reaches the model; a redelivered envelope
 // and an Events API retry are one turn; an approval by button across a
-// restart; a 4,000-word reply whole and in order; a preview edited into
-// the reply; chat.postMessage down for 45 s, then one late reply per
+// restart; a 4,000-word reply whole and in order, its preview replaced;
+// a preview edited into the reply; chat.postMessage down for 45 s, then one late reply per
 // message. The chaos test has its Slack part in chaos_test.go.
 
 import (
@@ -364,13 +364,14 @@ func TestSlackServe(t *testing.T) {
 		s.expect(dm, 2)
 	})
 
-	t.Run("a 4,000-word reply arrives whole and in order", func(t *testing.T) {
+	t.Run("a 4,000-word reply streamed under a preview arrives whole and in order", func(t *testing.T) {
 		reply := longSlackReply()
 		if n := len(strings.Fields(reply)); n != 4000 {
 			t.Fatalf("test reply has %d words, want 4000", n)
 		}
 		dm := slackDM()
-		s.answer("Tell me a long story", testkit.Reply{Text: reply})
+		// Streamed a paragraph every 25 ms: a preview shows while it comes.
+		s.answer("Tell me a long story", testkit.Reply{TextChunks: strings.SplitAfter(reply, "\n\n"), ChunkDelay: 25 * time.Millisecond})
 		s.say(dm, slAlice, "Tell me a long story", "")
 		// The parts come one after another; the turn ends after the last.
 		s.answer("The end?", testkit.Reply{Text: "The end."})
@@ -382,13 +383,18 @@ func TestSlackServe(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("the reply did not arrive: %q: %v\nstderr:\n%s", slackTexts(s.sl.BotMessages(dm)), err, s.stderr.String())
 		}
-		// A preview shown while the reply streamed in is gone: edited into
+		// The preview shown while the reply streamed in is gone: edited into
 		// the first part, or deleted.
 		var parts []string
+		previewed := false
 		for _, m := range got[:len(got)-1] {
+			previewed = previewed || m.Deleted || m.Edits > 0
 			if !m.Deleted {
 				parts = append(parts, m.Text)
 			}
+		}
+		if !previewed {
+			t.Errorf("no message was edited or deleted: the reply was not previewed")
 		}
 		for i, p := range parts {
 			if n := len(p); n > slackfake.MaxMessageText {
