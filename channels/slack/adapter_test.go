@@ -271,6 +271,49 @@ func TestMentionGatingAndThreads(t *testing.T) {
 	}
 }
 
+// A reply in a thread the bot takes part in needs no mention: one a
+// mention started, one the bot posted in, or one stored before a restart
+// (LastSeen); in any other thread a reply still needs one.
+func TestThreadsTheBotIsInNeedNoMention(t *testing.T) {
+	f := slackfake.New(t)
+	f.SetLimits(slackfake.NoLimits)
+	root := f.Say(slackfake.UserMessage{Channel: "C1", User: "U1", Text: "an old thread the bot answered"})
+	other := f.Say(slackfake.UserMessage{Channel: "C1", User: "U1", Text: "a thread without the bot"})
+	a, _ := newAdapter(t, f, func(o *Options) {
+		o.LastSeen = func(context.Context) (map[string]string, error) {
+			return map[string]string{"C1:" + root: root, "D9": "1.0"}, nil
+		}
+	})
+	s := newSink()
+	run(t, f, a, s)
+	mention := f.Say(slackfake.UserMessage{Channel: "C1", User: "U1", Text: "<@UBOT> start here"})
+	s.wait(t, "the two roots and the mention", s.count(3)) // the roots were queued for the first connection
+	inMention := f.Say(slackfake.UserMessage{Channel: "C1", User: "U1", Text: "and a follow-up", ThreadTS: mention})
+	inStored := f.Say(slackfake.UserMessage{Channel: "C1", User: "U1", Text: "back after a restart", ThreadTS: root})
+	inOther := f.Say(slackfake.UserMessage{Channel: "C1", User: "U1", Text: "just people talking", ThreadTS: other})
+	got := s.wait(t, "three thread replies", s.count(6))
+	byID := map[string]channels.Inbound{}
+	for _, in := range got {
+		byID[in.MessageID] = in
+	}
+	if !byID[inMention].Mentioned || !byID[inStored].Mentioned {
+		t.Errorf("replies in the bot's threads: %+v, %+v; want both addressed", byID[inMention], byID[inStored])
+	}
+	if byID[inOther].Mentioned {
+		t.Errorf("a reply in a thread without the bot is addressed: %+v", byID[inOther])
+	}
+	// A thread the bot posts in takes replies without a mention too.
+	if _, err := a.Send(t.Context(), channels.Outbound{ChatID: "C1:" + other, Text: "joining"}); err != nil {
+		t.Fatal(err)
+	}
+	again := f.Say(slackfake.UserMessage{Channel: "C1", User: "U1", Text: "thanks for joining", ThreadTS: other})
+	for _, in := range s.wait(t, "the reply after the bot posted", s.count(7)) {
+		if in.MessageID == again && !in.Mentioned {
+			t.Errorf("a reply after the bot posted in the thread: %+v; want addressed", in)
+		}
+	}
+}
+
 func TestBotsAreIgnored(t *testing.T) {
 	f := slackfake.New(t)
 	f.SetLimits(slackfake.NoLimits)

@@ -171,6 +171,7 @@ func (a *Adapter) sendParts(ctx context.Context, m channels.Outbound, ps []strin
 			m.Parts.Confirmed(ctx, i, ts)
 		}
 	}
+	a.joinThread(m.ChatID) // a reply there needs no mention from now on
 	return last, nil
 }
 

@@ -115,6 +115,11 @@ type Adapter struct {
 	titles map[string]string   // conversation id → name, cached
 	// noStatusIn are the chats where Slack refused a thinking status.
 	noStatusIn map[string]bool
+	// threads are the channel threads the bot takes part in (a mention
+	// started them, or it posted there): a reply in one needs no mention.
+	// Seeded once from the stored chats (Options.LastSeen).
+	threads     map[string]bool
+	threadsSeed sync.Once
 }
 
 type userInfo struct{ name, display string }
@@ -172,7 +177,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		botToken: o.BotToken, appToken: strings.TrimSpace(o.AppToken), secret: o.SigningSecret, eventsPath: o.EventsPath,
 		allowTeams: slices.Clone(o.AllowTeams), maxDownload: o.MaxDownloadBytes, maxWait: o.MaxRateLimitWait,
-		sleep: o.Sleep, now: o.Now, log: log, lastSeen: o.LastSeen, catchUpMax: o.CatchUpLimit, catchUpAge: o.CatchUpMaxAge, users: map[string]userInfo{}, titles: map[string]string{}, noStatusIn: map[string]bool{}, ready: make(chan struct{}),
+		sleep: o.Sleep, now: o.Now, log: log, lastSeen: o.LastSeen, catchUpMax: o.CatchUpLimit, catchUpAge: o.CatchUpMaxAge, users: map[string]userInfo{}, titles: map[string]string{}, noStatusIn: map[string]bool{}, threads: map[string]bool{}, ready: make(chan struct{}),
 	}
 	a.redactor = strings.NewReplacer(secretPairs(o.BotToken, o.AppToken, o.SigningSecret)...)
 	a.api = slack.New(o.BotToken, slack.OptionAPIURL(o.APIURL), slack.OptionHTTPClient(client),
@@ -411,6 +416,9 @@ func (a *Adapter) handleEvent(ctx context.Context, sink channels.Sink, e slackev
 		return nil
 	}
 	in := inbound(p, me)
+	if in.ChatType == channels.Group && !in.Mentioned && p.ThreadTS != "" && a.inThread(ctx, in.ChatID) {
+		in.Mentioned = true // a thread the bot takes part in: no mention needed
+	}
 	var left int
 	in.Attachments, left = attachments(ctx, p.Files, a.maxDownload, a.download)
 	if left > 0 {
@@ -424,7 +432,46 @@ func (a *Adapter) handleEvent(ctx context.Context, sink channels.Sink, e slackev
 	if in.ChatType == channels.Group {
 		in.ChatTitle = a.chatTitle(ctx, p.Channel)
 	}
-	return a.deliver(ctx, sink, in)
+	if err := a.deliver(ctx, sink, in); err != nil {
+		return err
+	}
+	if in.ChatType == channels.Group && in.Mentioned {
+		a.joinThread(in.ChatID)
+	}
+	return nil
+}
+
+// inThread reports whether the bot takes part in the thread chatID.
+func (a *Adapter) inThread(ctx context.Context, chatID string) bool {
+	a.threadsSeed.Do(func() {
+		if a.lastSeen == nil {
+			return
+		}
+		seen, err := a.lastSeen(ctx)
+		if err != nil {
+			a.log.Warn("slack: read the stored chats (a reply in a thread the bot was in needs a mention until it posts there again)", "err", err)
+			return
+		}
+		for chat := range seen {
+			if _, thread := splitChat(chat); thread != "" {
+				a.joinThread(chat)
+			}
+		}
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.threads[chatID]
+}
+
+// joinThread records that the bot takes part in the thread chatID (a
+// chat key with a thread; others are ignored).
+func (a *Adapter) joinThread(chatID string) {
+	if _, thread := splitChat(chatID); thread == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.threads[chatID] = true
 }
 
 // handleInteraction delivers a button press; other interactions are
