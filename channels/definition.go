@@ -168,6 +168,10 @@ type Init struct {
 
 	TokenQuestion string // the question for the token
 	UserQuestion  string // the question for the user ids
+	// More are further secrets init asks for after the token, such as
+	// Slack's app-level token: each has a flag --NAME-Flag and falls back
+	// to its field's environment variable (the env tag).
+	More []InitSecret
 	// Apply (optional) sets more of the section from the answers; init
 	// has set enabled, token, allow_users and admins (the operator's own
 	// ids) and, when given, APIKey.
@@ -188,11 +192,20 @@ func (i *Init) Token() string {
 	return i.TokenKey
 }
 
+// InitSecret is one more secret init asks for (Init.More).
+type InitSecret struct {
+	Key      string // the section's key it sets, such as "app_token"
+	Flag     string // its flag after "NAME-", such as "app-token"
+	Usage    string // the flag's help
+	Question string // the question (Enter skips it)
+}
+
 // InitAnswers are the answers init collected for one channel.
 type InitAnswers struct {
 	Token string
-	API   string   // the API address; empty: the default
-	Users []string // the operator's user ids
+	API   string            // the API address; empty: the default
+	Users []string          // the operator's user ids
+	More  map[string]string // Init.More's answers by key; empty: skipped
 }
 
 // SectionOf returns the section of type T in sections, or a zero T.

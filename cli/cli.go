@@ -195,6 +195,9 @@ func initChannelFlagsUsage() string {
 		if d.Init.UsageNote != "" {
 			desc += " " + d.Init.UsageNote
 		}
+		for _, m := range d.Init.More {
+			desc += fmt.Sprintf(", --%s-%s TOKEN", d.Name, m.Flag)
+		}
 		fmt.Fprintf(&b, "%-*s %s\n", usageColumn-1, line, desc)
 		api = append(api, fmt.Sprintf("--%s-%s URL", d.Name, d.Init.APIFlag))
 	}
@@ -215,6 +218,9 @@ func nonInteractiveUsage() string {
 	words := []string{"OPENAI_*,"}
 	for _, d := range initChannels() {
 		words = append(words, config.FallbackEnv("channels."+d.Name+"."+d.Init.Token())+",")
+		for _, m := range d.Init.More {
+			words = append(words, config.FallbackEnv("channels."+d.Name+"."+m.Key)+",")
+		}
 	}
 	words[len(words)-1] = strings.TrimSuffix(words[len(words)-1], ",") + ")"
 	line := "  --non-interactive    ask nothing (flags, then"

@@ -135,12 +135,12 @@ func TestUsageListsInitFlagsOfEveryChannel(t *testing.T) {
 	want := `  --model-url URL  --api-key KEY  --model NAME          the model server
   --telegram-token TOKEN  --telegram-user ID            Telegram (no ID: pairing)
   --discord-token TOKEN  --discord-user ID              Discord
-  --slack-token TOKEN  --slack-user ID                  Slack (Socket Mode: also set SLACK_APP_TOKEN)
+  --slack-token TOKEN  --slack-user ID                  Slack, --slack-app-token TOKEN
   --telegram-api-endpoint URL  --discord-api-base URL  --slack-api-url URL
                                                         other API servers
   --http-listen ADDR   the HTTP API and dashboard (default 127.0.0.1:8080)
   --non-interactive    ask nothing (flags, then OPENAI_*, TELEGRAM_BOT_TOKEN,
-                       DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN)
+                       DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN, SLACK_APP_TOKEN)
   --force              replace an existing file
 `
 	if !strings.Contains(usage, want) {

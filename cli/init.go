@@ -40,6 +40,7 @@ type initOptions struct {
 // --NAME-user and its API address flag (channels.Init.APIFlag).
 type channelFlags struct {
 	token, user, api string
+	more             map[string]*string // Init.More's flags by key
 }
 
 // initChannels are the platforms init asks about, in the registry's order.
@@ -65,6 +66,10 @@ func (o *initOptions) register(fs *flag.FlagSet) {
 		fs.StringVar(&f.token, d.Name+"-token", "", "init: "+d.Init.TokenUsage)
 		fs.StringVar(&f.user, d.Name+"-user", "", "init: "+d.Init.UserUsage)
 		fs.StringVar(&f.api, d.Name+"-"+d.Init.APIFlag, "", "init: "+d.Init.APIUsage)
+		f.more = map[string]*string{}
+		for _, m := range d.Init.More {
+			f.more[m.Key] = fs.String(d.Name+"-"+m.Flag, "", "init: "+m.Usage)
+		}
 	}
 	fs.StringVar(&o.httpListen, "http-listen", "", "init: the HTTP API and dashboard address (default 127.0.0.1:8080)")
 	fs.BoolVar(&o.nonInteractive, "non-interactive", false, "init: ask nothing; take the flags and the environment")
@@ -101,11 +106,18 @@ type channelSetup struct {
 	token secret // empty: the channel stays off
 	api   string // the API endpoint; empty: the default
 	users []string
+	more  map[string]secret // Init.More's answers by key
 }
 
 // answers are the setup as its definition's Init takes them.
 func (c *channelSetup) answers() channels.InitAnswers {
-	return channels.InitAnswers{Token: c.token.value, API: c.api, Users: c.users}
+	more := map[string]string{}
+	for k, v := range c.more {
+		if v.value != "" {
+			more[k] = v.value
+		}
+	}
+	return channels.InitAnswers{Token: c.token.value, API: c.api, Users: c.users, More: more}
 }
 
 // setup is the configuration init writes.
@@ -197,7 +209,15 @@ func (o *initOptions) setup() (*setup, error) {
 			f = &channelFlags{}
 		}
 		c := &channelSetup{def: d, api: f.api,
-			token: pick(f.token, d.Name+"-token", config.FallbackEnv("channels."+d.Name+"."+d.Init.Token()))}
+			token: pick(f.token, d.Name+"-token", config.FallbackEnv("channels."+d.Name+"."+d.Init.Token())),
+			more:  map[string]secret{}}
+		for _, m := range d.Init.More {
+			var v string
+			if p := f.more[m.Key]; p != nil {
+				v = *p
+			}
+			c.more[m.Key] = pick(v, d.Name+"-"+m.Flag, config.FallbackEnv("channels."+d.Name+"."+m.Key))
+		}
 		var err error
 		if c.users, err = userIDs("--"+d.Name+"-user", f.user, d.Init.UserID); err != nil {
 			return nil, err
@@ -246,6 +266,9 @@ func (s *setup) config() *config.Config {
 		common := sec.Settings()
 		common.Enabled, common.AllowUsers, common.Admins = c.token.value != "", c.users, c.users
 		channels.SetString(sec, c.def.Init.Token(), c.token.value)
+		for _, m := range c.def.Init.More {
+			channels.SetString(sec, m.Key, c.more[m.Key].value)
+		}
 		if c.api != "" {
 			channels.SetString(sec, c.def.Init.APIKey, c.api)
 		}
@@ -370,6 +393,11 @@ func (c *channelSetup) write(b *strings.Builder) {
 		return
 	}
 	fmt.Fprintf(b, "  %s:\n    enabled: true\n    %s: %s\n", c.def.Name, c.def.Init.Token(), c.token.yaml())
+	for _, m := range c.def.Init.More {
+		if v := c.more[m.Key]; v.value != "" {
+			fmt.Fprintf(b, "    %s: %s\n", m.Key, v.yaml())
+		}
+	}
 	if c.api != "" {
 		fmt.Fprintf(b, "    %s: %s\n", c.def.Init.APIKey, quote(c.api))
 	}
@@ -635,6 +663,17 @@ func (p *prompter) interview(ctx context.Context, path string, s *setup, o *init
 				var err error
 				if c.token, err = p.askSecret(ctx, q.TokenQuestion, c.token, true); err != nil {
 					return err
+				}
+			}
+			if c.token.value != "" {
+				for _, m := range q.More {
+					if first && o.given[name+"-"+m.Flag] {
+						continue
+					}
+					var err error
+					if c.more[m.Key], err = p.askSecret(ctx, m.Question, c.more[m.Key], true); err != nil {
+						return err
+					}
 				}
 			}
 			if c.token.value == "" || !hasCheck || check(chk) {

@@ -439,3 +439,55 @@ func TestInitFlagsOnlyForInit(t *testing.T) {
 		t.Fatalf("exit %d\nstderr: %s", code, errb.String())
 	}
 }
+
+// Slack's app-level token is asked after its bot token, checked with it
+// (apps.connections.open) and written to the file; the flag answers it.
+func TestInitSlackAsksTheAppToken(t *testing.T) {
+	dir := initEnv(t)
+	model := testkit.NewFakeLLM(t)
+	f := slackfake.New(t)
+	answers := strings.Join([]string{
+		model.URL, "", "fake-model", // the model
+		"",                 // Telegram: skipped
+		"",                 // Discord: skipped
+		slackfake.BotToken, // Slack bot token
+		slackfake.AppToken, // Slack app-level token
+		"U0ADA",            // member id
+	}, "\n") + "\n"
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"init", "--slack-api-url", f.APIURL()}, strings.NewReader(answers), &out, &errb)
+	if code != ExitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	noSecrets(t, "the conversation", out.String()+errb.String(), slackfake.BotToken, slackfake.AppToken)
+	if !strings.Contains(out.String(), "Slack app-level token (xapp-…, scope connections:write) for Socket Mode") ||
+		!strings.Contains(out.String(), "ok: Slack token") {
+		t.Errorf("the conversation lacks the app token's question or the check:\n%s", out.String())
+	}
+	if f.Calls("apps.connections.open") == 0 {
+		t.Error("the app token was not checked")
+	}
+	cfg, err := config.Load(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := config.Section[*slack.Config](cfg); sc.AppToken != slackfake.AppToken || sc.BotToken != slackfake.BotToken {
+		t.Errorf("the file holds %+v", sc)
+	}
+
+	// The flag answers the question, and the file takes its value.
+	path := filepath.Join(t.TempDir(), "flag.yaml")
+	out.Reset()
+	if code := run(t.Context(), []string{"init", "--non-interactive", "--config", path, "--model-url", model.URL, "--model", "fake-model",
+		"--slack-token", slackfake.BotToken, "--slack-app-token", slackfake.AppToken, "--slack-api-url", f.APIURL(), "--slack-user", "U0ADA"},
+		strings.NewReader(""), &out, &errb); code != ExitOK {
+		t.Fatalf("init with --slack-app-token: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	cfg, err = config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := config.Section[*slack.Config](cfg); sc.AppToken != slackfake.AppToken {
+		t.Errorf("--slack-app-token: the file holds %+v", sc)
+	}
+}

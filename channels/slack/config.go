@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -60,29 +59,31 @@ var Definition = channels.Definition{
 		APIFlag:       "api-url",
 		APIUsage:      "another Slack Web API URL",
 		APIKey:        "api_url",
-		UsageNote:     "(Socket Mode: also set SLACK_APP_TOKEN)",
 		TokenQuestion: "Slack bot token (xoxb-…) from your app's OAuth & Permissions page",
 		UserQuestion:  "Your Slack member id, U… (profile → ⋮ → Copy member ID; Enter: pairing codes instead)",
-		// init asks for one token; Socket Mode's app token comes from
-		// SLACK_APP_TOKEN (the Init questions have no second secret).
-		TokenKey: "bot_token",
-		UserID:   userIDRE,
+		TokenKey:      "bot_token",
+		More: []channels.InitSecret{{Key: "app_token", Flag: "app-token",
+			Usage:    "the Slack app-level token for Socket Mode, xapp-… (default SLACK_APP_TOKEN)",
+			Question: "Slack app-level token (xapp-…, scope connections:write) for Socket Mode, from Basic Information → App-Level Tokens"}},
+		UserID: userIDRE,
 		Apply: func(s channels.Section, a channels.InitAnswers) {
-			c := s.(*Config)
-			c.Pairing = len(a.Users) == 0
-			if c.AppToken == "" {
-				c.AppToken = os.Getenv("SLACK_APP_TOKEN")
-			}
+			s.(*Config).Pairing = len(a.Users) == 0
 		},
 		Extra: func(a channels.InitAnswers) string {
-			out := "    # Socket Mode's app-level token (xapp-…, scope connections:write):\n    # app_token, or SLACK_APP_TOKEN in the environment.\n"
+			out := ""
+			if a.More["app_token"] == "" {
+				out = "    # Socket Mode's app-level token (xapp-…, scope connections:write):\n    # app_token, or SLACK_APP_TOKEN in the environment.\n"
+			}
 			if len(a.Users) == 0 {
 				out += "    # A stranger writing to the bot in a DM gets a one-time code for\n    # `switchboard pairing approve CODE`.\n    pairing: true\n"
 			}
 			return out
 		},
 		NextSteps: func(a channels.InitAnswers, arg string) string {
-			s := "Slack: set SLACK_APP_TOKEN to the app-level token (xapp-…) for Socket Mode;\n  docs/operations.md has the app manifest to paste.\n"
+			s := "Slack: docs/operations.md has the app manifest to paste.\n"
+			if a.More["app_token"] == "" {
+				s = "Slack: set SLACK_APP_TOKEN to the app-level token (xapp-…) for Socket Mode;\n  docs/operations.md has the app manifest to paste.\n"
+			}
 			if len(a.Users) == 0 {
 				s += fmt.Sprintf("  Write to the bot in a DM; it answers with a pairing code. Admit yourself\n  with: switchboard pairing approve CODE%s\n", arg)
 			}
