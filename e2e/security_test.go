@@ -325,7 +325,12 @@ func TestSecurityServe(t *testing.T) {
 				s.tg.PushText(tgAlice, tgAlice, "alice", "make the model fail")
 				s.tgWait(t, tgAlice, before+1)
 				// The failed turn's error is stored and shown on the
-				// dashboard: there too without the key.
+				// dashboard: there too without the key. The apology goes
+				// out before the turn is recorded; its "turn done" line
+				// comes after.
+				if err := waitLogLine(waitCtx(t), s.child.stderr, "turn done", "llm_error"); err != nil {
+					t.Fatal(err)
+				}
 				var pages strings.Builder
 				for id := 1; ; id++ {
 					code, body := s.api(t, "GET", fmt.Sprintf("/turns/%d", id), "Bearer "+secHTTPToken, "")

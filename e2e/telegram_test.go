@@ -236,6 +236,24 @@ func logLine(log *lineWriter, text string) string {
 
 // waitLog waits until log holds text. (A log line has no event to wait on;
 // it is polled.)
+// waitLogLine waits until one line of log holds every one of texts.
+func waitLogLine(ctx context.Context, log *lineWriter, texts ...string) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, line := range strings.Split(log.String(), "\n") {
+			if !slices.ContainsFunc(texts, func(t string) bool { return !strings.Contains(line, t) }) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for a line with %q in the log: %w", texts, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 func waitLog(ctx context.Context, log *lineWriter, text string) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
