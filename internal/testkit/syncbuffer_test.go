@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -16,11 +17,21 @@ func TestSyncBufferWaitFor(t *testing.T) {
 	contains := func(want string) func(string) (string, bool) {
 		return func(text string) (string, bool) { return want, strings.Contains(text, want) }
 	}
+	// "ready" is written once WaitFor has looked and not found it.
+	looked := make(chan struct{})
+	var once sync.Once
 	go func() {
-		time.Sleep(10 * time.Millisecond)
+		<-looked
 		b.Write([]byte("ready\n"))
 	}()
-	if got, err := b.WaitFor(t.Context(), contains("ready")); err != nil || got != "ready" {
+	waitReady := func(text string) (string, bool) {
+		got, ok := contains("ready")(text)
+		if !ok {
+			once.Do(func() { close(looked) })
+		}
+		return got, ok
+	}
+	if got, err := b.WaitFor(t.Context(), waitReady); err != nil || got != "ready" {
 		t.Fatalf("WaitFor = %q, %v", got, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
