@@ -35,6 +35,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 // Options configure an Adapter.
@@ -152,7 +153,7 @@ func New(o Options) (*Adapter, error) {
 	}
 	log = log.With("channel", Name)
 	if o.Sleep == nil {
-		o.Sleep = sleepCtx
+		o.Sleep = waitfor.Sleep
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -579,20 +580,6 @@ type libLogger struct{ log *slog.Logger }
 func (l libLogger) Output(_ int, s string) error {
 	l.log.Debug(strings.TrimSpace(s), "lib", "slack-go")
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return context.Cause(ctx)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 var (
