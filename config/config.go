@@ -368,8 +368,12 @@ const (
 	defaultPlanFeedbackTimeout = 10 * time.Minute
 	// The name the console user gets in the store and in the prompt.
 	defaultConsoleUser = "local"
-	// Relative to the working directory, next to the database.
-	defaultSkillsDir = "skills"
+	// Beside the configuration file (see skillsNextTo), like the database;
+	// not "skills", which in a clone of the repository is a Go package.
+	defaultSkillsDir = "switchboard-skills"
+	// legacySkillsDir is the default of earlier versions, in the working
+	// directory.
+	legacySkillsDir = "skills"
 	// defaultWorkspace is where command tools run: a directory of its own,
 	// never the service's working directory with its config and database.
 	defaultWorkspace = "workspace"
@@ -508,6 +512,9 @@ type source struct {
 	// storeNote explains a store.path kept in the working directory for an
 	// earlier version's database (see storeNextTo); empty otherwise.
 	storeNote string
+	// skillsNote likewise explains a skills.dir kept at an earlier
+	// version's default (see skillsNextTo).
+	skillsNote string
 }
 
 // where returns the file and line at which key was set, if it was set in a file.

@@ -42,7 +42,8 @@ import (
 // in the file wins over the environment, which wins over the built-in default.
 //
 // A SQLite store.path the file does not set defaults to switchboard.db in the
-// file's directory (see storeNextTo).
+// file's directory (see storeNextTo), and an unset skills.dir is
+// switchboard-skills there (see skillsNextTo).
 //
 // Problems are reported as *Error values naming the file, line and key; all
 // of them are reported at once, joined with errors.Join.
@@ -62,6 +63,7 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	cfg.storeNextTo(path)
+	cfg.skillsNextTo(path)
 	return cfg, nil
 }
 

@@ -51,3 +51,44 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, fs.ErrNotExist)
 }
+
+// skillsNextTo makes the skills folder default to switchboard-skills
+// beside the configuration file at path when the file does not set
+// skills.dir, as storeNextTo does for the database: never the "skills"
+// folder of a clone, which holds Go source. A file in the working
+// directory keeps the relative default.
+//
+// A setup from before this rule keeps working: when nothing is at the new
+// place and the working directory has a skills folder of skill files (no
+// Go source), that folder stays in use, and Warnings says so.
+func (c *Config) skillsNextTo(path string) {
+	if c.src == nil || c.src.lines["skills.dir"] != 0 || c.Skills.Dir != defaultSkillsDir {
+		return
+	}
+	beside := defaultSkillsDir
+	if dir := filepath.Dir(path); !sameDir(dir, ".") {
+		beside = filepath.Join(dir, defaultSkillsDir)
+	}
+	if !exists(beside) && isSkillsFolder(legacySkillsDir) {
+		wd, _ := os.Getwd()
+		c.src.skillsNote = "skills.dir is not set, so the skills belong beside the configuration, in " + beside +
+			"; " + filepath.Join(wd, legacySkillsDir) + " (where earlier versions looked) is used instead, as it exists and that one does not: set skills.dir to keep it, or move the files"
+		beside = legacySkillsDir
+	}
+	c.Skills.Dir = beside
+}
+
+// isSkillsFolder reports whether dir exists and holds no Go source (a
+// clone's skills package is not an operator's skills folder).
+func isSkillsFolder(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) == ".go" {
+			return false
+		}
+	}
+	return true
+}

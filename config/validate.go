@@ -70,7 +70,7 @@ func (c *Config) Validate() error {
 	v.positive("agent.plan_step_max_steps", c.Agent.PlanStepMaxSteps, "such as 10")
 	v.positiveDuration("agent.plan_feedback_timeout", c.Agent.PlanFeedbackTimeout, "10m")
 	v.positiveDuration("agent.model_outage_max_age", c.Agent.ModelOutageMaxAge, "1h")
-	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "skills" (it may be empty)`)
+	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "switchboard-skills" (it may be empty)`)
 	v.oneOf("skills.self_improve", c.Skills.SelfImprove, "off", "propose", "apply")
 	c.validateGrants(v)
 	if l := c.Learning; l.Enabled {
@@ -305,6 +305,9 @@ func (c *Config) Warnings() []string {
 	}
 	if c.src != nil && c.src.storeNote != "" {
 		notes = append(notes, (&Error{File: c.src.file, Key: "store.path", Msg: c.src.storeNote}).Error())
+	}
+	if c.src != nil && c.src.skillsNote != "" {
+		notes = append(notes, (&Error{File: c.src.file, Key: "skills.dir", Msg: c.src.skillsNote}).Error())
 	}
 	for _, d := range registry.All {
 		if sec := c.Channels.Sections[d.Name]; sec != nil {

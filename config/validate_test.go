@@ -93,7 +93,7 @@ func TestValidate(t *testing.T) {
 			[]string{"agent.user_daily_token_budget: must not be negative, got -1 (0 means unlimited)"}},
 		{"budgets set", func(c *Config) { c.Agent.TurnTokenBudget = 10000; c.Agent.UserDailyTokenBudget = 1e6 }, nil},
 		{"skills.dir empty", func(c *Config) { c.Skills.Dir = "" },
-			[]string{`skills.dir: must not be empty; set it to a directory of skill files, such as "skills" (it may be empty)`}},
+			[]string{`skills.dir: must not be empty; set it to a directory of skill files, such as "switchboard-skills" (it may be empty)`}},
 		{"self_improve unknown", func(c *Config) { c.Skills.SelfImprove = "always" },
 			[]string{`skills.self_improve: "always" is not one of off, propose, apply`}},
 		{"self_improve apply", func(c *Config) { c.Skills.SelfImprove = "apply" }, nil},
