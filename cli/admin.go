@@ -16,6 +16,7 @@ import (
 // the command runs, the store is closed, and what it returns becomes the
 // exit code.
 type storeCommand struct {
+	name string
 	// usage is printed, with exit code 2, when the arguments do not fit.
 	usage string
 	// ready reports whether args are worth opening the store for; the
@@ -36,6 +37,12 @@ type adminRun struct {
 
 // storeCommandNamed returns the admin command on the store called name.
 func storeCommandNamed(name string) (storeCommand, bool) {
+	c, ok := storeCommandFor(name)
+	c.name = name
+	return c, ok
+}
+
+func storeCommandFor(name string) (storeCommand, bool) {
 	switch name {
 	case "pairing":
 		return storeCommand{
@@ -68,6 +75,21 @@ func storeCommandNamed(name string) (storeCommand, bool) {
 	return storeCommand{}, false
 }
 
+// loadStoreConfig loads the configuration for a command on the store: only
+// the store's settings are checked (config.ValidateStore), so that an
+// operator can approve a pairing code as the service user without the
+// secrets in the unit's EnvironmentFile.
+func loadStoreConfig(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.ValidateStore(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return cfg, nil
+}
+
 // errUsage from a command prints its usage, exit code 2.
 var errUsage = errors.New("usage")
 
@@ -80,6 +102,10 @@ func (e usageError) Error() string { return e.msg }
 func (c storeCommand) do(ctx context.Context, cfg *config.Config, args []string, out, errw io.Writer) int {
 	if !c.ready(args) {
 		fmt.Fprint(errw, c.usage)
+		return ExitConfig
+	}
+	if err := ownerRefused(cfg, c.name); err != nil {
+		fmt.Fprintf(errw, "switchboard: %v\n", err)
 		return ExitConfig
 	}
 	if c.refuse != nil {

@@ -163,7 +163,11 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 		}
 	}
 
-	cfg, err := gateway.LoadConfig(*cfgPath)
+	load := gateway.LoadConfig
+	if isAdmin {
+		load = loadStoreConfig // the model's and the bots' secrets are not needed
+	}
+	cfg, err := load(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchboard: %v\n", err)
 		return ExitConfig

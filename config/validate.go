@@ -168,6 +168,21 @@ func (c *Config) Validate() error {
 	return joinErrors(v.errs)
 }
 
+// ValidateStore reports what is wrong with the settings an admin command
+// on the store needs (store.*, cluster.*, skills.dir), like Validate, and
+// nothing else: `switchboard pairing`, `schedule` and `skills proposals`
+// work without the model's and the bots' secrets, which a service keeps in
+// its unit's environment.
+func (c *Config) ValidateStore() error {
+	if c == nil {
+		return &Error{Msg: "no configuration"}
+	}
+	v := &checker{src: c.src, sharedStore: c.Store.Driver == StorePostgres}
+	c.validateStore(v)
+	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "switchboard-skills" (it may be empty)`)
+	return joinErrors(v.errs)
+}
+
 // validateWebAndFiles checks tools.web.* and tools.files.*.
 func (c *Config) validateWebAndFiles(v *checker) {
 	if w := c.Tools.Web; w.Enabled {
