@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/term"
@@ -22,6 +23,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/httpapi"
+	"github.com/switchboard-gateway/switchboard/llm"
 )
 
 // initOptions are the flags of `switchboard init`. They are parsed with
@@ -378,10 +380,13 @@ llm:
 			c.write(&b)
 		}
 	}
-	if s.httpListen != "" {
-		fmt.Fprintf(&b, "\nhttp:\n  listen: %s\n", quote(s.httpListen))
+	if s.httpListen != "" || s.httpToken.value != "" {
+		b.WriteString("\nhttp:\n")
+		if s.httpListen != "" {
+			fmt.Fprintf(&b, "  listen: %s\n", quote(s.httpListen))
+		}
 		if s.httpToken.value != "" {
-			fmt.Fprintf(&b, "  # The API's bearer token and the dashboard's login: beyond loopback\n  # every route but /healthz needs it.\n  token: %s\n", s.httpToken.yaml())
+			fmt.Fprintf(&b, "  # The API's bearer token and the dashboard's login: every route but\n  # /healthz needs it.\n  token: %s\n", s.httpToken.yaml())
 		}
 	}
 	return []byte(b.String())
@@ -416,19 +421,47 @@ func (s *setup) nextSteps(path string) string {
 	if filepath.Clean(path) != config.DefaultPath {
 		arg = " --config " + path
 	}
+	prog := programName
 	var b strings.Builder
-	fmt.Fprintf(&b, "Next:\n  switchboard check%s   validate it and see what would run\n", arg)
+	fmt.Fprintf(&b, "Next:\n  %s check%s   validate it and see what would run\n", prog, arg)
 	if !s.anyChannel() {
-		fmt.Fprintf(&b, "  switchboard chat%s    talk to the bot in this terminal\n", arg)
+		fmt.Fprintf(&b, "  %s chat%s    talk to the bot in this terminal\n", prog, arg)
+	} else {
+		fmt.Fprintf(&b, "  %s serve%s   start the bot\n", prog, arg)
+	}
+	signIn := "no sign-in on loopback"
+	if s.httpToken.value != "" {
+		signIn = "sign in with http.token from " + path
+		if s.httpToken.env != "" {
+			signIn = "sign in with $" + s.httpToken.env
+		}
+	}
+	fmt.Fprintf(&b, "  %s   the dashboard while serve runs (%s)\n", httpapi.DashboardURL(firstNonEmpty(s.httpListen, config.Default().HTTP.Listen)), signIn)
+	if !s.anyChannel() {
 		return b.String()
 	}
-	fmt.Fprintf(&b, "  switchboard serve%s   start the bot\n", arg)
 	for _, c := range s.channels {
 		if c.token.value != "" && c.def.Init.NextSteps != nil {
-			b.WriteString(c.def.Init.NextSteps(c.answers(), arg))
+			// The platforms word their steps for a binary on PATH.
+			b.WriteString(strings.ReplaceAll(c.def.Init.NextSteps(c.answers(), arg), "switchboard pairing", prog+" pairing"))
 		}
 	}
 	return b.String()
+}
+
+// programName is the binary as the operator ran it, for the commands init
+// suggests (see commandName).
+var programName = commandName(os.Args[0])
+
+// commandName is how to run the binary started as arg0 again: as typed
+// ("./switchboard", "/opt/sb/switchboard"), or its name when the shell
+// found it on PATH; "switchboard" when the binary is not named so (a test
+// binary).
+func commandName(arg0 string) string {
+	if !strings.HasPrefix(filepath.Base(arg0), "switchboard") {
+		return "switchboard"
+	}
+	return arg0
 }
 
 // newHTTPToken is a random http.token: 32 bytes, 64 hex characters.
@@ -643,13 +676,8 @@ func (p *prompter) interview(ctx context.Context, path string, s *setup, o *init
 				return err
 			}
 		}
-		for !first || !o.given["model"] || s.model == "" {
-			if s.model, err = p.ask(ctx, "Model", s.model); err != nil {
-				return err
-			}
-			if s.model != "" {
-				break
-			}
+		if err := p.askModel(ctx, s, o, first); err != nil {
+			return err
 		}
 		if check(modelCheck) {
 			break
@@ -687,8 +715,80 @@ func (p *prompter) interview(ctx context.Context, path string, s *setup, o *init
 			}
 		}
 	}
+	if err := p.askHTTPToken(ctx, s); err != nil {
+		return err
+	}
 	if err := s.config().Validate(); err != nil {
 		return fmt.Errorf("these answers do not make a valid configuration:\n%w", err)
+	}
+	return nil
+}
+
+// askModel asks for the model until the answer is one the server offers:
+// an empty answer lists the server's models, and a model it does not
+// offer is asked again with the list (not the URL and key, which work).
+// Without the list (--no-check, or a server that does not answer) the
+// model check that follows judges the answer.
+func (p *prompter) askModel(ctx context.Context, s *setup, o *initOptions, first bool) error {
+	var offered []string
+	if !o.noCheck {
+		offered, _ = serverModels(ctx, s.config())
+	}
+	isOffered := func() bool { return len(offered) == 0 || slices.Contains(offered, s.model) }
+	if first && o.given["model"] && s.model != "" && isOffered() {
+		return nil
+	}
+	for {
+		def := s.model
+		switch {
+		case s.model != "" && !isOffered():
+			fmt.Fprintf(p.out, "  the server does not offer %q; it offers: %s\n", s.model, clipList(offered, 20))
+			def = ""
+		case s.model == "" && len(offered) > 0:
+			fmt.Fprintf(p.out, "  the server offers: %s\n", clipList(offered, 20))
+		}
+		if def == "" && len(offered) == 1 {
+			def = offered[0]
+		}
+		var err error
+		if s.model, err = p.ask(ctx, "Model", def); err != nil {
+			return err
+		}
+		if s.model != "" && isOffered() {
+			return nil
+		}
+	}
+}
+
+// serverModels asks the model server of cfg for its models.
+func serverModels(ctx context.Context, cfg *config.Config) ([]string, error) {
+	c, err := llm.New(llm.Config{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: "-", MaxRetries: -1})
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	return c.Models(cctx)
+}
+
+// askHTTPToken offers a sign-in token for the dashboard and the chat API
+// (beyond loopback there is one already: it is required there).
+func (p *prompter) askHTTPToken(ctx context.Context, s *setup) error {
+	if s.httpToken.value != "" {
+		return nil
+	}
+	listen := firstNonEmpty(s.httpListen, config.Default().HTTP.Listen)
+	a, err := p.ask(ctx, fmt.Sprintf("Protect the dashboard (%s) and the chat API with a sign-in token? y/n", httpapi.DashboardURL(listen)), "y")
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(strings.ToLower(a), "y") {
+		return nil
+	}
+	if v := strings.TrimSpace(os.Getenv("SWITCHBOARD_HTTP_TOKEN")); v != "" {
+		s.httpToken = secret{value: v, env: "SWITCHBOARD_HTTP_TOKEN"}
+	} else {
+		s.httpToken = secret{value: newHTTPToken()}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -70,7 +71,8 @@ func TestInitNonInteractiveServes(t *testing.T) {
 		t.Fatalf("init: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
 	noSecrets(t, "init's output", out.String()+errb.String(), initAPIKey, initTgToken)
-	for _, want := range []string{"ok  model server", "ok  Telegram token", "wrote " + path + " (mode 0600)", "switchboard serve --config " + path} {
+	for _, want := range []string{"ok  model server", "ok  Telegram token", "wrote " + path + " (mode 0600)", "switchboard serve --config " + path,
+		"the dashboard while serve runs"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("init's output lacks %q:\n%s", want, out.String())
 		}
@@ -122,6 +124,39 @@ func TestInitNonInteractiveServes(t *testing.T) {
 		t.Errorf("the database is not beside the configuration: %v", err)
 	}
 	noSecrets(t, "serve's log", serveErr.String(), initAPIKey, initTgToken)
+	if m := regexp.MustCompile(`dashboard=http://127\.0\.0\.1:([0-9]+)/`).FindStringSubmatch(serveErr.String()); m == nil || m[1] == "0" {
+		t.Errorf("serve's start-up lines do not give the dashboard's URL:\n%s", serveErr.String())
+	}
+}
+
+// init's next steps name the binary as it was run (./switchboard from a
+// clone), and the dashboard.
+func TestInitNextStepsNameTheBinary(t *testing.T) {
+	for _, tt := range []struct{ arg0, want string }{
+		{"switchboard", "switchboard"},
+		{"./switchboard", "./switchboard"},
+		{"/usr/local/bin/switchboard", "/usr/local/bin/switchboard"},
+		{"/tmp/go-build1/b001/cli.test", "switchboard"},
+	} {
+		if got := commandName(tt.arg0); got != tt.want {
+			t.Errorf("commandName(%q) = %q, want %q", tt.arg0, got, tt.want)
+		}
+	}
+	initEnv(t)
+	prev := programName
+	programName = "./switchboard"
+	t.Cleanup(func() { programName = prev })
+	var out, errb bytes.Buffer
+	if code := run(t.Context(), []string{"init", "--non-interactive", "--no-check", "--model", "m", "--telegram-token", "1:x"},
+		strings.NewReader(""), &out, &errb); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	for _, want := range []string{"\n  ./switchboard check   ", "\n  ./switchboard serve   ", "./switchboard pairing approve CODE",
+		"\n  http://127.0.0.1:8080/   the dashboard while serve runs (no sign-in on loopback)\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("next steps lack %q:\n%s", want, out.String())
+		}
+	}
 }
 
 // freeURL is a model server URL on 127.0.0.1 where nothing listens.
@@ -351,16 +386,15 @@ func TestInitInteractive(t *testing.T) {
 	answers := strings.Join([]string{
 		model.URL,                        // model server URL
 		initAPIKey,                       // API key
-		"no-such-model",                  // model: not offered, so the three are asked again
-		"",                               // URL: keep
-		"",                               // key: keep the one typed
-		"fake-model",                     // model
+		"no-such-model",                  // model: not offered, so the model alone is asked again
+		"",                               // model: the one offered
 		"7305551111:AAF-wrong-Secret_xx", // Telegram token: rejected, asked again
 		initTgToken,                      // Telegram token
 		"@ada",                           // user id: not digits, asked again
 		"",                               // no id: pairing
 		"",                               // Discord: skipped
 		"",                               // Slack: skipped
+		"",                               // a sign-in token for the dashboard: yes
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer
 	code := run(t.Context(), []string{"init", "--telegram-api-endpoint", tg.URL}, strings.NewReader(answers), &out, &errb)
@@ -371,10 +405,8 @@ func TestInitInteractive(t *testing.T) {
 	for _, want := range []string{
 		"Model server URL (OpenAI-compatible; for Ollama: http://localhost:11434/v1) [https://api.openai.com/v1]: \n",
 		"API key (Enter for none): ",
-		`model server: ` + model.URL + ` answers but does not offer model "no-such-model" (it offers fake-model)`,
-		"Model server URL (OpenAI-compatible; for Ollama: http://localhost:11434/v1) [" + model.URL + "]: ",
-		"API key (Enter: the one given before): ",
-		"Model [no-such-model]: ",
+		"  the server offers: fake-model\nModel [fake-model]: ",
+		`  the server does not offer "no-such-model"; it offers: fake-model` + "\nModel [fake-model]: ",
 		"ok: model server",
 		"Telegram token: getMe: the token was rejected (status 401)",
 		"ok: Telegram token",
@@ -383,10 +415,15 @@ func TestInitInteractive(t *testing.T) {
 		"This writes config.yaml.",
 		"wrote config.yaml (mode 0600)",
 		"switchboard pairing approve CODE",
+		"Protect the dashboard (http://127.0.0.1:8080/) and the chat API with a sign-in token? y/n [y]: ",
+		"  http://127.0.0.1:8080/   the dashboard while serve runs (sign in with http.token from config.yaml)\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the conversation lacks %q:\n%s", want, out.String())
 		}
+	}
+	if n := strings.Count(out.String(), "Model server URL"); n != 1 {
+		t.Errorf("the model server URL was asked %d times; a model the server does not offer asks the model alone again", n)
 	}
 	cfg, err := config.Load(filepath.Join(dir, "config.yaml"))
 	if err != nil {
@@ -395,6 +432,9 @@ func TestInitInteractive(t *testing.T) {
 	if cfg.LLM.Model != "fake-model" || cfg.LLM.APIKey != initAPIKey || config.Section[*telegram.Config](cfg).Token != initTgToken ||
 		!config.Section[*telegram.Config](cfg).Pairing || len(config.Section[*telegram.Config](cfg).AllowUsers) != 0 || config.Section[*discord.Config](cfg).Enabled {
 		t.Errorf("the file holds %+v %+v", cfg.LLM, cfg.Channels)
+	}
+	if len(cfg.HTTP.Token) < 32 || strings.Trim(cfg.HTTP.Token, "0123456789abcdef") != "" || cfg.HTTP.Listen != "127.0.0.1:8080" {
+		t.Errorf("http %+v: want the default listen with a random token", cfg.HTTP)
 	}
 
 	// check accepts it, and says nothing of an empty allowlist: pairing
@@ -453,6 +493,7 @@ func TestInitSlackAsksTheAppToken(t *testing.T) {
 		slackfake.BotToken, // Slack bot token
 		slackfake.AppToken, // Slack app-level token
 		"U0ADA",            // member id
+		"n",                // no sign-in token
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer
 	code := run(t.Context(), []string{"init", "--slack-api-url", f.APIURL()}, strings.NewReader(answers), &out, &errb)

@@ -44,7 +44,8 @@ func (g *Gateway) startHTTP(sup *supervisor, hook func(path string) http.Handler
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
 	}
-	g.log.Info("http listening", "addr", ln.Addr().String(), "auth", cfg.HTTP.Token != "")
+	g.log.Info("http listening", "addr", ln.Addr().String(), "auth", cfg.HTTP.Token != "",
+		"dashboard", httpapi.DashboardURL(ln.Addr().String()))
 	go func() {
 		if err := srv.Serve(ln); err != nil {
 			g.log.Error("http server stopped", "err", err)
