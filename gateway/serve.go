@@ -119,6 +119,7 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 	close(run)
 	st.run = nil
 	st.stopScheduler = g.startScheduler(ctx)
+	defer g.startGreeter(ctx)() // before the store closes (Close)
 	st.router, st.serving = true, true
 	log.Info("switchboard serving", "version", g.opts.Version, "model", cfg.LLM.Model, "channels", len(specs))
 	for ctx.Err() == nil {

@@ -22,7 +22,7 @@ const pairingTTL = time.Hour
 // pairings is the part of the store the gate needs.
 type pairings interface {
 	IsApproved(ctx context.Context, channel, userID string) (bool, error)
-	PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (string, bool, error)
+	PairingCodeIn(ctx context.Context, channel, chatKey, userID, username, newCode string, ttl time.Duration) (string, bool, error)
 }
 
 // gate admits the authors of messages: by the channels' Access rules, or
@@ -122,7 +122,7 @@ func (g *gate) anonymous(in channels.Inbound, log *slog.Logger) {
 // already given (fresh is false), so a stranger repeating messages gets one
 // reply an hour, across restarts.
 func (g *gate) pair(ctx context.Context, in channels.Inbound, log *slog.Logger) error {
-	code, fresh, err := g.store.PairingCode(ctx, in.Channel, in.UserID, in.UserName, newPairingCode(), pairingTTL)
+	code, fresh, err := g.store.PairingCodeIn(ctx, in.Channel, in.ChatID, in.UserID, in.UserName, newPairingCode(), pairingTTL)
 	if err != nil {
 		return fmt.Errorf("router: pairing: %w", err)
 	}

@@ -34,6 +34,7 @@ var migrations = []migration{
 	{11, "request size of turns", migrationRequestSize},
 	{12, "one learning pass for memory and profile", migrationLearningPass},
 	{13, "untrusted scheduled jobs", migrationScheduleUntrusted},
+	{14, "the chat of a pairing, and greetings owed to approved users", migrationPairingChat},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

@@ -29,14 +29,23 @@ CREATE TABLE approved_users (
 ) WITHOUT ROWID;
 `
 
+// migrationPairingChat: the private chat a pairing code was given in, kept
+// with the approved user, and whether the bot still owes them the greeting
+// that tells them they were admitted (see ApprovePairing, GreetingsOwed).
+const migrationPairingChat = `
+ALTER TABLE pairings ADD COLUMN chat_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE approved_users ADD COLUMN chat_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE approved_users ADD COLUMN greet INTEGER NOT NULL DEFAULT 0;
+`
+
 const (
 	sqlPendingPairing = `SELECT code, expires_at FROM pairings
 WHERE channel = ? AND user_id = ? AND approved_at IS NULL AND expires_at > ? ORDER BY created_at DESC LIMIT 1`
-	sqlInsertPairing = `INSERT INTO pairings (code, channel, user_id, username, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`
-	sqlGetPairing    = `SELECT code, channel, user_id, username, created_at, expires_at, approved_at FROM pairings WHERE code = ?`
+	sqlInsertPairing = `INSERT INTO pairings (code, channel, user_id, username, created_at, expires_at, chat_key) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	sqlGetPairing    = `SELECT code, channel, user_id, username, created_at, expires_at, approved_at, chat_key FROM pairings WHERE code = ?`
 	sqlApprovePair   = `UPDATE pairings SET approved_at = ? WHERE code = ?`
-	sqlApproveUser   = `INSERT INTO approved_users (channel, user_id, username, approved_at) VALUES (?, ?, ?, ?)
-ON CONFLICT (channel, user_id) DO UPDATE SET username = excluded.username`
+	sqlApproveUser   = `INSERT INTO approved_users (channel, user_id, username, approved_at, chat_key, greet) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (channel, user_id) DO UPDATE SET username = excluded.username, chat_key = excluded.chat_key, greet = excluded.greet`
 	sqlIsApproved  = `SELECT 1 FROM approved_users WHERE channel = ? AND user_id = ?`
 	sqlListPairing = `SELECT code, channel, user_id, username, created_at, expires_at, approved_at FROM pairings
 WHERE approved_at IS NULL AND expires_at > ? ORDER BY created_at`
@@ -46,6 +55,7 @@ WHERE approved_at IS NULL AND expires_at > ? ORDER BY created_at`
 // Pairing is a one-time code an unknown user received to ask for access.
 type Pairing struct {
 	Code, Channel, UserID, Username string
+	ChatKey                         string // the private chat it was given in; "" before it was kept
 	CreatedAt, ExpiresAt            time.Time
 	ApprovedAt                      *time.Time
 }
@@ -56,9 +66,16 @@ var ErrPairingExpired = errors.New("store: pairing code expired")
 // ErrNoUserID is returned when asked for a pairing code without a user id.
 var ErrNoUserID = errors.New("store: pairing needs a user id")
 
-// PairingCode returns the user's unexpired pending code, or stores newCode
-// valid for ttl. fresh is true when newCode was stored.
+// PairingCode is PairingCodeIn without the chat: the approved user is not
+// greeted.
 func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newCode string, ttl time.Duration) (code string, fresh bool, err error) {
+	return s.PairingCodeIn(ctx, channel, "", userID, username, newCode, ttl)
+}
+
+// PairingCodeIn returns the user's unexpired pending code, or stores
+// newCode valid for ttl, given in the private chat chatKey (where the
+// greeting goes once approved). fresh is true when newCode was stored.
+func (s *Store) PairingCodeIn(ctx context.Context, channel, chatKey, userID, username, newCode string, ttl time.Duration) (code string, fresh bool, err error) {
 	if userID == "" {
 		return "", false, ErrNoUserID
 	}
@@ -73,7 +90,7 @@ func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newC
 			return err
 		}
 		code, fresh = newCode, true
-		_, err := tx.ExecContext(ctx, sqlInsertPairing, newCode, channel, userID, username, now, now+ttl.Milliseconds())
+		_, err := tx.ExecContext(ctx, sqlInsertPairing, newCode, channel, userID, username, now, now+ttl.Milliseconds(), chatKey)
 		return err
 	})
 	if err != nil {
@@ -83,6 +100,8 @@ func (s *Store) PairingCode(ctx context.Context, channel, userID, username, newC
 }
 
 // ApprovePairing admits the user who holds code. It returns the pairing.
+// When the code was given in a known chat, the bot owes the user a
+// greeting there (GreetingsOwed), whichever process approved it.
 func (s *Store) ApprovePairing(ctx context.Context, code string) (Pairing, error) {
 	p, err := s.changePairing(ctx, code, func(tx conn, p *Pairing, now int64) error {
 		if p.ApprovedAt == nil && p.ExpiresAt.UnixMilli() <= now {
@@ -91,7 +110,7 @@ func (s *Store) ApprovePairing(ctx context.Context, code string) (Pairing, error
 		if _, err := tx.ExecContext(ctx, sqlApprovePair, now, code); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, sqlApproveUser, p.Channel, p.UserID, p.Username, now)
+		_, err := tx.ExecContext(ctx, sqlApproveUser, p.Channel, p.UserID, p.Username, now, p.ChatKey, boolInt(p.ChatKey != ""))
 		return err
 	})
 	if err != nil {
@@ -178,7 +197,7 @@ func (s *Store) changePairing(ctx context.Context, code string, change func(tx c
 		var created, expires int64
 		var approved sql.NullInt64
 		err := tx.QueryRowContext(ctx, sqlGetPairing, code).Scan(&p.Code, &p.Channel, &p.UserID, &p.Username,
-			&created, &expires, &approved)
+			&created, &expires, &approved, &p.ChatKey)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -189,4 +208,60 @@ func (s *Store) changePairing(ctx context.Context, code string, change func(tx c
 		return change(tx, &p, s.nowMS())
 	})
 	return p, err
+}
+
+// ApprovedUser is a user admitted by pairing.
+type ApprovedUser struct {
+	Channel, UserID, Username string
+	ChatKey                   string // their private chat; "" when approved before it was kept
+	ApprovedAt                time.Time
+}
+
+const (
+	sqlApprovedUsers = `SELECT channel, user_id, username, chat_key, approved_at FROM approved_users`
+	sqlGreetingsOwed = sqlApprovedUsers + ` WHERE greet = 1 ORDER BY approved_at`
+	sqlClaimGreeting = `UPDATE approved_users SET greet = 0 WHERE channel = ? AND user_id = ? AND greet = 1`
+)
+
+// ApprovedUsers lists the users admitted by pairing, by channel, newest
+// first within each.
+func (s *Store) ApprovedUsers(ctx context.Context) ([]ApprovedUser, error) {
+	return s.approvedUsers(ctx, sqlApprovedUsers+` ORDER BY channel, approved_at DESC`)
+}
+
+// GreetingsOwed lists the approved users the bot has not yet told that
+// they were admitted, oldest approval first.
+func (s *Store) GreetingsOwed(ctx context.Context) ([]ApprovedUser, error) {
+	return s.approvedUsers(ctx, sqlGreetingsOwed)
+}
+
+// ClaimGreeting takes the greeting owed to a user, once: it reports false
+// when none is owed (already claimed, by this or another replica, or the
+// user was revoked).
+func (s *Store) ClaimGreeting(ctx context.Context, channel, userID string) (bool, error) {
+	res, err := s.write(ctx, sqlClaimGreeting, channel, userID)
+	if err != nil {
+		return false, fmt.Errorf("store: claim greeting: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+func (s *Store) approvedUsers(ctx context.Context, query string) ([]ApprovedUser, error) {
+	rows, err := s.db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("store: approved users: %w", err)
+	}
+	defer rows.Close()
+	var out []ApprovedUser
+	for rows.Next() {
+		var u ApprovedUser
+		var at int64
+		if err := rows.Scan(&u.Channel, &u.UserID, &u.Username, &u.ChatKey, &at); err != nil {
+			return nil, fmt.Errorf("store: approved users: %w", err)
+		}
+		u.ApprovedAt = fromMS(at)
+		out = append(out, u)
+	}
+	return out, rows.Err()
 }

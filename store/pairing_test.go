@@ -125,11 +125,63 @@ func TestPairingNeedsAUserID(t *testing.T) {
 		if list, _ := st.PendingPairings(ctx); len(list) != 0 {
 			t.Fatalf("pending = %+v, want none", list)
 		}
-		if _, err := st.write(ctx, sqlApproveUser, "telegram", "", "", time.Now().UnixMilli()); err != nil {
+		if _, err := st.write(ctx, sqlApproveUser, "telegram", "", "", time.Now().UnixMilli(), "", 0); err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := st.IsApproved(ctx, "telegram", ""); ok || err != nil {
 			t.Fatalf("IsApproved for the empty user id = %v %v, want false", ok, err)
+		}
+	})
+}
+
+// A code given in a chat is kept with it; approving it owes the user a
+// greeting there, claimed once; the approved users are listed, and a
+// revoked user is neither listed nor greeted. A code without a chat owes
+// no greeting.
+func TestPairedUsersAndGreetings(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		st, err := db.open(t.Context(), db.fresh(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		ctx := t.Context()
+		if _, _, err := st.PairingCodeIn(ctx, "discord", "dm-7", "7", "ada", "CODE7777", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.PairingCode(ctx, "telegram", "8", "bob", "CODE8888", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		for _, code := range []string{"CODE7777", "CODE8888"} {
+			if _, err := st.ApprovePairing(ctx, code); err != nil {
+				t.Fatal(err)
+			}
+		}
+		owed, err := st.GreetingsOwed(ctx)
+		if err != nil || len(owed) != 1 || owed[0].Channel != "discord" || owed[0].UserID != "7" || owed[0].ChatKey != "dm-7" || owed[0].Username != "ada" {
+			t.Fatalf("greetings owed = %+v, %v; want ada's in dm-7 alone", owed, err)
+		}
+		if ok, err := st.ClaimGreeting(ctx, "discord", "7"); !ok || err != nil {
+			t.Fatalf("first claim = %v, %v", ok, err)
+		}
+		if ok, err := st.ClaimGreeting(ctx, "discord", "7"); ok || err != nil {
+			t.Fatalf("second claim = %v, %v; want false", ok, err)
+		}
+		if owed, _ := st.GreetingsOwed(ctx); len(owed) != 0 {
+			t.Fatalf("owed after the claim: %+v", owed)
+		}
+		users, err := st.ApprovedUsers(ctx)
+		if err != nil || len(users) != 2 || users[0].Channel != "discord" || users[1].UserID != "8" || users[1].ApprovedAt.IsZero() {
+			t.Fatalf("approved users = %+v, %v", users, err)
+		}
+		if ok, err := st.RevokeUser(ctx, "discord", "7"); !ok || err != nil {
+			t.Fatalf("revoke = %v, %v", ok, err)
+		}
+		if users, _ := st.ApprovedUsers(ctx); len(users) != 1 || users[0].UserID != "8" {
+			t.Fatalf("approved users after the revoke = %+v", users)
+		}
+		if ok, _ := st.IsApproved(ctx, "discord", "7"); ok {
+			t.Fatal("a revoked user is still approved")
 		}
 	})
 }
