@@ -37,7 +37,9 @@ func TestPairingClosesTheLoop(t *testing.T) {
 	defer cancel()
 	var serveLog testkit.SyncBuffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve", "--config", cfgPath}, strings.NewReader(""), &bytes.Buffer{}, &serveLog) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "--config", cfgPath}, strings.NewReader(""), &bytes.Buffer{}, &serveLog)
+	}()
 	defer func() {
 		cancel()
 		<-done
