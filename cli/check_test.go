@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/gateway"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -187,5 +189,39 @@ func writeFile(t *testing.T, path, body string) {
 	}
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// check says what would run: the users admitted by pairing next to the
+// allowlist, that pairing is on, and the jobs of schedule.jobs.
+func TestCheckCountsPairedUsersAndJobs(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "switchboard.db")
+	st, err := store.Open(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"41", "42"} {
+		if _, _, err := st.PairingCode(t.Context(), "telegram", u, "", "CODE00"+u, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ApprovePairing(t.Context(), "CODE00"+u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	path := storeConfig(t, db, func(c *config.Config) {
+		tc := config.Section[*telegram.Config](c)
+		tc.Enabled, tc.Token, tc.Pairing = true, "1:tok", true
+		c.Schedule.Jobs = []config.ScheduleJob{{Name: "digest", Spec: "0 9 * * *", Channel: "telegram", Chat: "41", Kind: "reminder", Text: "good morning"}}
+	})
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"check", "--config", path}, strings.NewReader(""), &out, &errb)
+	for _, want := range []string{
+		"telegram  enabled, 0 allowed users, 2 paired, pairing on (strangers get a code: switchboard pairing list)",
+		`schedule  job "digest": a reminder at "0 9 * * *" (UTC) in telegram chat 41`,
+	} {
+		if code != ExitOK || !strings.Contains(out.String(), want) {
+			t.Errorf("check: exit %d, lacks %q\n%s%s", code, want, out.String(), errb.String())
+		}
 	}
 }

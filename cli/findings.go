@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -115,6 +116,7 @@ func offlineFindings(cfg *config.Config, cfgPath string) []Finding {
 		r.Agent.Name, r.Agent.MaxSteps, r.Agent.MaxConcurrentTurns, r.Agent.Timezone)})
 	found = append(found, channelFindings(cfg)...)
 	found = append(found, skillsFindings(cfg)...)
+	found = append(found, scheduleFindings(cfg)...)
 	found = append(found, codeArgumentFindings(cfg)...)
 	if cmd := cfg.Tools.Command; cmd.Enabled {
 		found = append(found, Finding{Where: "commands", Message: "enabled, confined to " + cmd.Workspace})
@@ -191,12 +193,19 @@ func dirFinding(err error) Finding {
 // latter three; without any, only `switchboard chat` works.
 func channelFindings(cfg *config.Config) []Finding {
 	found := []Finding{{Where: "console", Message: "the terminal chat (switchboard chat)"}}
+	paired := pairedCounts(cfg)
 	for _, d := range registry.All {
 		sec := cfg.Channels.Section(d.Name)
 		if sec == nil || !sec.Settings().Enabled {
 			continue
 		}
 		msg := fmt.Sprintf("enabled, %d allowed users", len(sec.Settings().AllowUsers))
+		if n, ok := paired[d.Name]; ok && (n > 0 || sec.Access().Pairing) {
+			msg += fmt.Sprintf(", %d paired", n)
+		}
+		if sec.Access().Pairing {
+			msg += ", pairing on (strangers get a code: switchboard pairing list)"
+		}
 		if d.Summary != nil {
 			msg += d.Summary(sec)
 		}
@@ -243,4 +252,48 @@ func skillsFindings(cfg *config.Config) []Finding {
 		found = append(found, Finding{Where: "skills", Message: fmt.Sprintf("%d from %s and built in: %s", len(names), cfg.Skills.Dir, strings.Join(names, ", "))})
 	}
 	return append(found, skillGrantFindings(cfg, reg)...)
+}
+
+// pairedCounts counts the users admitted by pairing per channel, from an
+// existing SQLite store opened read-only (check neither creates nor
+// migrates it); nil when there is none to read (PostgreSQL is doctor's).
+func pairedCounts(cfg *config.Config) map[string]int {
+	if cfg.Store.Driver == config.StorePostgres {
+		return nil
+	}
+	if fi, err := os.Stat(cfg.Store.Path); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, cfg.Store.Path, store.WithReadOnly())
+	if err != nil {
+		return nil
+	}
+	defer st.Close()
+	users, err := st.ApprovedUsers(ctx)
+	if err != nil {
+		return nil
+	}
+	counts := map[string]int{}
+	for _, d := range registry.All {
+		counts[d.Name] = 0
+	}
+	for _, u := range users {
+		counts[u.Channel]++
+	}
+	return counts
+}
+
+// scheduleFindings lists the jobs schedule.jobs declares: what would run,
+// when, and where.
+func scheduleFindings(cfg *config.Config) []Finding {
+	var found []Finding
+	for _, j := range cfg.Schedule.Jobs {
+		zone := j.Timezone
+		if zone == "" {
+			zone = cfg.Agent.Timezone
+		}
+		found = append(found, Finding{Where: "schedule", Message: fmt.Sprintf("job %q: a %s at %q (%s) in %s chat %s", j.Name, j.Kind, j.Spec, zone, j.Channel, j.Chat)})
+	}
+	return found
 }

@@ -84,6 +84,7 @@ func (s *Server) dashboardRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /pairing", page(s.pairingPage))
 	mux.Handle("POST /pairing/{code}/approve", s.pairingAction(true))
 	mux.Handle("POST /pairing/{code}/deny", s.pairingAction(false))
+	mux.Handle("POST /pairing/revoke", s.pairingRevoke())
 	mux.Handle("GET /dashboard/metrics", page(s.metricsPage))
 }
 

@@ -23,7 +23,8 @@ type pairingView struct {
 	Head    head
 	CSRF    string
 	Pending []store.Pairing
-	Done    string // what the last action did
+	Paired  []store.ApprovedUser // admitted by pairing, each with a Revoke button (paired.go)
+	Done    string               // what the last action did
 	Error   string
 }
 
@@ -34,13 +35,19 @@ func (s *Server) pairingPage(w http.ResponseWriter, r *http.Request) (string, an
 		v.Done = fmt.Sprintf("Approved request %s: that user can talk to the bot now.", code)
 	} else if code := r.URL.Query().Get("denied"); code != "" {
 		v.Done = fmt.Sprintf("Denied request %s: its code no longer works.", code)
+	} else if who := r.URL.Query().Get("revoked"); who != "" {
+		v.Done = fmt.Sprintf("Revoked %s: their next message is refused.", who)
 	}
 	return "pairing.html", v, err
 }
 
 func (s *Server) pairingData(w http.ResponseWriter, r *http.Request) (*pairingView, error) {
 	list, err := s.opts.Store.PendingPairings(r.Context())
-	return &pairingView{Title: "Pairing", Head: s.head(), CSRF: csrfToken(w, r), Pending: list}, err
+	v := &pairingView{Title: "Pairing", Head: s.head(), CSRF: csrfToken(w, r), Pending: list}
+	if err == nil {
+		v.Paired, err = s.opts.Store.ApprovedUsers(r.Context())
+	}
+	return v, err
 }
 
 // pairingAction handles POST /pairing/{code}/approve and .../deny.

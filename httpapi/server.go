@@ -15,6 +15,7 @@
 //	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id},
 //	                            /pairing, /dashboard/metrics)
 //	POST /pairing/{code}/approve, /pairing/{code}/deny   the dashboard's forms (CSRF token)
+//	POST /pairing/revoke        the paired users' Revoke buttons (CSRF token)
 //
 // When a token is configured every route but /healthz requires it, as
 // "Authorization: Bearer TOKEN" (the dashboard also accepts a cookie set by
@@ -94,6 +95,10 @@ type Store interface {
 	PendingPairings(ctx context.Context) ([]store.Pairing, error)
 	ApprovePairing(ctx context.Context, code string) (store.Pairing, error)
 	DenyPairing(ctx context.Context, code string) (store.Pairing, error)
+	// The users admitted by pairing, listed with a Revoke button as
+	// `switchboard pairing revoke` does (paired.go).
+	ApprovedUsers(ctx context.Context) ([]store.ApprovedUser, error)
+	RevokeUser(ctx context.Context, channel, userID string) (bool, error)
 }
 
 // ModelWatch tells how the model server has been answering
