@@ -317,7 +317,7 @@ func (g *Gateway) buildRouter(context.Context) error {
 			PrepareJob:  asm.Job,
 			StatusNotes: lrn.statusNotes(statusNotes(watcher, g.mcp, g.channelStatuses)),
 		},
-		ModelWait: router.ModelWait{MaxAge: cfg.Agent.ModelOutageMaxAge, Answered: mon.model.Answered},
+		ModelWait: router.ModelWait{MaxAge: cfg.Agent.ModelOutageMaxAge, Answered: mon.model.Answered, Down: modelDown(mon.model.Health)},
 		Learning:  lrn.commands(),
 		Interceptors: []router.Interceptor{
 			approvals.New(approvals.Config{Store: st, Timeout: cfg.Agent.ApprovalTimeout,

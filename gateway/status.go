@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/mcpclient"
+	"github.com/switchboard-gateway/switchboard/metrics"
 	"github.com/switchboard-gateway/switchboard/skills"
 )
 
@@ -63,4 +64,25 @@ func withheldNote(w skills.Withheld) string {
 		lacks[i] = p.Error()
 	}
 	return fmt.Sprintf("Skill %s is not offered: it asks for more than skills.grants.%s gives it: %s", w.Skill.Name, w.Skill.Name, strings.Join(lacks, "; "))
+}
+
+// modelDown is the router's ModelWait.Down for /status: why the model
+// server is not answering, from the calls in a row that found it
+// unavailable; "" while it answers.
+func modelDown(health func() metrics.ModelHealth) func() string {
+	return func() string {
+		h := health()
+		if h.Unavailable == 0 || h.LastFailure.IsZero() {
+			return ""
+		}
+		msg := h.LastError
+		if r := []rune(msg); len(r) > 200 {
+			msg = string(r[:200]) + "…"
+		}
+		calls := "1 call"
+		if h.Unavailable != 1 {
+			calls = fmt.Sprintf("%d calls", h.Unavailable)
+		}
+		return fmt.Sprintf("%s in a row failed, the last at %s: %s", calls, h.LastFailure.UTC().Format("15:04:05 UTC"), msg)
+	}
 }

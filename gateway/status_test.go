@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/httpapi"
 	"github.com/switchboard-gateway/switchboard/mcpclient"
+	"github.com/switchboard-gateway/switchboard/metrics"
 	"github.com/switchboard-gateway/switchboard/skills"
 )
 
@@ -60,5 +62,25 @@ func TestStatusNotesShowAWithheldSkill(t *testing.T) {
 	notes := strings.Join(statusNotes(watcher, mcp, nil)(), "\n")
 	if !strings.Contains(notes, `Skill w is not offered: it asks for more than skills.grants.w gives it: w.yaml:6: define_tools[0]: tool "get": url: the host 127.0.0.1:9 is not granted`) {
 		t.Errorf("status notes = %q", notes)
+	}
+}
+
+// /status's line about the model server: nothing while it answers; after
+// calls that found it unavailable, how many, when, and the error.
+func TestModelDown(t *testing.T) {
+	at := time.Date(2026, 12, 6, 9, 0, 5, 0, time.UTC)
+	for _, tt := range []struct {
+		h    metrics.ModelHealth
+		want string
+	}{
+		{metrics.ModelHealth{LastOK: at}, ""},
+		{metrics.ModelHealth{LastFailure: at, LastError: "status 400: bad request"}, ""}, // refused, not down
+		{metrics.ModelHealth{LastFailure: at, LastError: "connect: connection refused", Unavailable: 1},
+			"1 call in a row failed, the last at 09:00:05 UTC: connect: connection refused"},
+		{metrics.ModelHealth{LastFailure: at, LastError: "status 502", Unavailable: 3}, "3 calls in a row failed, the last at 09:00:05 UTC: status 502"},
+	} {
+		if got := modelDown(func() metrics.ModelHealth { return tt.h })(); got != tt.want {
+			t.Errorf("modelDown(%+v) = %q, want %q", tt.h, got, tt.want)
+		}
 	}
 }

@@ -117,6 +117,14 @@ func (r *Router) stop(ctx context.Context, in channels.Inbound) string {
 	return "Nothing to stop."
 }
 
+// plural is "1 step", "2 steps".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // statusTime is how /status shows a time.
 const statusTime = "2006-01-02 15:04 UTC"
 
@@ -128,10 +136,17 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 		busy, queued = q.current != nil, len(q.items)
 	}
 	r.mu.Unlock()
+	down := ""
+	if r.cfg.ModelWait.Down != nil {
+		down = r.cfg.ModelWait.Down()
+	}
 	var b strings.Builder
-	if busy {
+	switch {
+	case busy:
 		b.WriteString("Working on a message")
-	} else {
+	case down != "":
+		b.WriteString("The model server is not answering, so I cannot answer now")
+	default:
 		b.WriteString("Idle")
 	}
 	if queued > 0 {
@@ -141,6 +156,9 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	if r.cfg.ModelName != "" {
 		fmt.Fprintf(&b, "Model: %s\n", r.cfg.ModelName)
 	}
+	if down != "" {
+		fmt.Fprintf(&b, "Model server: %s\n", down)
+	}
 	chat, err := r.cfg.Store.EnsureChat(ctx, in.Channel, in.ChatID, string(in.ChatType), in.ChatTitle)
 	if err != nil {
 		return b.String() + "(history unavailable)"
@@ -149,9 +167,14 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	if err == nil {
 		fmt.Fprintf(&b, "Conversation #%d: %d messages since %s\n", sess.ID, sess.Messages, sess.StartedAt.UTC().Format(statusTime))
 	}
-	if turns, err := r.cfg.Store.Turns(ctx, chat.ID, 1); err == nil && len(turns) > 0 {
+	// The last turn of this conversation (not of one /new ended).
+	if turns, terr := r.cfg.Store.Turns(ctx, chat.ID, 1); terr == nil && len(turns) > 0 && (err != nil || turns[0].SessionID == sess.ID) {
 		t := turns[0]
-		fmt.Fprintf(&b, "Last turn: %s (%s), %d steps, %d tokens\n", t.Status, t.StopReason, t.Steps, t.Usage.TotalTokens)
+		if t.Kind == "job" && t.Steps == 0 {
+			fmt.Fprintf(&b, "Last turn: a scheduled reminder, sent %s (no model call)\n", t.StartedAt.UTC().Format(statusTime))
+		} else {
+			fmt.Fprintf(&b, "Last turn: %s (%s), %s, %s\n", t.Status, t.StopReason, plural(t.Steps, "step"), plural(t.Usage.TotalTokens, "token"))
+		}
 		if t.RequestTokens > 0 {
 			fmt.Fprintf(&b, "Last request: about %d tokens, %.1f KB\n", t.RequestTokens, float64(t.RequestBytes)/1000)
 		}

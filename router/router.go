@@ -174,6 +174,9 @@ type ModelWait struct {
 	// which wakes the messages waiting for the model; nil: they wait out
 	// their backoff.
 	Answered func() <-chan struct{}
+	// Down, if set, says why the model server is not answering ("" while
+	// it is), for /status.
+	Down func() string
 }
 
 // sender is the port the router sends to chats through (*reply.Sender):

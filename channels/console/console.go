@@ -261,11 +261,15 @@ func (a *Adapter) TurnEvent(_ channels.Inbound, ev agent.Event) {
 		a.line.closed = nil
 		a.mu.Unlock()
 		if ev.Err != "" && ev.StopReason.Class() == agent.ClassFailed {
-			if a.o.Verbose {
+			switch {
+			case a.o.Verbose:
 				a.errorf("turn failed (%s): %s", ev.StopReason, oneLine(ev.Err, 200))
-			} else {
+			case ev.StopReason == agent.StopLLMError || ev.StopReason == agent.StopModelUnavailable:
+				a.errorf("the model server did not answer (%s); `switchboard doctor` checks it, the details are in the log", lastCause(ev.Err))
+			default:
 				a.errorf("turn failed (%s); the details are in the log", ev.StopReason)
 			}
+			a.prompt() // the reply's prompt came before this line
 		}
 	}
 }
@@ -310,6 +314,17 @@ func (a *Adapter) promptLocked() {
 	if a.o.Color {
 		fmt.Fprint(a.o.Out, "\x1b[1myou>\x1b[0m ")
 	}
+}
+
+// lastCause is the innermost cause of an error chain as text ("dial tcp
+// 127.0.0.1:9: connect: connection refused" → "connection refused"), for a
+// terminal line that says what went wrong without the whole chain.
+func lastCause(err string) string {
+	err = oneLine(err, 400)
+	if i := strings.LastIndex(err, ": "); i >= 0 && i+2 < len(err) {
+		err = err[i+2:]
+	}
+	return oneLine(err, 120)
 }
 
 func oneLine(s string, n int) string {

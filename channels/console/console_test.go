@@ -93,3 +93,24 @@ func TestRepliesStreamAsWritten(t *testing.T) {
 		})
 	}
 }
+
+// A turn that failed because the model server did not answer says so in
+// one line, with the cause, and the prompt comes back after it (the
+// reply's prompt was printed before the line).
+func TestModelDownSaysWhyAndPromptsAgain(t *testing.T) {
+	var out testkit.SyncBuffer
+	a := New(Options{Out: &out, Color: true})
+	in := channels.Inbound{Channel: "console", ChatID: ChatID}
+	if _, err := a.Send(t.Context(), channels.Outbound{ChatID: ChatID, Text: "Sorry, I couldn't reach the language model just now."}); err != nil {
+		t.Fatal(err)
+	}
+	a.TurnEvent(in, agent.Event{Kind: agent.EventDone, StopReason: agent.StopLLMError,
+		Err: `llm: model m: Post "http://127.0.0.1:9/v1/chat/completions": dial tcp 127.0.0.1:9: connect: connection refused`})
+	got := out.String()
+	if !strings.Contains(got, "error: the model server did not answer (connection refused); `switchboard doctor` checks it") {
+		t.Errorf("the terminal does not say what is wrong:\n%q", got)
+	}
+	if !strings.HasSuffix(got, "\x1b[0m\n\x1b[1myou>\x1b[0m ") {
+		t.Errorf("no prompt after the error line:\n%q", got)
+	}
+}
