@@ -110,6 +110,11 @@ func parseDockerfile(t *testing.T, path string) *dockerfile {
 		case "ARG":
 			k, v, _ := strings.Cut(rest, "=")
 			df.args[k] = v
+		case "RUN": // its options (--mount=…) are BuildKit's, not the command's
+			for strings.HasPrefix(rest, "--") {
+				_, rest, _ = strings.Cut(rest, " ")
+				rest = strings.TrimSpace(rest)
+			}
 		}
 		if cur == nil {
 			if instr != "ARG" {
