@@ -181,7 +181,7 @@ func TestChatUnreachableModel(t *testing.T) {
 		t.Fatalf("reply after recovery = %q", got)
 	}
 	s.quit()
-	if !strings.Contains(s.out.String(), "turn failed (llm_error)") {
+	if !strings.Contains(s.out.String(), "the model server did not answer (") {
 		t.Fatalf("the failure is not shown:\n%s", s.out.String())
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
@@ -322,15 +323,18 @@ func TestSlackServe(t *testing.T) {
 		if want := "approved slack user " + slMallory; rc != exitOK || !strings.Contains(out.String(), want) {
 			t.Fatalf("pairing approve: code %d, stdout %q, stderr %q; want 0 and %q", rc, out.String(), errb.String(), want)
 		}
+		if got := s.waitPosted(t, dm, 2); got[1].Text != gateway.PairingGreeting {
+			t.Fatalf("DM holds %q, want the greeting after the approval", slackTexts(got))
+		}
 		s.answer("thanks for letting me in", testkit.Reply{Text: "Welcome, Mallory."})
 		s.say(dm, slMallory, "thanks for letting me in", "")
-		if got := s.waitPosted(t, dm, 2); got[1].Text != "Welcome, Mallory." {
+		if got := s.waitPosted(t, dm, 3); got[2].Text != "Welcome, Mallory." {
 			t.Fatalf("DM holds %q, want the model's reply after the approval", slackTexts(got))
 		}
 		if n := s.model.Calls() - calls; n != 1 {
 			t.Errorf("model calls = %d, want 1 (only after the approval)", n)
 		}
-		s.expect(dm, 2) // checked once serve has drained: nothing more
+		s.expect(dm, 3) // checked once serve has drained: nothing more
 	})
 
 	t.Run("a redelivered envelope is one turn", func(t *testing.T) {

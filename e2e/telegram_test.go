@@ -33,6 +33,7 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/gateway"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
@@ -569,9 +570,14 @@ func TestTelegramPairing(t *testing.T) {
 		t.Fatalf("pairing approve: code %d, stdout %q, stderr %q; want 0 and %q", code, out.String(), errb.String(), want)
 	}
 
+	// The serving gateway tells her she is in.
+	if sent := s.waitSent(t, tgErin, 2); sent[1].Text != gateway.PairingGreeting {
+		t.Fatalf("chat holds %q, want the greeting after the approval", sentTexts(sent))
+	}
+
 	s.answer("thanks for letting me in", testkit.Reply{Text: "Welcome, Erin."})
 	s.say(tgErin, tgErin, "erin", "thanks for letting me in")
-	if sent := s.waitSent(t, tgErin, 2); sent[1].Text != "Welcome, Erin." {
+	if sent := s.waitSent(t, tgErin, 3); sent[2].Text != "Welcome, Erin." {
 		t.Fatalf("chat holds %q, want the model's reply after the code", sentTexts(sent))
 	}
 	if got := s.model.Calls(); got != 1 {
@@ -580,7 +586,7 @@ func TestTelegramPairing(t *testing.T) {
 	if n := s.requestsMentioning("may I come in?"); n != 0 {
 		t.Errorf("the message before the approval reached the model in %d request(s)", n)
 	}
-	s.expect(tgErin, 2)
+	s.expect(tgErin, 3)
 	s.finish(t)
 }
 
