@@ -264,6 +264,9 @@ func pairedCounts(cfg *config.Config) map[string]int {
 	if fi, err := os.Stat(cfg.Store.Path); err != nil || fi.Size() == 0 {
 		return nil
 	}
+	if ownerRefused(cfg, "check") != nil {
+		return nil // root would leave a -shm file of its own in the service's directory
+	}
 	ctx := context.Background()
 	st, err := store.Open(ctx, cfg.Store.Path, store.WithReadOnly())
 	if err != nil {
