@@ -69,11 +69,6 @@
         var div = document.createElement("div");
         div.className = "approval";
         div.setAttribute("data-approval", String(q.id));
-        (q.calls || []).forEach(function (c) {
-          var code = document.createElement("code");
-          code.textContent = c.tool + " " + c.arguments;
-          div.appendChild(code);
-        });
         [["Approve", "yes", "approve"], ["Deny", "no", "deny secondary"]].forEach(function (b) {
           var btn = document.createElement("button");
           btn.type = "button";
