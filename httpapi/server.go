@@ -15,6 +15,9 @@
 //	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id},
 //	                            /pairing, /dashboard/metrics)
 //	POST /pairing/{code}/approve, /pairing/{code}/deny   the dashboard's forms (CSRF token)
+//	GET  /webchat, POST /webchat/messages   the dashboard's web chat (webchat.go)
+//	GET  /search                the dashboard's search over chats and turns
+//	POST /logout                the dashboard's sign-out (CSRF token)
 //
 // When a token is configured every route but /healthz requires it, as
 // "Authorization: Bearer TOKEN" (the dashboard also accepts a cookie set by
