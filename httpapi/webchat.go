@@ -26,6 +26,8 @@ import (
 	"strings"
 
 	"github.com/switchboard-gateway/switchboard/internal/httpjson"
+	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 const (
@@ -43,6 +45,44 @@ type webChatView struct {
 	Off      bool   // no chat API in this process
 	Operator string // the session's user in the chat API
 	ChatID   int64  // the operator's chat, once it has one
+	// Earlier are the last messages of the operator's current session,
+	// shown again when the page is opened.
+	Earlier []chatLine
+}
+
+// chatLine is a message as the web chat shows it: the operator's, or what
+// the agent sent.
+type chatLine struct{ Role, Text string }
+
+// webChatEarlier caps the messages shown again.
+const webChatEarlier = 40
+
+// transcript returns what was said in a session: the user's messages and
+// what the agent sent (send_message texts, and plain answers; not the
+// text beside tool calls, which is never sent), the last n.
+func transcript(msgs []store.Message, n int) []chatLine {
+	var out []chatLine
+	for _, m := range msgs {
+		if m.Hidden {
+			continue
+		}
+		switch {
+		case m.Role == llm.RoleUser && m.Content != "":
+			out = append(out, chatLine{Role: "user", Text: m.Content})
+		case m.Role == llm.RoleAssistant && len(m.ToolCalls) == 0 && m.Content != "":
+			out = append(out, chatLine{Role: "assistant", Text: m.Content})
+		case m.Role == llm.RoleAssistant:
+			for _, c := range m.ToolCalls {
+				var args struct {
+					Text string `json:"text"`
+				}
+				if c.Name == "send_message" && json.Unmarshal([]byte(c.Arguments), &args) == nil && args.Text != "" {
+					out = append(out, chatLine{Role: "assistant", Text: args.Text})
+				}
+			}
+		}
+	}
+	return out[max(len(out)-n, 0):]
 }
 
 func (s *Server) webChatPage(w http.ResponseWriter, r *http.Request) (string, any, error) {
@@ -57,6 +97,19 @@ func (s *Server) webChatPage(w http.ResponseWriter, r *http.Request) (string, an
 			if c.Channel == webChatChannel && c.Key == v.Operator {
 				v.ChatID = c.ID
 			}
+		}
+	}
+	if v.ChatID != 0 {
+		sessions, err := s.opts.Store.Sessions(r.Context(), v.ChatID) // newest first
+		if err != nil {
+			return "", nil, err
+		}
+		if len(sessions) > 0 && sessions[0].EndedAt == nil {
+			msgs, err := s.opts.Store.Messages(r.Context(), sessions[0].ID)
+			if err != nil {
+				return "", nil, err
+			}
+			v.Earlier = transcript(msgs, webChatEarlier)
 		}
 	}
 	return "webchat.html", v, nil

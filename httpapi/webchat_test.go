@@ -153,7 +153,7 @@ func TestWebChat(t *testing.T) {
 
 	// The page: the form with its token, the script.
 	code, page := ada.get("/webchat")
-	for _, want := range []string{`id="webchat-form"`, `data-csrf="` + ada.csrf + `"`, `src="/static/webchat.js"`, "as <code>dashboard-"} {
+	for _, want := range []string{`id="webchat-form"`, `name="csrf" value="` + ada.csrf + `"`, `src="/static/webchat.js"`, "as <code>dashboard-"} {
 		if code != http.StatusOK || !strings.Contains(page, want) {
 			t.Errorf("web chat page: %d, lacks %q", code, want)
 		}
@@ -210,9 +210,39 @@ func TestWebChat(t *testing.T) {
 		strings.Join(progress, ",") != "delete_file:running,delete_file:done" {
 		t.Errorf("after yes: content %q, progress %v, approval %v, ran %d; want the resumed turn's answer and one run", content, progress, q, ran.Load())
 	}
-	// The page links the operator's chat once it has one.
-	if _, page := ada.get("/webchat"); !strings.Contains(page, ">history</a>") {
-		t.Error("the web chat page does not link the operator's chat")
+	// Opened again, the page shows the operator's own conversation and
+	// links their chat.
+	_, page = ada.get("/webchat")
+	for _, want := range []string{">history</a>", `<li class="msg user earlier"><p class="text">What time is it?</p>`,
+		`<li class="msg assistant earlier"><p class="text">It is tea time.</p>`, "Deleted old.txt."} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the web chat page opened again lacks %q", want)
+		}
+	}
+	if _, page := bob.get("/webchat"); !strings.Contains(page, "Hello, bob.") || strings.Contains(page, "tea time") {
+		t.Error("bob's web chat page does not show his conversation only")
+	}
+}
+
+// Without a token (loopback only) the web chat needs no sign-in; the
+// session is "dashboard", and the page's CSRF token is still required.
+func TestWebChatWithoutToken(t *testing.T) {
+	s := newStack(t, nil)
+	code, csrf, c := pageForm(t, s.url, "/webchat", nil)
+	if code != http.StatusOK {
+		t.Fatalf("web chat page: %d", code)
+	}
+	b := &browser{t: t, url: s.url, cookie: c.Name + "=" + c.Value, csrf: csrf}
+	if code, _, _ := b.say("hello", func(h http.Header) { h.Del(csrfHeader) }); code != http.StatusForbidden {
+		t.Errorf("without the csrf header: %d, want 403", code)
+	}
+	s.fake.Push(testkit.Reply{Text: "Hello, operator."})
+	code, events, body := b.say("hello", nil)
+	if content, _, _ := streamed(events); code != http.StatusOK || content != "Hello, operator." {
+		t.Fatalf("web chat without a token: %d %s, content %q", code, body, content)
+	}
+	if keys := chatKeys(t, s.store); len(keys) != 1 || keys[0] != "http:dashboard" {
+		t.Errorf("chat of the turn = %v, want http:dashboard", keys)
 	}
 }
 

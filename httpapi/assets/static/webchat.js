@@ -127,7 +127,7 @@
     var a = answer();
     fetch(form.getAttribute("data-url"), {
       method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-Switchboard-CSRF": form.getAttribute("data-csrf") },
+      headers: { "Content-Type": "application/json", "X-Switchboard-CSRF": form.querySelector("input[name=csrf]").value },
       body: JSON.stringify({ text: text })
     }).then(function (r) {
       var type = r.headers.get("Content-Type") || "";
