@@ -11,13 +11,11 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
-	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 )
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
@@ -25,13 +23,7 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 func TestWebChatThroughServe(t *testing.T) {
 	const token = "web-chat-token-FAKE-0123456789abcdef"
 	model := testkit.NewFakeLLM(t)
-	c := modelConfig(model.URL)
-	dir := t.TempDir()
-	c.Store.Path = filepath.Join(dir, "switchboard.db")
-	c.Skills.Dir = filepath.Join(dir, "skills")
-	c.Learning.Enabled = false
-	c.HTTP.Listen, c.HTTP.Token = "127.0.0.1:0", token
-	_, base := serveReady(t, cfgfile.Write(t, c), token)
+	_, base := serveReady(t, httpConfig(t, model.URL, token), token)
 
 	jar, err := cookiejar.New(nil)
 	if err != nil {
