@@ -14,10 +14,10 @@
 //	GET  /v1/models             the chat API: lists the agent as a model
 //	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id},
 //	                            /pairing, /dashboard/metrics)
-//	POST /pairing/{code}/approve, /pairing/{code}/deny   the dashboard's forms (CSRF token)
 //	GET  /webchat, POST /webchat/messages   the dashboard's web chat (webchat.go)
 //	GET  /search                the dashboard's search over chats and turns
 //	POST /logout                the dashboard's sign-out (CSRF token)
+//	POST /pairing/{code}/approve, /pairing/{code}/deny   the dashboard's forms (CSRF token)
 //
 // When a token is configured every route but /healthz requires it, as
 // "Authorization: Bearer TOKEN" (the dashboard also accepts a cookie set by
