@@ -40,7 +40,7 @@ func (s *Server) pairingPage(w http.ResponseWriter, r *http.Request) (string, an
 
 func (s *Server) pairingData(w http.ResponseWriter, r *http.Request) (*pairingView, error) {
 	list, err := s.opts.Store.PendingPairings(r.Context())
-	return &pairingView{Title: "Pairing", Head: s.head(), CSRF: csrfToken(w, r), Pending: list}, err
+	return &pairingView{Title: "Pairing", Head: s.head(r), CSRF: csrfToken(w, r), Pending: list}, err
 }
 
 // pairingAction handles POST /pairing/{code}/approve and .../deny.
