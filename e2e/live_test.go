@@ -122,16 +122,15 @@ func TestTelegramLiveReply(t *testing.T) {
 	// The first words show about 200 ms after the model's first token.
 	ctx := s.ctx(t)
 	var firstWords time.Time
-	for {
-		n := tg.Calls("editMessageText")
-		edits := tg.Edits()
+	for edits := tg.Edits(); ; {
 		if len(edits) > 0 && firstWords.IsZero() && strings.HasPrefix(edits[len(edits)-1].Text, "The") {
 			firstWords = time.Now()
 		}
 		if len(edits) > 0 && edits[len(edits)-1].Text == liveAnswer {
 			break
 		}
-		if err := tg.WaitCalls(ctx, "editMessageText", n+1); err != nil {
+		var err error
+		if edits, err = tg.WaitEdits(ctx, len(edits)+1); err != nil {
 			t.Fatalf("the answer never replaced the preview: %v; sent %q, edits %q\nstderr:\n%s",
 				err, sentTexts(sentTo(tg.Sent(), group)), sentTexts(tg.Edits()), s.stderr.String())
 		}
