@@ -42,7 +42,7 @@ const (
 	e2eAPIKey = "sk-e2e-secret-key-0123456789"
 	// e2eWait bounds every wait; generous because the machine is shared and
 	// the suite also runs under -race.
-	e2eWait = 30 * time.Second
+	e2eWait = 60 * time.Second
 )
 
 // discordServe is a running `switchboard serve` with Discord enabled.

@@ -20,13 +20,7 @@ import (
 func TestHTTPTokenFromEnvironment(t *testing.T) {
 	const envToken = "env-http-token-FAKE-0123456789abcdef"
 	model := testkit.NewFakeLLM(t)
-	c := modelConfig(model.URL)
-	dir := t.TempDir()
-	c.Store.Path = filepath.Join(dir, "switchboard.db")
-	c.Skills.Dir = filepath.Join(dir, "skills")
-	c.Learning.Enabled = false
-	c.HTTP.Listen, c.HTTP.Token = "127.0.0.1:0", "" // the file names no token
-	cfg := cfgfile.Write(t, c)
+	cfg := httpConfig(t, model.URL, "") // the file names no token
 	t.Setenv("SWITCHBOARD_HTTP_TOKEN", envToken)
 
 	s, url := serveReady(t, cfg, envToken)
@@ -83,6 +77,20 @@ func TestChatAPIApprovalThroughServe(t *testing.T) {
 	if n := script.requestsMentioning("Report cleaning"); n != 1 {
 		t.Errorf("the tool ran %d times after yes, want 1", n)
 	}
+}
+
+// httpConfig writes a configuration for serve with the model at modelURL,
+// the store and skills in a temporary folder, no learning, and HTTP on
+// 127.0.0.1:0 with token (empty: the file names none).
+func httpConfig(t *testing.T, modelURL, token string) string {
+	t.Helper()
+	c := modelConfig(modelURL)
+	dir := t.TempDir()
+	c.Store.Path = filepath.Join(dir, "switchboard.db")
+	c.Skills.Dir = filepath.Join(dir, "skills")
+	c.Learning.Enabled = false
+	c.HTTP.Listen, c.HTTP.Token = "127.0.0.1:0", token
+	return cfgfile.Write(t, c)
 }
 
 // serveReady runs serve on cfg and returns it with its HTTP server's URL

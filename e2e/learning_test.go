@@ -475,7 +475,9 @@ func TestLearningFailingJobsLeaveTheTurnIntact(t *testing.T) {
 				jobs = append(jobs, j)
 			}
 		}
-		return learning.NewRunner(learning.Config{Jobs: jobs, EveryNTurns: 1, Timeout: 200 * time.Millisecond, RetryDelay: time.Hour})
+		// The timeout is every job's: long enough for the memory job's
+		// model call on a loaded machine (200 ms was not, under CI's -race).
+		return learning.NewRunner(learning.Config{Jobs: jobs, EveryNTurns: 1, Timeout: 3 * time.Second, RetryDelay: time.Hour})
 	}
 	r := newLrnRigWith(t, gateway.Options{LearningRunner: failing}, "off", learningOn, nil)
 	r.script(func(rec testkit.Recorded, lines map[int]string) string {

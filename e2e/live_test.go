@@ -122,27 +122,29 @@ func TestTelegramLiveReply(t *testing.T) {
 	// The first words show about 200 ms after the model's first token.
 	ctx := s.ctx(t)
 	var firstWords time.Time
-	for {
-		n := tg.Calls("editMessageText")
-		edits := tg.Edits()
+	for edits := tg.Edits(); ; {
 		if len(edits) > 0 && firstWords.IsZero() && strings.HasPrefix(edits[len(edits)-1].Text, "The") {
 			firstWords = time.Now()
 		}
 		if len(edits) > 0 && edits[len(edits)-1].Text == liveAnswer {
 			break
 		}
-		if err := tg.WaitCalls(ctx, "editMessageText", n+1); err != nil {
+		var err error
+		if edits, err = tg.WaitEdits(ctx, len(edits)+1); err != nil {
 			t.Fatalf("the answer never replaced the preview: %v; sent %q, edits %q\nstderr:\n%s",
 				err, sentTexts(sentTo(tg.Sent(), group)), sentTexts(tg.Edits()), s.stderr.String())
 		}
 	}
 	s.expect(group, 1)
 	s.finish(t)
-	if d := firstWords.Sub(<-firstToken); d > time.Second {
-		t.Errorf("the first words showed %s after the model's first token, want about 200 ms", d)
-	} else {
-		t.Logf("the first words showed %s after the model's first token", d.Round(time.Millisecond))
+	// Live: the first words show while the model still writes (its words
+	// come 150 ms apart); about 200 ms after its first token on an idle
+	// machine, which the log shows (a figure, not a bound: CI is loaded).
+	d := firstWords.Sub(<-firstToken)
+	if streaming := 150 * time.Millisecond * time.Duration(len(strings.Fields(liveAnswer))-1); d > streaming {
+		t.Errorf("the first words showed %s after the model's first token, after its last word (%s)", d, streaming)
 	}
+	t.Logf("the first words showed %s after the model's first token", d.Round(time.Millisecond))
 
 	if th := tg.Throttled(); len(th) != 0 {
 		t.Errorf("Telegram answered 429 %d times: %+v", len(th), th)

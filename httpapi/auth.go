@@ -6,17 +6,22 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/internal/httpjson"
 )
 
 const (
-	// sessionCookie holds the dashboard login: an HMAC of the token, so the
-	// token itself never sits in the browser.
+	// sessionCookie holds the dashboard login: a random id and the time
+	// of the sign-in, signed with an HMAC keyed by the token, so the token
+	// itself never sits in the browser, a new token signs everyone out, and
+	// each sign-in is an operator of its own (the web chat's session).
 	sessionCookie = "switchboard_session"
 	sessionMaxAge = 30 * 24 * time.Hour
+	sessionIDLen  = 16 // random bytes of a sign-in's id
 )
 
 // tokenOK compares a presented token with the configured one in constant
@@ -64,16 +69,107 @@ func (s *Server) checkBearer(r *http.Request) (c credential, wait time.Duration)
 	return credOK, 0
 }
 
-// sessionValue is what the login cookie holds.
-func (s *Server) sessionValue() string {
+// sessionMAC signs a sign-in's id and time.
+func (s *Server) sessionMAC(id, issued string) string {
 	mac := hmac.New(sha256.New, []byte(s.opts.Token))
-	mac.Write([]byte("switchboard dashboard session v1"))
+	mac.Write([]byte("switchboard dashboard session v2\x00" + id + "\x00" + issued))
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-func (s *Server) cookieOK(r *http.Request) bool {
+// newSession returns the cookie value of a new sign-in: ID.ISSUED.MAC.
+func (s *Server) newSession() string {
+	id := hex.EncodeToString(randomBytes(sessionIDLen))
+	issued := strconv.FormatInt(s.opts.Now().Unix(), 10)
+	return id + "." + issued + "." + s.sessionMAC(id, issued)
+}
+
+// signedIn returns the id of the sign-in r's cookie holds, if it is
+// genuine, younger than sessionMaxAge and not signed out.
+func (s *Server) signedIn(r *http.Request) (string, bool) {
 	c, err := r.Cookie(sessionCookie)
-	return err == nil && hmac.Equal([]byte(c.Value), []byte(s.sessionValue()))
+	if err != nil {
+		return "", false
+	}
+	id, rest, _ := strings.Cut(c.Value, ".")
+	issued, mac, _ := strings.Cut(rest, ".")
+	if len(id) != 2*sessionIDLen || !hmac.Equal([]byte(mac), []byte(s.sessionMAC(id, issued))) {
+		return "", false
+	}
+	at, err := strconv.ParseInt(issued, 10, 64)
+	if err != nil || s.opts.Now().Sub(time.Unix(at, 0)) > sessionMaxAge {
+		return "", false
+	}
+	return id, !s.signedOut.has(id)
+}
+
+func (s *Server) cookieOK(r *http.Request) bool {
+	_, ok := s.signedIn(r)
+	return ok
+}
+
+// signOuts are the sign-ins ended with the logout button, until their
+// cookies would have expired anyway. They live in memory: after a restart
+// a copied cookie of a signed-out browser works again until it expires;
+// changing http.token ends every sign-in for good.
+type signOuts struct {
+	mu  sync.Mutex
+	ids map[string]time.Time // id → when its cookie expires
+	now func() time.Time
+}
+
+func newSignOuts(now func() time.Time) *signOuts {
+	return &signOuts{ids: map[string]time.Time{}, now: now}
+}
+
+func (o *signOuts) add(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	for k, until := range o.ids {
+		if now.After(until) {
+			delete(o.ids, k)
+		}
+	}
+	o.ids[id] = now.Add(sessionMaxAge)
+}
+
+func (o *signOuts) has(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.ids[id]
+	return ok
+}
+
+// operator names who uses the dashboard, for the web chat's session: each
+// sign-in is one ("dashboard-" and the start of its id); a client with
+// the bearer token is "dashboard-bearer"; without a token (loopback only)
+// everyone is "dashboard".
+func (s *Server) operator(r *http.Request) string {
+	if s.opts.Token == "" {
+		return "dashboard"
+	}
+	if id, ok := s.signedIn(r); ok {
+		return "dashboard-" + id[:12]
+	}
+	return "dashboard-bearer"
+}
+
+// logout ends the browser's sign-in (POST /logout, with the CSRF token)
+// and shows the sign-in form again.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if !csrfOK(r) {
+		s.log.Warn("dashboard logout refused: missing or wrong form token (csrf)", "remote", r.RemoteAddr)
+		http.Error(w, "the form expired or did not come from this page; reload it and sign out again", http.StatusForbidden)
+		return
+	}
+	if id, ok := s.signedIn(r); ok {
+		s.signedOut.add(id)
+		s.log.Info("dashboard sign-out", "remote", r.RemoteAddr)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: secureRequest(r)})
+	http.Redirect(w, r, "/?signed_out=1", http.StatusSeeOther)
 }
 
 // bearer requires the token on API routes (when one is configured). A
@@ -145,7 +241,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s.guesses.succeeded(r)
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: s.sessionValue(), Path: "/",
+		Name: sessionCookie, Value: s.newSession(), Path: "/",
 		MaxAge: int(sessionMaxAge / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: secureRequest(r),
 	})

@@ -46,6 +46,7 @@ type bar struct {
 type axisLabel struct {
 	X, Y int
 	Text string
+	Alt  bool // every other x label: left out where the chart is narrow
 }
 
 // usageChart builds the chart of the last 24 hours by hour, or of the last
@@ -97,7 +98,7 @@ func (s *Server) usageChart(ctx context.Context, rng string) (chart, error) {
 		c.Bars = append(c.Bars, bar{X: x, W: w, PromptY: base - ph, PromptH: ph, CompleteY: base - ph - ch, CompleteH: ch,
 			Label: t.Format(format), Prompt: b.prompt, Completion: b.completion, Turns: b.turns})
 		if i%every == 0 {
-			c.XLabels = append(c.XLabels, axisLabel{X: x + w/2, Y: chartH - 8, Text: t.Format(format)})
+			c.XLabels = append(c.XLabels, axisLabel{X: x + w/2, Y: chartH - 8, Text: t.Format(format), Alt: len(c.XLabels)%2 == 1})
 		}
 	}
 	for _, f := range []int{0, 2, 4} {

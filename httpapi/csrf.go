@@ -44,6 +44,19 @@ func csrfOK(r *http.Request) bool {
 	return subtle.ConstantTimeCompare([]byte(r.PostFormValue(csrfField)), []byte(c.Value)) == 1
 }
 
+// csrfHeader carries the form token on the web chat's script requests.
+const csrfHeader = "X-Switchboard-CSRF"
+
+// csrfHeaderOK reports whether a script's request carries the token of its
+// cookie in csrfHeader.
+func csrfHeaderOK(r *http.Request) bool {
+	c, err := r.Cookie(csrfCookie)
+	if err != nil || !wellFormedCSRF(c.Value) {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(c.Value)) == 1
+}
+
 func wellFormedCSRF(v string) bool {
 	b, err := hex.DecodeString(v)
 	return err == nil && len(b) == csrfBytes

@@ -62,6 +62,9 @@ func (s *Server) dashboardRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /login", s.login)
 	page := func(h func(w http.ResponseWriter, r *http.Request) (string, any, error)) http.Handler {
 		return s.dashboard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.opts.Token != "" {
+				r = r.WithContext(context.WithValue(r.Context(), csrfKey{}, csrfToken(w, r)))
+			}
 			name, data, err := h(w, r)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
@@ -86,6 +89,11 @@ func (s *Server) dashboardRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /pairing/{code}/deny", s.pairingAction(false))
 	mux.Handle("POST /pairing/revoke", s.pairingRevoke())
 	mux.Handle("GET /dashboard/metrics", page(s.metricsPage))
+	// The web chat, search and logout (webchat.go, search.go, auth.go).
+	mux.Handle("GET /webchat", page(s.webChatPage))
+	mux.Handle("POST /webchat/messages", s.dashboard(jsonOnly(http.HandlerFunc(s.webChatSend))))
+	mux.Handle("GET /search", page(s.searchPage))
+	mux.HandleFunc("POST /logout", s.logout)
 }
 
 func cacheStatic(next http.Handler) http.Handler {
@@ -120,7 +128,11 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, m
 	if r.Method != http.MethodGet {
 		next = "/"
 	}
-	s.render(w, code, "login.html", map[string]any{"Title": "Sign in", "Error": msg, "Next": next,
+	signedOut := r.URL.Path == "/" && r.URL.Query().Has("signed_out")
+	if signedOut {
+		next = "/"
+	}
+	s.render(w, code, "login.html", map[string]any{"Title": "Sign in", "Error": msg, "Next": next, "SignedOut": signedOut,
 		"CSRF": csrfToken(w, r), "Head": head{Agent: s.opts.AgentName, AuthOn: s.opts.Token != ""}}) // no model, version or uptime for strangers
 }
 
@@ -128,11 +140,17 @@ func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, code int, m
 type head struct {
 	Agent, Model, Version, Uptime string
 	AuthOn                        bool
+	CSRF                          string // the logout form's token (pages behind the sign-in)
+	Search                        string // the search box's text
 }
 
-func (s *Server) head() head {
+// csrfKey marks a page request's context with its form token.
+type csrfKey struct{}
+
+func (s *Server) head(r *http.Request) head {
+	tok, _ := r.Context().Value(csrfKey{}).(string)
 	return head{Agent: s.opts.AgentName, Model: s.opts.ModelName, Version: s.opts.Version,
-		Uptime: durText(s.opts.Now().Sub(s.started)), AuthOn: s.opts.Token != ""}
+		Uptime: durText(s.opts.Now().Sub(s.started)), AuthOn: s.opts.Token != "", CSRF: tok}
 }
 
 // turnRow is a turn with its tool calls, for tables.
@@ -180,7 +198,7 @@ type overview struct {
 
 func (s *Server) overviewData(r *http.Request) (*overview, error) {
 	ctx := r.Context()
-	ov := &overview{Title: "Overview", Head: s.head(), Range: r.URL.Query().Get("range")}
+	ov := &overview{Title: "Overview", Head: s.head(r), Range: r.URL.Query().Get("range")}
 	ov.Ready = s.Ready(ctx)
 	if s.opts.Channels != nil {
 		ov.Channels = s.opts.Channels()
@@ -382,7 +400,7 @@ func (s *Server) turnPage(_ http.ResponseWriter, r *http.Request) (string, any, 
 	if err != nil {
 		return "", nil, err
 	}
-	data := map[string]any{"Title": fmt.Sprintf("Turn %d", id), "Head": s.head(), "Turn": t, "Messages": msgs,
+	data := map[string]any{"Title": fmt.Sprintf("Turn %d", id), "Head": s.head(r), "Turn": t, "Messages": msgs,
 		"Tools": toolUses(msgs)}
 	if c, err := s.opts.Store.ChatByID(ctx, t.ChatID); err == nil {
 		data["Chat"], data["Label"] = c, s.chatLabel(ctx, c)
@@ -404,7 +422,7 @@ func (s *Server) chatsPage(_ http.ResponseWriter, r *http.Request) (string, any,
 	for i, c := range chats {
 		rows[i] = chatRow{ChatSummary: c, label: s.chatLabel(r.Context(), c.Chat)}
 	}
-	return "chats.html", map[string]any{"Title": "Chats", "Head": s.head(), "Chats": rows}, nil
+	return "chats.html", map[string]any{"Title": "Chats", "Head": s.head(r), "Chats": rows}, nil
 }
 
 func (s *Server) chatPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
@@ -430,7 +448,7 @@ func (s *Server) chatPage(_ http.ResponseWriter, r *http.Request) (string, any, 
 		return "", nil, err
 	}
 	l := s.chatLabel(ctx, c)
-	return "chat.html", map[string]any{"Title": l.Name, "Head": s.head(), "Chat": c, "Label": l,
+	return "chat.html", map[string]any{"Title": l.Name, "Head": s.head(r), "Chat": c, "Label": l,
 		"Sessions": sessions, "Turns": rows}, nil
 }
 
@@ -452,7 +470,7 @@ func (s *Server) sessionPage(_ http.ResponseWriter, r *http.Request) (string, an
 	if err != nil {
 		return "", nil, err
 	}
-	return "session.html", map[string]any{"Title": fmt.Sprintf("Session %d", id), "Head": s.head(),
+	return "session.html", map[string]any{"Title": fmt.Sprintf("Session %d", id), "Head": s.head(r),
 		"Chat": c, "Session": sess, "Messages": msgs}, nil
 }
 

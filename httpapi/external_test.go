@@ -17,11 +17,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
@@ -292,6 +294,8 @@ func TestDashboardWidthsInBrowser(t *testing.T) {
 		{"turn", fmt.Sprintf("/turns/%d", apiTurn.ID)},
 		{"session", fmt.Sprintf("/sessions/%d", apiTurn.SessionID)},
 		{"metrics", "/dashboard/metrics"},
+		{"webchat", "/webchat"},
+		{"search", "/search?q=time"},
 	}
 
 	ctx := openBrowser(t, chrome, "about:blank")
@@ -328,6 +332,7 @@ func TestDashboardWidthsInBrowser(t *testing.T) {
 			if len(m) != 3 || m[0] > m[1] || m[1] != int(size.w) || m[0] > m[2] {
 				t.Errorf("%s overflows sideways: scrollWidth, innerWidth, clientWidth = %v, want scrollWidth <= %d", where, m, size.w)
 			}
+			checkReadable(t, ctx, where, size.w)
 			shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 			step("screenshot "+where, err)
 			path := filepath.Join(dir, fmt.Sprintf("dashboard-%d-%s.png", size.w, p.name))
@@ -368,5 +373,181 @@ func TestDashboardWidthsInBrowser(t *testing.T) {
 	}
 	if list, err := s.store.PendingPairings(ctx0); err != nil || len(list) != 0 {
 		t.Errorf("pending after the buttons = %+v, %v; want none", list, err)
+	}
+}
+
+// checkReadable checks a page of the dashboard at a width: the status of every
+// turn in a turn table is on screen without scrolling the table, and the
+// usage chart's labels are drawn at least 9 px high, the x labels apart.
+func checkReadable(t *testing.T, ctx context.Context, where string, width int64) {
+	t.Helper()
+	// The right edge of each turn's cell under the "status" heading; -1
+	// for a turn table without one.
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`Array.from(document.querySelectorAll('table.turns')).flatMap(tb => {
+		const i = Array.from(tb.rows[0].cells).findIndex(c => c.textContent.trim() === 'status');
+		return Array.from(tb.querySelectorAll('tr.turn')).map(r => i < 0 ? -1 : Math.ceil(r.cells[i].getBoundingClientRect().right));
+	})`))
+	if err != nil {
+		t.Fatalf("browser: measure the turn status at %s: %v", where, err)
+	}
+	for _, right := range status {
+		if right < 0 {
+			t.Errorf("%s: a turn table has no status column", where)
+		}
+		if right > int(width) {
+			t.Errorf("%s: a turn's status ends at %d px, off screen (%d px wide)", where, right, width)
+		}
+	}
+	labels, err := chromedp.Run(ctx, chromedp.Evaluate[[][]float64](`Array.from(document.querySelectorAll('#usage-chart text'))
+		.filter(e => getComputedStyle(e).display !== 'none')
+		.map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right, r.height, e.classList.contains('xlabel') ? 1 : 0]; })`))
+	if err != nil {
+		t.Fatalf("browser: measure the chart's labels at %s: %v", where, err)
+	}
+	lastRight := -1.0
+	for _, l := range labels {
+		if l[2] < 9 {
+			t.Errorf("%s: a chart label is %.1f px high, want at least 9 to be readable", where, l[2])
+		}
+		if l[3] == 1 {
+			if l[0] < lastRight {
+				t.Errorf("%s: the chart's x labels overlap (one starts at %.0f px, the one before ends at %.0f)", where, l[0], lastRight)
+			}
+			lastRight = l[1]
+		}
+	}
+}
+
+// The web chat in a real browser, signed in with the login form: a
+// streamed answer (the send_message text in several chunks) with the
+// tool's progress, an approval answered by the Approve button, the turn
+// found by the search box by a word of its message, and the logout.
+// Screenshots of the conversation at 390 and 1366 px go to the artifact
+// directory, each checked for sideways overflow and for the buttons'
+// being on screen.
+func TestWebChatInBrowser(t *testing.T) {
+	chrome := chromium(t)
+	var ran atomic.Int32
+	s := newStack(t, func(o *Options) { o.Token = testToken }, stackExtras{tools: []*agent.Tool{deleteTool(&ran)}, approvals: true})
+	ctx := openBrowser(t, chrome, "about:blank")
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	step("sign in on the way to the web chat", chromedp.Do(ctx,
+		chromedp.Navigate(s.url+"/webchat"),
+		chromedp.SetValue(chromedp.CSS(`input[name="token"]`), testToken),
+		chromedp.Submit(chromedp.CSS(`form`)),
+		chromedp.WaitVisible(chromedp.CSS(`#webchat-form[data-ready]`))))
+	// say types a message, sends it and waits for the nth answer to end.
+	say := func(text string, n int) {
+		t.Helper()
+		step("say "+text, chromedp.Do(ctx,
+			chromedp.SetValue(chromedp.CSS(`#webchat-form textarea`), text),
+			chromedp.Click(chromedp.CSS(`#webchat-form button`)),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#webchat-log li.msg.assistant:nth-of-type(%d)[data-done]`, 2*n)))))
+	}
+	answer := func(n int) (text string, chunks string) {
+		t.Helper()
+		sel := fmt.Sprintf(`#webchat-log li.msg.assistant:nth-of-type(%d)`, 2*n)
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel+` p.text`)))
+		step("read answer", err)
+		c, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(sel), "data-chunks"))
+		step("read answer's chunks", err)
+		return text, c.Value
+	}
+
+	// 1. A tool call, then the answer streamed as the model writes it.
+	reply := "The time is 12:00 UTC; this answer streams in pieces, as the model writes it."
+	args, _ := json.Marshal(map[string]string{"text": reply})
+	s.fake.Push(
+		testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c1", "current_time", `{}`)}},
+		testkit.Reply{ArgPieces: 8, ChunkDelay: 20 * time.Millisecond, ToolCalls: []llm.ToolCall{testkit.Call("c2", "send_message", string(args))}},
+		testkit.Reply{Text: "Sent it."},
+	)
+	say("What time is it, my gardening friend?", 1)
+	text, chunks := answer(1)
+	if n, _ := strconv.Atoi(chunks); text != reply || n < 2 {
+		t.Errorf("the streamed answer: %q in %s chunks; want %q in several", text, chunks, reply)
+	}
+	tool, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#webchat-log li.tool-live[data-tool="current_time"]`), "data-state"))
+	step("read the tool's progress", err)
+	if tool.Value != "done" {
+		t.Errorf("current_time's progress in the page = %q, want done", tool.Value)
+	}
+
+	// 2. A tool that needs approval: the question with buttons; Approve.
+	s.fake.Push(testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c3", "delete_file", `{"path":"old.txt"}`)}})
+	say("delete old.txt", 2)
+	step("wait for the approval's buttons", chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#webchat-log .approval button.approve`))))
+	if ran.Load() != 0 {
+		t.Fatal("the tool ran before its approval")
+	}
+	dir := artifactDir(t)
+	for _, size := range []struct {
+		w, h   int64
+		mobile bool
+	}{{390, 844, true}, {1366, 768, false}} {
+		opts := []chromedp.EmulateViewportOption{chromedp.EmulateLandscape}
+		if size.mobile {
+			opts = []chromedp.EmulateViewportOption{chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch}
+		}
+		step("set the viewport", chromedp.Do(ctx, chromedp.EmulateViewport(size.w, size.h, opts...)))
+		m, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`(() => {
+			const b = document.querySelector('#webchat-log .approval button.deny').getBoundingClientRect();
+			return [document.documentElement.scrollWidth, window.innerWidth, Math.round(b.right)];
+		})()`))
+		step("measure the web chat", err)
+		if len(m) != 3 || m[1] != int(size.w) || m[0] > m[1] || m[2] > m[1] {
+			t.Errorf("the web chat at %d px: scrollWidth, innerWidth, Deny's right edge = %v; want all within %d", size.w, m, size.w)
+		}
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		step("screenshot the web chat", err)
+		path := filepath.Join(dir, fmt.Sprintf("dashboard-%d-webchat.png", size.w))
+		if err := os.WriteFile(path, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	step("restore the viewport", chromedp.Do(ctx, chromedp.EmulateViewport(1280, 1400)))
+	s.fake.Push(testkit.Reply{Text: "Deleted old.txt."})
+	step("press Approve", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#webchat-log .approval button.approve`)),
+		chromedp.WaitVisible(chromedp.CSS(`#webchat-log li.msg.assistant:nth-of-type(6)[data-done]`))))
+	if text, _ := answer(3); text != "Deleted old.txt." || ran.Load() != 1 {
+		t.Errorf("after Approve: %q, the tool ran %d times; want the resumed turn's answer and one run", text, ran.Load())
+	}
+	user, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#webchat-log li.msg.user:nth-of-type(5)`)))
+	step("read the button's message", err)
+	if user != "yes" {
+		t.Errorf("the Approve button sent %q, want yes", user)
+	}
+
+	// 3. The search box finds the first turn by a word of its message.
+	turns, err := s.store.SearchTurns(t.Context(), "time is it", 10)
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("the first turn in the store: %v, %v", turns, err)
+	}
+	step("search", chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`header form.search input[name="q"]`), "gardening"),
+		chromedp.Submit(chromedp.CSS(`header form.search`)),
+		chromedp.WaitVisible(chromedp.CSS(`#search h1`))))
+	found, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll('#found-turns tr.turn')).map(r => r.getAttribute('data-turn'))`))
+	step("read the results", err)
+	if len(found) != 1 || found[0] != strconv.FormatInt(turns[0].ID, 10) {
+		t.Errorf("search for gardening found turns %v, want [%d]", found, turns[0].ID)
+	}
+
+	// 4. Sign out: the sign-in form again, and the dashboard stays shut.
+	step("sign out", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header form.logout button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#signed-out`))))
+	resp, err := chromedp.RunResponse(ctx, chromedp.Navigate(s.url+"/webchat"))
+	step("open the web chat after signing out", err)
+	if resp.Status != http.StatusUnauthorized {
+		t.Errorf("the web chat after signing out: %d, want 401 (the sign-in form)", resp.Status)
 	}
 }

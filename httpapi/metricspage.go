@@ -40,7 +40,7 @@ type metricSeries struct {
 }
 
 func (s *Server) metricsPage(_ http.ResponseWriter, r *http.Request) (string, any, error) {
-	data := map[string]any{"Title": "Metrics", "Head": s.head(), "Raw": s.opts.Metrics != nil}
+	data := map[string]any{"Title": "Metrics", "Head": s.head(r), "Raw": s.opts.Metrics != nil}
 	if s.opts.Gatherer == nil {
 		return "metrics.html", data, nil
 	}

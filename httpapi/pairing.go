@@ -43,7 +43,7 @@ func (s *Server) pairingPage(w http.ResponseWriter, r *http.Request) (string, an
 
 func (s *Server) pairingData(w http.ResponseWriter, r *http.Request) (*pairingView, error) {
 	list, err := s.opts.Store.PendingPairings(r.Context())
-	v := &pairingView{Title: "Pairing", Head: s.head(), CSRF: csrfToken(w, r), Pending: list}
+	v := &pairingView{Title: "Pairing", Head: s.head(r), CSRF: csrfToken(w, r), Pending: list}
 	if err == nil {
 		v.Paired, err = s.opts.Store.ApprovedUsers(r.Context())
 	}

@@ -14,6 +14,9 @@
 //	GET  /v1/models             the chat API: lists the agent as a model
 //	GET  /                      the dashboard (and /turns/{id}, /chats, /chats/{id}, /sessions/{id},
 //	                            /pairing, /dashboard/metrics)
+//	GET  /webchat, POST /webchat/messages   the dashboard's web chat (webchat.go)
+//	GET  /search                the dashboard's search over chats and turns
+//	POST /logout                the dashboard's sign-out (CSRF token)
 //	POST /pairing/{code}/approve, /pairing/{code}/deny   the dashboard's forms (CSRF token)
 //	POST /pairing/revoke        the paired users' Revoke buttons (CSRF token)
 //
@@ -89,6 +92,9 @@ type Store interface {
 	UsageSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]store.UsagePoint, error)
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
 	LastInbound(ctx context.Context, chatID int64) ([]byte, error)
+	// Search (the dashboard's search box).
+	SearchTurns(ctx context.Context, text string, limit int) ([]store.Turn, error)
+	SearchChats(ctx context.Context, text string, limit int) ([]store.ChatSummary, error)
 
 	// Pairing requests, which the dashboard approves or denies as
 	// `switchboard pairing approve` does.
@@ -241,6 +247,11 @@ type Server struct {
 	draining atomic.Bool
 	probe    probeState
 	guesses  *guessLimiter // wrong tokens per client
+	// signedOut are the dashboard sign-ins ended by the logout button.
+	signedOut *signOuts
+	// completions is the chat API's POST /v1/chat/completions, which the
+	// web chat posts through; nil without the API.
+	completions http.Handler
 }
 
 // New checks opts and builds the routes.
@@ -271,7 +282,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now(), hosts: hosts,
-		guesses: newGuessLimiter(opts.Now)}
+		guesses: newGuessLimiter(opts.Now), signedOut: newSignOuts(opts.Now)}
 	pg, err := newPages()
 	if err != nil {
 		return nil, err
@@ -331,6 +342,9 @@ func (s *Server) routes() http.Handler {
 	if s.opts.API != nil {
 		for pattern, h := range s.opts.API.Routes() {
 			mux.Handle(pattern, s.bearer(jsonOnly(h)))
+			if pattern == completionsRoute {
+				s.completions = h // the web chat's way in (webchat.go)
+			}
 		}
 	}
 	s.dashboardRoutes(mux)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
+	"github.com/switchboard-gateway/switchboard/approvals"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/chatapi"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -44,10 +45,20 @@ type stack struct {
 	stopAPI  func() // ends the API channel's Run, as serve's context does at SIGTERM
 }
 
+// stackExtras adds to a stack: tools, and the approvals interceptor.
+type stackExtras struct {
+	tools     []*agent.Tool
+	approvals bool
+}
+
 // newStack starts the gateway; edit adjusts the server options (a token,
 // channel statuses) before the server is built.
-func newStack(t *testing.T, edit func(*Options)) *stack {
+func newStack(t *testing.T, edit func(*Options), extras ...stackExtras) *stack {
 	t.Helper()
+	var ex stackExtras
+	for _, e := range extras {
+		ex = e
+	}
 	s := &stack{t: t, fake: testkit.NewFakeLLM(t)}
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "switchboard.db"))
 	if err != nil {
@@ -61,13 +72,17 @@ func newStack(t *testing.T, edit func(*Options)) *stack {
 	s.metrics = metrics.New("test")
 	s.model = s.metrics.ObserveModel(client, "fake-model")
 	ag, err := agent.New(agent.Config{Model: s.model, Store: st,
-		Sources: []agent.Source{agent.Builtin(nil, time.UTC), agent.ChannelContext()}})
+		Sources: []agent.Source{agent.Builtin(nil, time.UTC), agent.ChannelContext(), agent.StaticSource{SourceName: "test", List: ex.tools}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.activity = NewActivity()
 	s.api = chatapi.New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, nil)
-	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model",
+	var interceptors []router.Interceptor
+	if ex.approvals {
+		interceptors = append(interceptors, approvals.New(approvals.Config{Store: st}))
+	}
+	rt, err := router.New(router.Config{Store: st, Agent: ag, ModelName: "fake-model", Interceptors: interceptors,
 		Hooks: router.Hooks{OnEvent: func(in channels.Inbound, ev agent.Event) {
 			s.metrics.Observe(in, ev)
 			s.activity.Observe(in, ev)

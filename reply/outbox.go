@@ -301,6 +301,10 @@ func (o *Outbox) pass(ctx context.Context) (wait time.Duration, waiting bool) {
 		}
 		return o.cfg.MinBackoff, true
 	}
+	// One now for the whole pass: a chat that falls due while the pass
+	// sends to another waits for the next pass, so the pass's decisions
+	// (which chat probes a channel found down) hold together.
+	now := o.now()
 	byChat := map[string][]store.OutboxItem{}
 	var order []string
 	for _, it := range rows {
@@ -319,15 +323,21 @@ func (o *Outbox) pass(ctx context.Context) (wait time.Duration, waiting bool) {
 		ch := rows[0].Channel
 		// A channel found down is probed by the chat that found it only
 		// (each attempt costs the adapter's own retries, seconds); its
-		// other chats wait until the probe is due again.
+		// other chats wait while that chat's replies wait (or, once they
+		// are gone, until the probe would have been due again).
 		probe, isDown := o.down[ch]
-		skip := isDown && probe.chat != k && o.now().Before(probe.until)
-		due, ok, failed := o.drain(ctx, rows, !skip)
+		probing := byChat[probe.chat]
+		skip := isDown && probe.chat != k && (len(probing) > 0 || now.Before(probe.until))
+		due, ok, failed := o.drain(ctx, rows, !skip, now)
 		switch {
 		case skip && ok:
-			due = max(due, probe.until.Sub(o.now()))
+			next := probe.until
+			if len(probing) > 0 && probing[0].NextAttemptAt.After(next) {
+				next = probing[0].NextAttemptAt
+			}
+			due = max(due, next.Sub(now))
 		case failed:
-			o.down[ch] = downProbe{chat: k, until: o.now().Add(due)}
+			o.down[ch] = downProbe{chat: k, until: now.Add(due)}
 		case isDown && probe.chat == k && due == 0:
 			delete(o.down, ch) // the probe went through: the channel is back
 		}
@@ -348,12 +358,11 @@ type downProbe struct {
 }
 
 // drain delivers one chat's waiting replies in order (or, unless send,
-// only drops those too old). It stops at the first one not due yet or
+// only drops those too old), as of the pass's now. It stops at the first one not due yet or
 // failing, and returns how long until it is due; failed says the platform
 // was unavailable.
-func (o *Outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool) (wait time.Duration, ok, failed bool) {
+func (o *Outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool, now time.Time) (wait time.Duration, ok, failed bool) {
 	for _, it := range rows {
-		now := o.now()
 		log := o.log.With("outbox_id", it.ID, "channel", it.Channel, "chat", it.ChatKey, "inbox_id", it.InboxID, "turn_id", it.TurnID)
 		age := now.Sub(it.CreatedAt)
 		if age > o.cfg.MaxAge {

@@ -322,7 +322,6 @@ func TestClusterOwnerAnswersMessagesTakenInElsewhere(t *testing.T) {
 	log := &sharedLog{}
 	runner := newChatRunner()
 	a := newReplicaRouter(t, st, "a", 5*time.Second, runner, log)
-	b := newReplicaRouter(t, st, "b", 5*time.Second, runner, log)
 
 	release := runner.hold("x/0")
 	if err := a.r.Deliver(t.Context(), msg("x", "u", "x/0")); err != nil {
@@ -331,6 +330,7 @@ func TestClusterOwnerAnswersMessagesTakenInElsewhere(t *testing.T) {
 	if got := <-runner.started; got != "x/0" {
 		t.Fatalf("started %q", got)
 	}
+	b := newReplicaRouter(t, st, "b", 5*time.Second, runner, log) // once a has the chat (see the job test)
 	for n := 1; n <= 2; n++ {
 		if err := b.r.Deliver(t.Context(), msg("x", "u", fmt.Sprintf("x/%d", n))); err != nil {
 			t.Fatal(err)
@@ -358,7 +358,6 @@ func TestClusterTakeOverAfterLeaseExpiry(t *testing.T) {
 	runner := newChatRunner()
 	const ttl = 3 * time.Second
 	a := newReplicaRouter(t, st, "a", ttl, runner, log)
-	b := newReplicaRouter(t, st, "b", ttl, runner, log)
 
 	runner.hold("y/0") // never released: a dies in this turn
 	if err := a.r.Deliver(t.Context(), msg("y", "u", "y/0")); err != nil {
@@ -367,6 +366,7 @@ func TestClusterTakeOverAfterLeaseExpiry(t *testing.T) {
 	if got := <-runner.started; got != "y/0" {
 		t.Fatalf("started %q", got)
 	}
+	b := newReplicaRouter(t, st, "b", ttl, runner, log) // once a has the chat (see the job test)
 	if err := b.r.Deliver(t.Context(), msg("y", "u", "y/1")); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,6 @@ func TestClusterTakeOverEndsTurnsLeftRunning(t *testing.T) {
 	runner := newChatRunner()
 	const ttl = 2 * time.Second
 	a := newReplicaRouter(t, st, "a", ttl, runner, log)
-	newReplicaRouter(t, st, "b", ttl, runner, log) // takes the chat over
 	ctx := t.Context()
 
 	runner.hold("j/0") // never released: a dies in this turn
@@ -416,6 +415,7 @@ func TestClusterTakeOverEndsTurnsLeftRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-runner.started
+	newReplicaRouter(t, st, "b", ttl, runner, log) // takes the chat over; started once a has it (see the job test)
 	// The rows a's agent would have written: the message's turn, and a
 	// job's turn in the same chat.
 	chat, err := st.EnsureChat(ctx, "fake", "j", "dm", "")
@@ -469,13 +469,15 @@ func TestClusterJobWaitsForTheChatsOwner(t *testing.T) {
 	log := &sharedLog{}
 	runner := newChatRunner()
 	a := newReplicaRouter(t, st, "a", 5*time.Second, runner, log)
-	b := newReplicaRouter(t, st, "b", 5*time.Second, runner, log)
 
 	release := runner.hold("z/0")
 	if err := a.r.Deliver(t.Context(), msg("z", "u", "z/0")); err != nil {
 		t.Fatal(err)
 	}
 	<-runner.started
+	// b starts once a runs the chat: started before, its poll could take
+	// the chat between a storing the message and taking its lease.
+	b := newReplicaRouter(t, st, "b", 5*time.Second, runner, log)
 	done := make(chan error, 1)
 	go func() {
 		_, err := b.r.RunJob(t.Context(), JobTurn{Name: "j", Channel: "fake", ChatID: "z", ChatType: channels.DM,
@@ -511,13 +513,13 @@ func TestClusterBusyReplicaLeavesNewChatsToOthers(t *testing.T) {
 	log := &sharedLog{}
 	runner := newChatRunner()
 	a := newReplicaRouterN(t, st, "a", 5*time.Second, 1, runner, log)
-	newReplicaRouterN(t, st, "b", 5*time.Second, 1, runner, log)
 
 	release := runner.hold("p/0")
 	if err := a.r.Deliver(t.Context(), msg("p", "u", "p/0")); err != nil {
 		t.Fatal(err)
 	}
 	<-runner.started
+	newReplicaRouterN(t, st, "b", 5*time.Second, 1, runner, log) // once a has the chat (see the job test)
 	if err := a.r.Deliver(t.Context(), msg("q", "u", "q/0")); err != nil {
 		t.Fatal(err)
 	}

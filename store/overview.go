@@ -80,25 +80,21 @@ func (s *Store) TurnMessages(ctx context.Context, turnID int64) ([]Message, erro
 
 // Chats returns up to limit chats, the most recently active first.
 func (s *Store) Chats(ctx context.Context, limit int) ([]ChatSummary, error) {
-	rows, err := s.db.QueryContext(ctx, sqlChatList, s.d.limit(limit))
+	out, err := queryAll(ctx, s.db, scanChatSummary, sqlChatList, s.d.limit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: chats: %w", err)
 	}
-	defer rows.Close()
-	var out []ChatSummary
-	for rows.Next() {
-		var c ChatSummary
-		var created, last int64
-		if err := rows.Scan(&c.ID, &c.Channel, &c.Key, &c.Type, &c.Title, &created, &c.Turns, &last); err != nil {
-			return nil, fmt.Errorf("store: chats: %w", err)
-		}
-		c.CreatedAt, c.LastActive = fromMS(created), fromMS(last)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: chats: %w", err)
-	}
 	return out, nil
+}
+
+func scanChatSummary(r rowScanner) (ChatSummary, error) {
+	var c ChatSummary
+	var created, last int64
+	if err := r.Scan(&c.ID, &c.Channel, &c.Key, &c.Type, &c.Title, &created, &c.Turns, &last); err != nil {
+		return c, err
+	}
+	c.CreatedAt, c.LastActive = fromMS(created), fromMS(last)
+	return c, nil
 }
 
 // UsageSeries sums token usage of the turns started at or after since, per

@@ -190,7 +190,7 @@ func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
 // when the turn ends.
 func (a *API) TurnEvent(in channels.Inbound, ev agent.Event) {
 	switch ev.Kind {
-	case agent.EventTurnStart, agent.EventDone, agent.EventReplyDelta, agent.EventToolEnd:
+	case agent.EventTurnStart, agent.EventDone, agent.EventReplyDelta, agent.EventToolStart, agent.EventToolEnd:
 	default:
 		return
 	}
@@ -207,7 +207,11 @@ func (a *API) TurnEvent(in channels.Inbound, ev agent.Event) {
 	case agent.EventReplyDelta:
 		w.speculate(ev.CallID, ev.Text)
 		return
+	case agent.EventToolStart:
+		w.progressed(ev)
+		return
 	case agent.EventToolEnd:
+		w.progressed(ev)
 		w.settled(ev.CallID)
 		return
 	}
@@ -261,6 +265,10 @@ type waiter struct {
 	// request); noQuestion answers the request if it never comes.
 	question   *channels.ApprovalQuestion
 	noQuestion *time.Timer
+	// wantProgress: the request asked for tool progress (progress.go),
+	// which waits in progress for the stream.
+	wantProgress bool
+	progress     []Progress
 }
 
 func newWaiter(stream bool) *waiter {
@@ -374,6 +382,8 @@ type chatRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	User string `json:"user"`
+	// Progress asks a streamed answer for tool progress (progress.go).
+	Progress bool `json:"switchboard_progress"`
 }
 
 type chatMessage struct {
@@ -531,6 +541,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		UserID: user, DisplayName: user, Text: text, Attachments: atts, Mentioned: true, Time: time.Now(),
 	}
 	wt := newWaiter(req.Stream)
+	wt.wantProgress = req.Progress
 	keys := []string{msgID}
 	if q, ok := a.takeAsked(user); ok {
 		if action, ok := answerOf(q, text, atts); ok {
@@ -648,6 +659,13 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c compl
 	wrote := false
 	for {
 		pieces, done := wt.takeLive()
+		for _, p := range wt.takeProgress() {
+			ch := c.chunk(map[string]any{}, nil)
+			ch[ProgressField] = p
+			if !write(ch) {
+				return
+			}
+		}
 		for _, t := range pieces {
 			wrote = true
 			if !write(c.chunk(map[string]any{"content": t}, nil)) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -166,17 +167,25 @@ func (s *stack) chat(user, text string) (string, map[string]any) {
 // data events (without [DONE]) and whether [DONE] came.
 func (s *stack) streamChat(user, text string) ([]map[string]any, bool) {
 	s.t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "switchboard", "user": user, "stream": true,
+	return s.streamChatWith(user, text, nil)
+}
+
+// streamChatWith is streamChat with extra request fields.
+func (s *stack) streamChatWith(user, text string, extra map[string]any) ([]map[string]any, bool) {
+	s.t.Helper()
+	req := map[string]any{"model": "switchboard", "user": user, "stream": true,
 		"stream_options": map[string]any{"include_usage": true},
-		"messages":       []map[string]any{{"role": "user", "content": text}}})
-	req, err := http.NewRequestWithContext(s.t.Context(), "POST", s.url+"/v1/chat/completions", bytes.NewReader(body))
+		"messages":       []map[string]any{{"role": "user", "content": text}}}
+	maps.Copy(req, extra)
+	body, _ := json.Marshal(req)
+	hreq, err := http.NewRequestWithContext(s.t.Context(), "POST", s.url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
+		hreq.Header.Set("Authorization", "Bearer "+s.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -67,8 +67,9 @@ func TestPacingBurstOfAThousandChats(t *testing.T) {
 		next[m.ChatID]++
 	}
 	// 1,020 messages at 30/s after a burst of 20: at least 33 s; this
-	// also shows pacing did not just slow everything down to a crawl.
-	if min, max := 33*time.Second, 45*time.Second; took < min || took > max {
+	// also shows pacing did not just slow everything down to a crawl (the
+	// upper bound leaves room for a loaded machine running -race).
+	if min, max := 33*time.Second, 60*time.Second; took < min || took > max {
 		t.Errorf("the burst took %v, want %v-%v at 30 messages/s", took, min, max)
 	}
 	st := e.a.PacingStats()

@@ -756,6 +756,12 @@ func (f *Fake) WaitSent(ctx context.Context, n int) ([]SentMessage, error) {
 	return f.Sent(), err
 }
 
+// WaitEdits waits until at least n edits went through and returns them.
+func (f *Fake) WaitEdits(ctx context.Context, n int) ([]SentMessage, error) {
+	err := f.wait(ctx, fmt.Sprintf("%d edits", n), func() bool { return len(f.edits) >= n })
+	return f.Edits(), err
+}
+
 // WaitCalls waits until method was called at least n times.
 func (f *Fake) WaitCalls(ctx context.Context, method string, n int) error {
 	m := strings.ToLower(method)
