@@ -41,7 +41,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	v.notNegative("llm.max_retries", c.LLM.MaxRetries, "0 disables retries")
-	v.positiveDuration("llm.request_timeout", c.LLM.RequestTimeout, "180s")
+	v.positiveDuration("llm.request_timeout", c.LLM.RequestTimeout, "120s")
+	v.positiveDuration("llm.stream_idle_timeout", c.LLM.StreamIdleTimeout, "60s")
 	v.notNegative("llm.max_concurrent_requests", c.LLM.MaxConcurrentRequests, "0 means no cap")
 	v.notNegative("llm.max_output_tokens", c.LLM.MaxOutputTokens, "0 leaves the limit to the server")
 	if c.LLM.MaxOutputTokens > 0 && c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
@@ -323,6 +324,13 @@ func (c *Config) Warnings() []string {
 	if host, _, err := net.SplitHostPort(c.HTTP.Listen); err == nil && !isLoopback(host) && len(c.HTTP.PublicHosts) == 0 {
 		note("http.public_hosts", "http.listen", fmt.Sprintf("is empty and http.listen (%q) is not loopback: the server answers only to localhost and IP addresses in the Host header (421 otherwise); list the names clients use", c.HTTP.Listen))
 	}
+	if worst := c.LLM.WorstCall(); c.Agent.TurnTimeout > 0 && worst > c.Agent.TurnTimeout {
+		note("agent.turn_timeout", "llm.request_timeout", fmt.Sprintf("(%s) is shorter than one model call can take: %d attempt(s) of llm.request_timeout (%s) and %s of waits between retries come to %s, so a hung model ends the turn before the model's retries and fallbacks are done; raise agent.turn_timeout, or lower llm.request_timeout or llm.max_retries",
+			c.Agent.TurnTimeout, c.LLM.attempts(), c.LLM.RequestTimeout, modelRetryWaits, worst))
+	}
+	if c.LLM.StreamIdleTimeout > c.LLM.RequestTimeout && c.LLM.RequestTimeout > 0 {
+		note("llm.stream_idle_timeout", "llm.stream_idle_timeout", fmt.Sprintf("(%s) is longer than llm.request_timeout (%s), so it never ends an attempt; set it lower, such as 60s", c.LLM.StreamIdleTimeout, c.LLM.RequestTimeout))
+	}
 	if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
 		note("llm.api_key", "llm.api_key", "is empty, but api.openai.com requires one; set it or OPENAI_API_KEY")
 	}
@@ -467,3 +475,16 @@ func (v *checker) URL(key, val string, schemes []string, example string) {
 func (v *checker) SharedStore() bool { return v.sharedStore }
 
 func (v *checker) HTTPServed() bool { return v.httpServed }
+
+// attempts is how many requests one model call may make: each model's
+// first try and retries, for the primary and each fallback.
+func (l LLM) attempts() int {
+	return (1 + len(l.FallbackModels)) * (1 + max(l.MaxRetries, 0))
+}
+
+// WorstCall is the longest one model call can take as configured, every
+// attempt timing out: attempts × llm.request_timeout plus the waits
+// between retries. agent.turn_timeout should be longer (Warnings).
+func (l LLM) WorstCall() time.Duration {
+	return time.Duration(l.attempts())*l.RequestTimeout + modelRetryWaits
+}

@@ -150,7 +150,8 @@ func newGateway(cfg *config.Config, opts Options) (*Gateway, error) {
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model,
 		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: retries,
 		RequestTimeout: cfg.LLM.RequestTimeout, MaxConcurrentRequests: cfg.LLM.MaxConcurrentRequests,
-		Logger: log.With("component", "llm"),
+		StreamIdleTimeout: cfg.LLM.StreamIdleTimeout,
+		Logger:            log.With("component", "llm"),
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,66 @@
+package e2e
+
+// A service that never goes quiet on its users (issue 31): a turn past
+// agent.turn_timeout is answered, through serve.
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+)
+
+// TestTurnDeadlineIsNeverSilent is the issue's repro: agent.turn_timeout
+// 3s and a model that takes 5 s. A Telegram user gets one sentence, the
+// message is done and the turn failed with its reason; a chat API request
+// gets a 504 error, not an empty 200.
+func TestTurnDeadlineIsNeverSilent(t *testing.T) {
+	tg := tgfake.New(t, tgToken)
+	model := testkit.NewFakeLLM(t)
+	dir := t.TempDir()
+	cfg := faultConfigWith(t, dir, tg, model, func(c *config.Config) {
+		c.Agent.TurnTimeout = 3 * time.Second
+		c.LLM.MaxRetries = 0
+	})
+	db := filepath.Join(dir, "switchboard.db")
+	script := newModelScript(model)
+	s := startFaultServe(t, cfg, tg, model, script)
+	s.answer("a slow question", testkit.Reply{Text: "too late", Delay: 5 * time.Second})
+	s.answer("a slow question too", testkit.Reply{Text: "too late", Delay: 5 * time.Second})
+
+	s.say(fu1, "a slow question")
+	code, body := testkit.HTTPDo(t, s.url, "", "POST", "/v1/chat/completions",
+		`{"model":"switchboard","user":"ada","messages":[{"role":"user","content":"a slow question too"}]}`, nil)
+	var apiErr struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal([]byte(body), &apiErr); err != nil || code != 504 || apiErr.Error.Code != "turn_timeout" ||
+		!strings.Contains(apiErr.Error.Message, "3 seconds") {
+		t.Errorf("chat API past the deadline = %d %s, want 504 turn_timeout naming the 3 seconds", code, body)
+	}
+
+	sent := sentTexts(s.waitSent(t, fu1, 1))
+	if len(sent) != 1 || !strings.Contains(sent[0], "took longer than the 3 seconds") {
+		t.Fatalf("telegram chat holds %q, want one sentence naming the 3 seconds", sent)
+	}
+	if n := pendingInbox(t, db); n != 0 {
+		t.Errorf("pending messages = %d, want 0: the message was answered", n)
+	}
+	if n := countIn(t, db, `SELECT count(*) FROM turns WHERE status = 'failed' AND stop_reason = 'turn_timeout'`); n != 2 {
+		t.Errorf("turns failed with turn_timeout = %d, want 2", n)
+	}
+	if !logHas(s.stderr, "level=WARN", "turn ran past its time limit") {
+		t.Errorf("no WARN for the turn past its deadline:\n%s", s.stderr.String())
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exited with %d; stderr:\n%s", code, s.stderr.String())
+	}
+	if got := sentTexts(sentTo(tg.Sent(), fu1)); len(got) != 1 {
+		t.Errorf("telegram chat holds %q at the end, want the one sentence", got)
+	}
+}
