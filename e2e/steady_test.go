@@ -64,3 +64,39 @@ func TestTurnDeadlineIsNeverSilent(t *testing.T) {
 		t.Errorf("telegram chat holds %q at the end, want the one sentence", got)
 	}
 }
+
+// TestDamagedStoreIsFound: serve starts on a real database with four pages
+// overwritten in the middle; the integrity check at start finds them:
+// /readyz turns 503 with the store's check naming the damage and the fix
+// (restore a backup, the newest named), and an ERROR says the same.
+func TestDamagedStoreIsFound(t *testing.T) {
+	tg := tgfake.New(t, tgToken)
+	model := testkit.NewFakeLLM(t)
+	dir := t.TempDir()
+	cfg := faultConfig(t, dir, tg, model, noRetries)
+	db := filepath.Join(dir, "switchboard.db")
+	s := startFaultServe(t, cfg, tg, model, newModelScript(model))
+	if c := s.waitStoreCheck(t, true); !c.OK {
+		t.Fatalf("store check on a whole file = %+v", c)
+	}
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exited with %d; stderr:\n%s", code, s.stderr.String())
+	}
+	backup := db + ".backup-20261206-080000"
+	var out strings.Builder
+	if code := run(t.Context(), []string{"backup", "--config", cfg, backup}, strings.NewReader(""), &out, &out); code != exitOK {
+		t.Fatalf("switchboard backup exited with %d: %s", code, out.String())
+	}
+	testkit.FillDatabase(t, db, 300)
+	testkit.OverwritePages(t, db, 0, 4)
+
+	s = startFaultServe(t, cfg, tg, model, newModelScript(model))
+	c := s.waitStoreCheck(t, false)
+	if c.Status != 503 || !strings.Contains(c.Detail, "is damaged") || !strings.Contains(c.Detail, "restore a backup") ||
+		!strings.Contains(c.Detail, backup) {
+		t.Errorf("readyz on a damaged store = %+v, want 503 naming the damage and %s", c, backup)
+	}
+	if !logHas(s.stderr, "level=ERROR", "the database file is damaged", "restore a backup") {
+		t.Errorf("no ERROR naming the damage and the fix:\n%s", s.stderr.String())
+	}
+}
