@@ -120,6 +120,9 @@ type Agent struct {
 	PlanStepMaxSteps     int           `yaml:"plan_step_max_steps"`     // step cap of each /plan step
 	PlanFeedbackTimeout  time.Duration `yaml:"plan_feedback_timeout"`   // without an answer a plan continues
 	ModelOutageMaxAge    time.Duration `yaml:"model_outage_max_age"`    // how long a message waits for a model that is unavailable
+	// StillWorkingAfter: a model call silent this long gets the chat one
+	// "Still working on it…" line per turn; 0: never.
+	StillWorkingAfter time.Duration `yaml:"still_working_after"`
 }
 
 // Channels configures the chat adapters.
@@ -374,6 +377,10 @@ const (
 	// model server's restart, short enough that a late answer is still
 	// wanted.
 	defaultModelOutageMaxAge = time.Hour
+	// defaultStillWorkingAfter: longer than a model takes to start an
+	// answer, short enough that a user does not wonder whether the bot is
+	// there (the typing indicator alone says nothing of a hung server).
+	defaultStillWorkingAfter = 30 * time.Second
 	// defaultPlanStepMaxSteps: a plan step is one focused piece of work.
 	defaultPlanStepMaxSteps = 10
 	// defaultPlanFeedbackTimeout: a plan goes on if nobody answers.
@@ -487,6 +494,7 @@ func Default() *Config {
 			PlanStepMaxSteps:    defaultPlanStepMaxSteps,
 			PlanFeedbackTimeout: defaultPlanFeedbackTimeout,
 			ModelOutageMaxAge:   defaultModelOutageMaxAge,
+			StillWorkingAfter:   defaultStillWorkingAfter,
 		},
 		Channels: Channels{
 			Console:     Console{User: defaultConsoleUser, StreamPreview: true},

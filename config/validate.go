@@ -71,6 +71,9 @@ func (c *Config) Validate() error {
 	v.positive("agent.plan_step_max_steps", c.Agent.PlanStepMaxSteps, "such as 10")
 	v.positiveDuration("agent.plan_feedback_timeout", c.Agent.PlanFeedbackTimeout, "10m")
 	v.positiveDuration("agent.model_outage_max_age", c.Agent.ModelOutageMaxAge, "1h")
+	if c.Agent.StillWorkingAfter < 0 {
+		v.add("agent.still_working_after", fmt.Sprintf("must not be negative, got %s; set it to something like \"30s\", or 0 for never", c.Agent.StillWorkingAfter))
+	}
 	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "skills" (it may be empty)`)
 	v.oneOf("skills.self_improve", c.Skills.SelfImprove, "off", "propose", "apply")
 	c.validateGrants(v)

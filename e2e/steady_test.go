@@ -100,3 +100,54 @@ func TestDamagedStoreIsFound(t *testing.T) {
 		t.Errorf("no ERROR naming the damage and the fix:\n%s", s.stderr.String())
 	}
 }
+
+// TestHangingModelIsSeen: the model server takes the request and says
+// nothing. Each attempt ends after llm.stream_idle_timeout and is retried;
+// the chat is told "Still working on it…" once, as a draft (Telegram's
+// preview); /readyz turns 503 naming the hang within twice the idle
+// timeout; when the server answers, the reply comes once and /readyz is
+// 200 again.
+func TestHangingModelIsSeen(t *testing.T) {
+	tg := tgfake.New(t, tgToken)
+	model := testkit.NewFakeLLM(t)
+	dir := t.TempDir()
+	cfg := faultConfigWith(t, dir, tg, model, func(c *config.Config) {
+		c.LLM.StreamIdleTimeout, c.LLM.RequestTimeout, c.LLM.MaxRetries = time.Second, 30*time.Second, 3
+		c.Agent.StillWorkingAfter = 500 * time.Millisecond
+	})
+	s := startFaultServe(t, cfg, tg, model, newModelScript(model))
+	hang := make(chan struct{})
+	for range 4 {
+		s.answer("are you there?", testkit.Reply{Text: "here at last", Block: hang})
+	}
+	started := time.Now()
+	s.say(fu1, "are you there?")
+
+	code, detail := s.waitModelCheck(t, false)
+	if took := time.Since(started); code != 503 || !strings.Contains(detail, "in flight") || !strings.Contains(detail, "hangs") || took > 10*time.Second {
+		t.Errorf("readyz during the hang = %d %q after %s, want 503 naming the hang within a few seconds", code, detail, took)
+	}
+	drafts, err := tg.WaitDrafts(s.ctx(t), 1)
+	if err != nil || drafts[0].Text != "Still working on it…" || drafts[0].ChatID != fu1 {
+		t.Fatalf("drafts = %+v (%v), want the still-working line in chat %d", drafts, err, fu1)
+	}
+	if n := requestsFor(model, "are you there?"); n < 2 {
+		t.Errorf("the model was asked %d times during the hang, want retries after the idle timeout", n)
+	}
+	if !logHas(s.stderr, "stream_idle", "llm.stream_idle_timeout") {
+		t.Errorf("no log line names the idle timeout:\n%s", s.stderr.String())
+	}
+
+	close(hang)
+	if got := sentTexts(s.waitSent(t, fu1, 1)); len(got) != 1 || got[0] != "here at last" {
+		t.Errorf("chat holds %q, want the answer once (the notice was a draft)", got)
+	}
+	if code, _ := s.waitModelCheck(t, true); code != 200 {
+		t.Errorf("readyz after the hang = %d, want 200", code)
+	}
+	for _, d := range tg.Drafts() {
+		if strings.Count(d.Text, "Still working") > 1 {
+			t.Errorf("draft %q repeats the line", d.Text)
+		}
+	}
+}

@@ -337,6 +337,8 @@ func (g *Gateway) buildRouter(context.Context) error {
 				OnEvent: func(ev reply.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
 			Redact:   g.redact.String,
 			MaxChars: cfg.Channels.ReplyMaxChars,
+
+			StillWorkingAfter: cfg.Agent.StillWorkingAfter,
 		},
 		Hooks: router.Hooks{
 			OnEvent:     g.onEvent,
