@@ -331,9 +331,6 @@ func (c *Config) Warnings() []string {
 		note("agent.turn_timeout", "llm.request_timeout", fmt.Sprintf("(%s) is shorter than one model call can take: %d attempt(s) of llm.request_timeout (%s) and %s of waits between retries come to %s, so a hung model ends the turn before the model's retries and fallbacks are done; raise agent.turn_timeout, or lower llm.request_timeout or llm.max_retries",
 			c.Agent.TurnTimeout, c.LLM.attempts(), c.LLM.RequestTimeout, modelRetryWaits, worst))
 	}
-	if c.LLM.StreamIdleTimeout > c.LLM.RequestTimeout && c.LLM.RequestTimeout > 0 {
-		note("llm.stream_idle_timeout", "llm.stream_idle_timeout", fmt.Sprintf("(%s) is longer than llm.request_timeout (%s), so it never ends an attempt; set it lower, such as 60s", c.LLM.StreamIdleTimeout, c.LLM.RequestTimeout))
-	}
 	if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
 		note("llm.api_key", "llm.api_key", "is empty, but api.openai.com requires one; set it or OPENAI_API_KEY")
 	}

@@ -342,8 +342,6 @@ func TestWarnings(t *testing.T) {
 		{"fallbacks count too", func(c *Config) { c.LLM.FallbackModels = []string{"small"} },
 			[]string{"agent.turn_timeout (10m0s) is shorter than one model call can take: 8 attempt(s) of llm.request_timeout (2m0s) and 1m0s of waits between retries come to 17m0s, so a hung model ends the turn before the model's retries and fallbacks are done; raise agent.turn_timeout, or lower llm.request_timeout or llm.max_retries"}},
 		{"a longer turn fits them", func(c *Config) { c.LLM.FallbackModels = []string{"small"}; c.Agent.TurnTimeout = 20 * time.Minute }, nil},
-		{"idle timeout past the request timeout", func(c *Config) { c.LLM.StreamIdleTimeout = 5 * time.Minute },
-			[]string{"llm.stream_idle_timeout (5m0s) is longer than llm.request_timeout (2m0s), so it never ends an attempt; set it lower, such as 60s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
