@@ -89,7 +89,9 @@ func (s *Sender) Bind(b Binding) *Chat {
 		if c.preview != nil {
 			c.preview.clean = s.cfg.Redact
 		}
-		if after := s.cfg.StillWorkingAfter; after > 0 && (s.cfg.InProcess == nil || !s.cfg.InProcess(name)) {
+		// Only for a person's message (a job's turn has none), and not
+		// where a requester waits for the reply alone (the chat API).
+		if after := s.cfg.StillWorkingAfter; after > 0 && b.InboxID != 0 && (s.cfg.InProcess == nil || !s.cfg.InProcess(name)) {
 			c.silence = &silence{after: after, notify: c.stillWorking}
 		}
 	}
