@@ -345,9 +345,10 @@ func (o *Model) Complete(ctx context.Context, req llm.Request, onDelta func(llm.
 	start := o.now()
 	done := o.begin(start)
 	defer done()
-	lively := func(d llm.Delta) {
-		o.lively()
-		if onDelta != nil {
+	lively := onDelta
+	if onDelta != nil { // nil stays nil: the client streams nothing then
+		lively = func(d llm.Delta) {
+			o.lively()
 			onDelta(d)
 		}
 	}
