@@ -4,8 +4,10 @@ package e2e
 // agent.turn_timeout is answered, through serve.
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +50,9 @@ func TestTurnDeadlineIsNeverSilent(t *testing.T) {
 	if len(sent) != 1 || !strings.Contains(sent[0], "took longer than the 3 seconds") {
 		t.Fatalf("telegram chat holds %q, want one sentence naming the 3 seconds", sent)
 	}
+	// The sentence goes out before the turn is recorded: wait for both
+	// turns' last log line.
+	waitLogLines(t, s.ctx(t), s.stderr, 2, "turn done", "stop_reason=turn_timeout")
 	if n := pendingInbox(t, db); n != 0 {
 		t.Errorf("pending messages = %d, want 0: the message was answered", n)
 	}
@@ -148,6 +153,30 @@ func TestHangingModelIsSeen(t *testing.T) {
 	for _, d := range tg.Drafts() {
 		if strings.Count(d.Text, "Still working") > 1 {
 			t.Errorf("draft %q repeats the line", d.Text)
+		}
+	}
+}
+
+// waitLogLines waits until n lines of log hold every one of texts. (A log
+// line has no event to wait on; it is polled.)
+func waitLogLines(t *testing.T, ctx context.Context, log *lineWriter, n int, texts ...string) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got := 0
+		for line := range strings.Lines(log.String()) {
+			if !slices.ContainsFunc(texts, func(s string) bool { return !strings.Contains(line, s) }) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d log lines hold %q, want %d:\n%s", got, texts, n, log.String())
+		case <-tick.C:
 		}
 	}
 }
