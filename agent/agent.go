@@ -287,6 +287,10 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 		maxSteps = a.cfg.MaxSteps
 	}
 	log := a.log.With("chat_id", t.ChatID, "session_id", t.SessionID)
+	var limit time.Duration // the time the turn has, for telling the user
+	if dl, ok := ctx.Deadline(); ok {
+		limit = time.Until(dl)
+	}
 
 	if err := a.begin(ctx, st); err != nil {
 		log.Error("begin turn", "err", err)
@@ -313,6 +317,15 @@ func (a *Agent) Run(ctx context.Context, t Turn) (res Result) {
 	}
 	if !done {
 		reason, err = a.loop(ctx, st, maxSteps, log)
+	}
+	if reason == StopCancelled && timedOut(ctx) {
+		// Past the turn's deadline: never silent. Unless a message of the
+		// turn went out already, the user is told in one sentence.
+		reason = StopTurnTimeout
+		st.final = timeoutReply(limit)
+		err = errors.Join(err, fmt.Errorf("agent: the turn ran past its time limit (%s, agent.turn_timeout) after %d steps",
+			limit.Round(time.Second), st.steps))
+		log.Warn("turn ran past its time limit; the user is told", "limit", limit.Round(time.Second), "steps", st.steps, "model_calls", st.modelCalls)
 	}
 
 	// Delivery: the fallback sends the final text once, unless a send tool
@@ -741,6 +754,33 @@ func (a *Agent) call(ctx context.Context, st *turnState, step int, specs []llm.T
 // stored message to resume from, and the model is unavailable.
 func (st *turnState) holds(err error) bool {
 	return st.t.HoldOnOutage && st.t.InboxID != 0 && llm.Unavailable(err)
+}
+
+// timedOut reports whether ctx ended at its deadline (agent.turn_timeout),
+// not by a /stop, a shutdown or a checkpoint.
+func timedOut(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(context.Cause(ctx), context.DeadlineExceeded)
+}
+
+// timeoutReply is the one sentence a user gets when their turn ran past
+// its time limit.
+func timeoutReply(limit time.Duration) string {
+	if limit < time.Second {
+		return "Sorry, this took longer than I may spend on one message, so I stopped before finishing; please send it again, perhaps in smaller steps."
+	}
+	return fmt.Sprintf("Sorry, this took longer than the %s I may spend on one message, so I stopped before finishing; please send it again, perhaps in smaller steps.", plainDuration(limit))
+}
+
+// plainDuration renders a time limit for people: "45 seconds", "10 minutes".
+func plainDuration(d time.Duration) string {
+	switch {
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%d seconds", int(d.Round(time.Second).Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%d minutes", int(d.Round(time.Minute).Minutes()))
+	default:
+		return fmt.Sprintf("%d hours", int(d.Round(time.Hour).Hours()))
+	}
 }
 
 // errorReply is the short message a user gets when the model failed.

@@ -21,6 +21,10 @@ const (
 	StopInvalidResponse   StopReason = "invalid_llm_response"
 	StopContextOverflow   StopReason = "context_overflow"
 	StopBudgetExceeded    StopReason = "budget_exceeded"
+	// StopTurnTimeout: the turn ran past its deadline (agent.turn_timeout).
+	// The user is told so in one sentence and the turn fails; the message
+	// is not tried again (it may have had effects already).
+	StopTurnTimeout StopReason = "turn_timeout"
 )
 
 // StopClass groups stop reasons. The classes are the statuses the store

@@ -52,6 +52,10 @@ func TestCheckDoctorAgree(t *testing.T) {
 			writeFile(t, cfg.Store.Path, "shopping list: milk, eggs\n")
 		}, ExitFail, []string{"FAIL  store     $DIR/notes.txt is not a SQLite database", "fix: store.path names some other file"},
 			[]string{"permission", "disk"}, "1 problem(s) to fix."},
+		{"model attempts that outlast the turn are a warning", func(t *testing.T, dir string, cfg *config.Config) {
+			cfg.LLM.RequestTimeout = 3 * time.Minute
+		}, ExitOK, []string{"warn  config    $DIR/config.yaml:", ": agent.turn_timeout (10m0s) is shorter than one model call can take: 4 attempt(s) of llm.request_timeout (3m0s)"},
+			[]string{"FAIL"}, "All checks passed."},
 		{"an existing database", func(t *testing.T, dir string, cfg *config.Config) {
 			cfg.Store.Path = filepath.Join(dir, "db.sqlite")
 			st, err := store.Open(t.Context(), cfg.Store.Path)

@@ -65,7 +65,8 @@ commands:
   skills    proposals [apply ID | revert NAME]: learned skill instructions
   backup    [PATH]: a consistent copy of the SQLite store, also while serving
             (default: beside it, switchboard.db.backup-YYYYMMDD-HHMMSS)
-  doctor    check the config, store, model server and channel tokens
+  doctor    check the config, store (its integrity too; --deep: fully),
+            model server and channel tokens
   version   print the version
   healthcheck  ask the running gateway's /healthz (exit 0 when it answers)
 
@@ -104,6 +105,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	fs.BoolVar(&showVersion, "version", false, "print the version")
 	fs.BoolVar(&showVersion, "v", false, "print the version")
 	verbose := fs.Bool("verbose", false, "chat: print the log lines in the terminal instead of the log file")
+	deep := fs.Bool("deep", false, "doctor: check every index of the SQLite store against its table too (slower)")
 	var initOpts initOptions
 	initOpts.register(fs)
 	// Flags may come before or after the command and its arguments; the
@@ -153,7 +155,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 		return initCommand(ctx, *cfgPath, &initOpts, stdio) // it writes *cfgPath, or ./config.yaml
 	case "check", "serve", "chat":
 	case "doctor":
-		return doctor(ctx, *cfgPath, stdout) // it reports configuration problems itself
+		return doctor(ctx, *cfgPath, *deep, stdout) // it reports configuration problems itself
 	case "healthcheck":
 		return healthcheck(ctx, *cfgPath, stdout, stderr)
 	default:

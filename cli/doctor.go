@@ -29,7 +29,7 @@ const doctorTimeout = 10 * time.Second
 // network or opens things: the store (opened and written), the model
 // server, each enabled chat channel's token and the HTTP listen address.
 // The exit code follows the same rule as check's (exitCode).
-func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
+func doctor(ctx context.Context, cfgPath string, deep bool, out io.Writer) int {
 	var found []Finding
 	report := func(f Finding) {
 		found = append(found, f)
@@ -56,7 +56,7 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 		report(f)
 	}
 	if storeOK {
-		if f, ok := doctorStore(ctx, cfg); ok {
+		if f, ok := doctorStore(ctx, cfg, deep); ok {
 			report(f)
 			if f, ok := doctorLearning(ctx, cfg); ok && f.Severity != SevFail {
 				report(f)
@@ -84,9 +84,11 @@ func doctor(ctx context.Context, cfgPath string, out io.Writer) int {
 }
 
 // doctorStore opens the store as serve would (creating and migrating an
-// SQLite file that does not exist yet is left to serve: ok is false then)
-// and tries a write.
-func doctorStore(ctx context.Context, cfg *config.Config) (f Finding, ok bool) {
+// SQLite file that does not exist yet is left to serve: ok is false then),
+// checks an SQLite file's integrity (quick, or with deep in full) and
+// tries a write. A damaged file gets the restore as its fix, whichever
+// step found the damage.
+func doctorStore(ctx context.Context, cfg *config.Config, deep bool) (f Finding, ok bool) {
 	if cfg.Store.Driver == config.StorePostgres {
 		return doctorPostgres(ctx, cfg), true
 	}
@@ -100,16 +102,25 @@ func doctorStore(ctx context.Context, cfg *config.Config) (f Finding, ok bool) {
 	if _, ok := errors.AsType[*store.DirError](err); ok {
 		return dirFinding(err), true
 	}
-	if err != nil && strings.Contains(err.Error(), "file is not a database") { // SQLITE_NOTADB
-		return Finding{SevFail, "store", path + " is not a SQLite database: " + err.Error(),
-			"store.path names some other file: point it at the database, or at a new file name"}, true
+	if err == nil {
+		defer st.Close()
+		if deep {
+			cctx, cancel = context.WithTimeout(ctx, 10*doctorTimeout) // a full check reads every index too
+			defer cancel()
+		}
+		err = st.CheckIntegrity(cctx, deep)
+		if err == nil {
+			err = st.Ping(cctx)
+		}
 	}
-	if err != nil {
+	if de, ok := errors.AsType[*store.DamageError](err); ok {
+		return Finding{SevFail, "store", fmt.Sprintf("%s is damaged: %s", path, damageCause(de)), de.Fix()}, true
+	}
+	if err != nil && st == nil {
 		return Finding{SevFail, "store", err.Error(),
 			"check the file's owner and permissions (the service user needs write access to it and its directory), and that the disk is not full"}, true
 	}
-	defer st.Close()
-	if err := st.Ping(cctx); err != nil {
+	if err != nil {
 		return Finding{SevFail, "store", err.Error(),
 			"the database does not accept writes: check permissions and free space; a running serve holding a long write makes this time out"}, true
 	}
@@ -270,4 +281,18 @@ func doctorHTTP(h config.HTTP) Finding {
 	}
 	ln.Close()
 	return Finding{Where: "http", Message: h.Listen + " is free"}
+}
+
+// damageCause is what found the damage: the integrity check's first
+// problems, or SQLite's error.
+func damageCause(de *store.DamageError) string {
+	switch {
+	case len(de.Problems) > 3:
+		return "the integrity check found " + strings.Join(de.Problems[:3], "; ") + fmt.Sprintf(" and %d more", len(de.Problems)-3)
+	case len(de.Problems) > 0:
+		return "the integrity check found " + strings.Join(de.Problems, "; ")
+	case de.Err != nil:
+		return de.Err.Error()
+	}
+	return "SQLite says so"
 }

@@ -171,3 +171,65 @@ func TestDoctorSaysLearningTurnedItselfOff(t *testing.T) {
 		}
 	}
 }
+
+// doctor finds a damaged store, quick and with --deep: pages overwritten
+// in the middle of a real database file, and a file cut short, each with
+// the restore of a backup as its fix, not permissions or disk space.
+func TestDoctorFindsDamage(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"four pages overwritten", func(t *testing.T, path string) { testkit.OverwritePages(t, path, 0, 4) }},
+		{"file cut short", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, fi.Size()*6/10); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		for _, flags := range [][]string{nil, {"--deep"}} {
+			t.Run(tc.name+" "+strings.Join(flags, ""), func(t *testing.T) {
+				cfgPath, dbPath := storeOnlyConfig(t)
+				st, err := store.Open(t.Context(), dbPath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.Close()
+				testkit.FillDatabase(t, dbPath, 300)
+				tc.damage(t, dbPath)
+				var out bytes.Buffer
+				code := run(t.Context(), append([]string{"doctor", "--config", cfgPath}, flags...), strings.NewReader(""), &out, &out)
+				report := out.String()
+				if code != ExitFail || !strings.Contains(report, "FAIL  store     "+dbPath+" is damaged") ||
+					!strings.Contains(report, "fix: stop switchboard and restore a backup") {
+					t.Fatalf("doctor on a damaged store: exit %d\n%s", code, report)
+				}
+				if strings.Contains(report, "permissions") || strings.Contains(report, "disk is not full") || strings.Contains(report, "free space") {
+					t.Errorf("doctor blames permissions or space for damage:\n%s", report)
+				}
+			})
+		}
+	}
+}
+
+// storeOnlyConfig writes a configuration whose store is in a new
+// directory, with a model server doctor reaches.
+func storeOnlyConfig(t *testing.T) (cfgPath, dbPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Default()
+	model := testkit.NewFakeLLM(t)
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model = model.URL, "sk-doctor", "fake-model"
+	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
+	cfg.Skills.Dir = filepath.Join(dir, "skills")
+	cfgPath = filepath.Join(dir, "config.yaml")
+	if err := cfgfile.WriteFile(cfgPath, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, cfg.Store.Path
+}

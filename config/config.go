@@ -68,6 +68,10 @@ type LLM struct {
 	FallbackModels []string      `yaml:"fallback_models"`          // tried in order when Model fails
 	MaxRetries     int           `yaml:"max_retries"`              // retries of one request; 0 disables
 	RequestTimeout time.Duration `yaml:"request_timeout"`          // for one model request, streaming included
+	// StreamIdleTimeout ends an attempt that received no byte for this
+	// long (before the answer starts or in the middle of its stream): a
+	// hung server is retried without waiting out RequestTimeout.
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
 	// MaxConcurrentRequests caps the requests in flight to each model
 	// (the primary and each fallback), for providers that rate-limit;
 	// more wait in line and their users are told their place; 0: no cap.
@@ -116,6 +120,9 @@ type Agent struct {
 	PlanStepMaxSteps     int           `yaml:"plan_step_max_steps"`     // step cap of each /plan step
 	PlanFeedbackTimeout  time.Duration `yaml:"plan_feedback_timeout"`   // without an answer a plan continues
 	ModelOutageMaxAge    time.Duration `yaml:"model_outage_max_age"`    // how long a message waits for a model that is unavailable
+	// StillWorkingAfter: a model call silent this long gets the chat one
+	// "Still working on it…" line per turn; 0: never.
+	StillWorkingAfter time.Duration `yaml:"still_working_after"`
 }
 
 // Channels configures the chat adapters.
@@ -318,9 +325,17 @@ const (
 	// Enough to ride out a rate-limit burst or a dropped connection without
 	// making a user wait minutes for a reply that will not come.
 	defaultMaxRetries = 3
-	// A long reasoning answer can stream for minutes; shorter limits cut off
-	// good answers, longer ones hide a hung server.
-	defaultRequestTimeout = 180 * time.Second
+	// A long answer can stream for minutes; shorter limits cut off good
+	// answers, longer ones hide a hung server. With the retries it fits
+	// inside agent.turn_timeout: 4 attempts × 120s + 60s of waits < 10m.
+	defaultRequestTimeout = 120 * time.Second
+	// No byte for a minute is a hung server (or a silent proxy), not a
+	// model thinking: servers send their first bytes within seconds, and
+	// keep-alive comments or chunks while they work.
+	defaultStreamIdleTimeout = 60 * time.Second
+	// modelRetryWaits is the most one model call waits between retries
+	// (llm.DefaultMaxRetryWait), for the consistency warning.
+	modelRetryWaits = 60 * time.Second
 	// Embedded, nothing to install or run beside the binary; PostgreSQL is
 	// for several replicas.
 	defaultStoreDriver = StoreSQLite
@@ -362,6 +377,10 @@ const (
 	// model server's restart, short enough that a late answer is still
 	// wanted.
 	defaultModelOutageMaxAge = time.Hour
+	// defaultStillWorkingAfter: longer than a model takes to start an
+	// answer, short enough that a user does not wonder whether the bot is
+	// there (the typing indicator alone says nothing of a hung server).
+	defaultStillWorkingAfter = 30 * time.Second
 	// defaultPlanStepMaxSteps: a plan step is one focused piece of work.
 	defaultPlanStepMaxSteps = 10
 	// defaultPlanFeedbackTimeout: a plan goes on if nobody answers.
@@ -463,6 +482,8 @@ func Default() *Config {
 			ContextWindow:  defaultContextWindow,
 			MaxRetries:     defaultMaxRetries,
 			RequestTimeout: defaultRequestTimeout,
+
+			StreamIdleTimeout: defaultStreamIdleTimeout,
 		},
 		Store: Store{Driver: defaultStoreDriver, Path: defaultStorePath},
 		Agent: Agent{
@@ -477,6 +498,7 @@ func Default() *Config {
 			PlanStepMaxSteps:    defaultPlanStepMaxSteps,
 			PlanFeedbackTimeout: defaultPlanFeedbackTimeout,
 			ModelOutageMaxAge:   defaultModelOutageMaxAge,
+			StillWorkingAfter:   defaultStillWorkingAfter,
 		},
 		Channels: Channels{
 			Console:     Console{User: defaultConsoleUser, StreamPreview: true},

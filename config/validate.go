@@ -41,7 +41,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	v.notNegative("llm.max_retries", c.LLM.MaxRetries, "0 disables retries")
-	v.positiveDuration("llm.request_timeout", c.LLM.RequestTimeout, "180s")
+	v.positiveDuration("llm.request_timeout", c.LLM.RequestTimeout, "120s")
+	v.positiveDuration("llm.stream_idle_timeout", c.LLM.StreamIdleTimeout, "60s")
 	v.notNegative("llm.max_concurrent_requests", c.LLM.MaxConcurrentRequests, "0 means no cap")
 	v.notNegative("llm.max_output_tokens", c.LLM.MaxOutputTokens, "0 leaves the limit to the server")
 	if c.LLM.MaxOutputTokens > 0 && c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
@@ -70,6 +71,9 @@ func (c *Config) Validate() error {
 	v.positive("agent.plan_step_max_steps", c.Agent.PlanStepMaxSteps, "such as 10")
 	v.positiveDuration("agent.plan_feedback_timeout", c.Agent.PlanFeedbackTimeout, "10m")
 	v.positiveDuration("agent.model_outage_max_age", c.Agent.ModelOutageMaxAge, "1h")
+	if c.Agent.StillWorkingAfter < 0 {
+		v.add("agent.still_working_after", fmt.Sprintf("must not be negative, got %s; set it to something like \"30s\", or 0 for never", c.Agent.StillWorkingAfter))
+	}
 	v.notEmpty("skills.dir", c.Skills.Dir, `a directory of skill files, such as "switchboard-skills" (it may be empty)`)
 	v.oneOf("skills.self_improve", c.Skills.SelfImprove, "off", "propose", "apply")
 	c.validateGrants(v)
@@ -341,6 +345,10 @@ func (c *Config) Warnings() []string {
 	if host, _, err := net.SplitHostPort(c.HTTP.Listen); err == nil && !isLoopback(host) && len(c.HTTP.PublicHosts) == 0 {
 		note("http.public_hosts", "http.listen", fmt.Sprintf("is empty and http.listen (%q) is not loopback: the server answers only to localhost and IP addresses in the Host header (421 otherwise); list the names clients use", c.HTTP.Listen))
 	}
+	if worst := c.LLM.WorstCall(); c.Agent.TurnTimeout > 0 && worst > c.Agent.TurnTimeout {
+		note("agent.turn_timeout", "llm.request_timeout", fmt.Sprintf("(%s) is shorter than one model call can take: %d attempt(s) of llm.request_timeout (%s) and %s of waits between retries come to %s, so a hung model ends the turn before the model's retries and fallbacks are done; raise agent.turn_timeout, or lower llm.request_timeout or llm.max_retries",
+			c.Agent.TurnTimeout, c.LLM.attempts(), c.LLM.RequestTimeout, modelRetryWaits, worst))
+	}
 	if u, err := url.Parse(c.LLM.BaseURL); err == nil && u.Hostname() == "api.openai.com" && c.LLM.APIKey == "" {
 		note("llm.api_key", "llm.api_key", "is empty, but api.openai.com requires one; set it or OPENAI_API_KEY")
 	}
@@ -485,3 +493,16 @@ func (v *checker) URL(key, val string, schemes []string, example string) {
 func (v *checker) SharedStore() bool { return v.sharedStore }
 
 func (v *checker) HTTPServed() bool { return v.httpServed }
+
+// attempts is how many requests one model call may make: each model's
+// first try and retries, for the primary and each fallback.
+func (l LLM) attempts() int {
+	return (1 + len(l.FallbackModels)) * (1 + max(l.MaxRetries, 0))
+}
+
+// WorstCall is the longest one model call can take as configured, every
+// attempt timing out: attempts × llm.request_timeout plus the waits
+// between retries. agent.turn_timeout should be longer (Warnings).
+func (l LLM) WorstCall() time.Duration {
+	return time.Duration(l.attempts())*l.RequestTimeout + modelRetryWaits
+}

@@ -47,7 +47,7 @@ func TestValidate(t *testing.T) {
 			[]string{"llm.max_retries: must not be negative, got -1 (0 disables retries)"}},
 		{"max_retries zero", func(c *Config) { c.LLM.MaxRetries = 0 }, nil},
 		{"request_timeout zero", func(c *Config) { c.LLM.RequestTimeout = 0 },
-			[]string{`llm.request_timeout: must be a positive duration, got 0s; set it to something like "180s"`}},
+			[]string{`llm.request_timeout: must be a positive duration, got 0s; set it to something like "120s"`}},
 		{"max_output_tokens negative", func(c *Config) { c.LLM.MaxOutputTokens = -5 },
 			[]string{"llm.max_output_tokens: must not be negative, got -5 (0 leaves the limit to the server)"}},
 		{"max_output_tokens fills the window", func(c *Config) { c.LLM.ContextWindow = 1000; c.LLM.MaxOutputTokens = 1000 },
@@ -336,6 +336,12 @@ func TestWarnings(t *testing.T) {
 			c.HTTP.Listen, c.HTTP.Token, c.HTTP.PublicHosts = ":8080", "secret", []string{"bot.example.com"}
 		}, nil},
 		{"http disabled", func(c *Config) { c.HTTP.Listen = "" }, nil},
+		// The defaults fit ("none"); these do not.
+		{"model attempts outlast the turn", func(c *Config) { c.LLM.RequestTimeout = 180 * time.Second },
+			[]string{"agent.turn_timeout (10m0s) is shorter than one model call can take: 4 attempt(s) of llm.request_timeout (3m0s) and 1m0s of waits between retries come to 13m0s, so a hung model ends the turn before the model's retries and fallbacks are done; raise agent.turn_timeout, or lower llm.request_timeout or llm.max_retries"}},
+		{"fallbacks count too", func(c *Config) { c.LLM.FallbackModels = []string{"small"} },
+			[]string{"agent.turn_timeout (10m0s) is shorter than one model call can take: 8 attempt(s) of llm.request_timeout (2m0s) and 1m0s of waits between retries come to 17m0s, so a hung model ends the turn before the model's retries and fallbacks are done; raise agent.turn_timeout, or lower llm.request_timeout or llm.max_retries"}},
+		{"a longer turn fits them", func(c *Config) { c.LLM.FallbackModels = []string{"small"}; c.Agent.TurnTimeout = 20 * time.Minute }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

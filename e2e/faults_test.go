@@ -65,9 +65,15 @@ type faultServe struct {
 // dir; llm sets more of llm (retries, timeouts).
 func faultConfig(t *testing.T, dir string, tg *tgfake.Fake, model *testkit.FakeLLM, llm func(*config.LLM)) string {
 	t.Helper()
+	return faultConfigWith(t, dir, tg, model, func(c *config.Config) { llm(&c.LLM) })
+}
+
+// faultConfigWith is faultConfig with set changing any of the configuration.
+func faultConfigWith(t *testing.T, dir string, tg *tgfake.Fake, model *testkit.FakeLLM, set func(*config.Config)) string {
+	t.Helper()
 	cfg := config.Default()
 	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.Model = model.URL, e2eAPIKey, "fake-model"
-	llm(&cfg.LLM)
+	set(cfg)
 	cfg.Store.Path = filepath.Join(dir, "switchboard.db")
 	cfg.Skills.Dir = filepath.Join(dir, "skills")
 	cfg.Learning.Enabled = false

@@ -150,7 +150,8 @@ func newGateway(cfg *config.Config, opts Options) (*Gateway, error) {
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model,
 		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: retries,
 		RequestTimeout: cfg.LLM.RequestTimeout, MaxConcurrentRequests: cfg.LLM.MaxConcurrentRequests,
-		Logger: log.With("component", "llm"),
+		StreamIdleTimeout: cfg.LLM.StreamIdleTimeout,
+		Logger:            log.With("component", "llm"),
 	})
 	if err != nil {
 		return nil, err
@@ -182,8 +183,35 @@ func (g *Gateway) openStore(ctx context.Context) error {
 			log.Error("close store", "err", err)
 		}
 	})
+	g.checkStore(ctx, st)
 	g.replica, err = newReplica(g.cfg, g.opts.Version, g.rid, st, log)
 	return err
+}
+
+// checkStore runs the store's quick integrity check in the background, so
+// a large file does not delay the start: damage it finds turns /readyz
+// 503 and is logged at ERROR with the fix (store.DamageError). Close
+// waits for it.
+func (g *Gateway) checkStore(ctx context.Context, st *store.Store) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		err := st.CheckIntegrity(cctx, false)
+		switch {
+		case err == nil:
+			g.log.Debug("store: integrity check passed", "took", time.Since(start).Round(time.Millisecond))
+		case store.Damaged(err):
+			// Logged by the store, at ERROR.
+		case cctx.Err() == nil:
+			g.log.Warn("store: the integrity check could not run", "err", err)
+		}
+	}()
+	g.closers.push(func() {
+		cancel()
+		<-done
+	})
 }
 
 // buildSchedule makes the scheduler of the operator's jobs and the jobs
@@ -309,6 +337,8 @@ func (g *Gateway) buildRouter(context.Context) error {
 				OnEvent: func(ev reply.OutboxEvent) { mon.metrics.Outbox(ev.Kind, ev.Channel) }},
 			Redact:   g.redact.String,
 			MaxChars: cfg.Channels.ReplyMaxChars,
+
+			StillWorkingAfter: cfg.Agent.StillWorkingAfter,
 		},
 		Hooks: router.Hooks{
 			OnEvent:     g.onEvent,

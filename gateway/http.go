@@ -28,7 +28,7 @@ func (g *Gateway) startHTTP(sup *supervisor, hook func(path string) http.Handler
 		AgentName: cfg.Agent.Name, ModelName: cfg.LLM.Model, Version: g.opts.Version,
 		Store: g.store, Metrics: g.mon.metrics.Handler(), Gatherer: g.mon.metrics.Registry(),
 		API: g.mon.api, Activity: g.mon.activity,
-		Channels: sup.statuses, Model: g.mon.model, Probe: g.model.Probe,
+		Channels: sup.statuses, Model: g.mon.model, Probe: g.model.Probe, ModelStall: 2 * g.cfg.LLM.StreamIdleTimeout,
 		Skills: g.skillsView, MCP: g.mcp.Status, Jobs: g.jobsView, Users: g.usersView,
 		Queue:       func() (int, int) { return g.router.QueueDepth(), g.router.Busy() },
 		Serving:     g.serving.Load,

@@ -145,6 +145,10 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 func (s *Server) modelCheck(ctx context.Context) Check {
 	now := s.opts.Now()
 	h := s.opts.Model.Health()
+	if stall := s.opts.ModelStall; stall > 0 && h.InFlight > 0 && now.Sub(h.Quiet) > stall {
+		return Check{Detail: fmt.Sprintf("%d chat completion(s) in flight and none finished or streamed anything for %s (more than %s): the model server hangs",
+			h.InFlight, now.Sub(h.Quiet).Round(time.Second), stall)}
+	}
 	if h.Unavailable >= modelFailures && now.Sub(h.LastFailure) <= s.opts.ModelWindow {
 		return Check{Detail: fmt.Sprintf("the last %d chat completions failed, the last %s: %s", h.Unavailable, ago(now, h.LastFailure), h.LastError)}
 	}

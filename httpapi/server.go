@@ -232,6 +232,11 @@ type Options struct {
 	// transcript from before redaction, a user's pasted token); nil: pages
 	// are served as rendered.
 	Redact func(string) string
+
+	// ModelStall fails /readyz when chat completions are in flight and
+	// none finished or streamed a fragment for this long (a hung model
+	// server); 0: not checked.
+	ModelStall time.Duration
 }
 
 // Server is the HTTP server. Create it with New.

@@ -48,9 +48,13 @@ type Config struct {
 	// between retries (across models); a wait that would exceed it ends the
 	// call with the last error instead. Default 60s.
 	MaxRetryWait time.Duration
-	// RequestTimeout bounds one attempt, stream included. Default 180s: long
+	// RequestTimeout bounds one attempt, stream included. Default 120s: long
 	// answers from slow models stream for minutes.
 	RequestTimeout time.Duration
+	// StreamIdleTimeout ends an attempt that received no byte for this
+	// long, before the answer's headers or within its stream; it is
+	// retried like a timeout. 0: the default, 60s; negative: off.
+	StreamIdleTimeout time.Duration
 	// MaxConcurrentRequests caps the requests in flight to each model
 	// (limit.go), for providers that rate-limit; 0: no cap.
 	MaxConcurrentRequests int
@@ -65,9 +69,10 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultMaxRetries     = 3
-	DefaultMaxRetryWait   = 60 * time.Second
-	DefaultRequestTimeout = 180 * time.Second
+	DefaultMaxRetries        = 3
+	DefaultMaxRetryWait      = 60 * time.Second
+	DefaultRequestTimeout    = 120 * time.Second
+	DefaultStreamIdleTimeout = 60 * time.Second
 
 	backoffBase = 500 * time.Millisecond
 	backoffCap  = 20 * time.Second
@@ -136,6 +141,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.cfg.RequestTimeout == 0 {
 		c.cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.cfg.StreamIdleTimeout == 0 {
+		c.cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	if c.cfg.Sleep == nil {
 		c.cfg.Sleep = waitfor.Sleep
@@ -269,8 +277,10 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	defer release()
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
+	actx, idle := watchIdle(actx, c.cfg.StreamIdleTimeout)
+	defer idle.stop()
 	withOptions := !c.noStreamOptions.Load()
-	hdr := &captured{body: base.bytes(model, withOptions)}
+	hdr := &captured{body: base.bytes(model, withOptions), idle: idle}
 	actx = context.WithValue(actx, capturedKey{}, hdr)
 
 	// go-openai checks and encodes this stand-in; headerCapture sends the
@@ -288,7 +298,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		c.noStreamOptions.Store(true)
 		c.log.Info("llm: server rejects stream_options; continuing without (no usage reported)", "model", model)
 		req.StreamOptions = nil
-		*hdr = captured{body: base.bytes(model, false)}
+		*hdr = captured{body: base.bytes(model, false), idle: idle}
 		if stream, err = c.api.CreateChatCompletionStream(actx, req); err != nil {
 			return Response{}, c.classify(ctx, actx, model, err, hdr, false)
 		}
@@ -404,6 +414,10 @@ func (c *Client) classify(ctx, actx context.Context, model string, err error, hd
 		// A 200 that is not an answer: a proxy or portal in the way, or a
 		// server failing oddly. Retried like a 5xx.
 		e.Status, e.Code, e.Message = me.status, "malformed_response", me.detail()
+		e.Retryable = true
+	case actx.Err() != nil && errors.Is(context.Cause(actx), errStreamIdle):
+		e.Code = "stream_idle"
+		e.Message = fmt.Sprintf("no data from the server for %s (llm.stream_idle_timeout): it hangs", c.cfg.StreamIdleTimeout)
 		e.Retryable = true
 	case actx.Err() != nil:
 		e.Code = "timeout"
@@ -526,6 +540,7 @@ type captured struct {
 	retryAfterSecs string // Retry-After
 	retryAfterMS   string // retry-after-ms, sent by OpenAI and Azure
 	body           []byte // the request body, sent in place of go-openai's
+	idle           *idleWatch
 }
 
 func (h *captured) retryAfter(now time.Time) time.Duration {
@@ -547,6 +562,8 @@ func (h headerCapture) Do(req *http.Request) (*http.Response, error) {
 	resp, err := h.c.Do(req)
 	if resp != nil {
 		if hdr, ok := req.Context().Value(capturedKey{}).(*captured); ok {
+			hdr.idle.touch() // the headers came
+			resp.Body = &idleBody{ReadCloser: resp.Body, w: hdr.idle}
 			hdr.status = resp.StatusCode
 			hdr.contentType = resp.Header.Get("Content-Type")
 			hdr.retryAfterSecs = resp.Header.Get("Retry-After")
@@ -701,4 +718,52 @@ func (d *drainOnClose) Close() error {
 		io.CopyN(io.Discard, d.ReadCloser, 64<<10)
 	}
 	return d.ReadCloser.Close()
+}
+
+// --- Stream idle timeout ----------------------------------------------------
+
+// errStreamIdle is the cause of an attempt ended by its idle watch.
+var errStreamIdle = errors.New("llm: no data from the server within the stream idle timeout")
+
+// idleWatch cancels an attempt's context with errStreamIdle once no byte
+// arrived for its timeout: from the request until the headers, and
+// between reads of the body. A nil watch does nothing.
+type idleWatch struct {
+	d time.Duration
+	t *time.Timer
+}
+
+// watchIdle returns ctx with an idle watch of d; d <= 0: none.
+func watchIdle(ctx context.Context, d time.Duration) (context.Context, *idleWatch) {
+	if d <= 0 {
+		return ctx, nil
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	return ctx, &idleWatch{d: d, t: time.AfterFunc(d, func() { cancel(errStreamIdle) })}
+}
+
+func (w *idleWatch) touch() {
+	if w != nil {
+		w.t.Reset(w.d)
+	}
+}
+
+func (w *idleWatch) stop() {
+	if w != nil {
+		w.t.Stop()
+	}
+}
+
+// idleBody touches its watch on every read that brought bytes.
+type idleBody struct {
+	io.ReadCloser
+	w *idleWatch
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.w.touch()
+	}
+	return n, err
 }

@@ -306,6 +306,12 @@ type ModelHealth struct {
 	// call that succeeds, or that the server refused, ends the run; a
 	// probe (Succeeded) does not: it does not ask for a completion.
 	Unavailable int
+	// InFlight counts the calls running now; Quiet is when the model last
+	// showed life to them: the start of the oldest, or since then the
+	// last call that ended or streamed a fragment (zero without calls in
+	// flight). /readyz fails when it is too long ago: the server hangs.
+	InFlight int
+	Quiet    time.Time
 }
 
 // Model wraps a chat model so that every call is timed and counted, its
@@ -320,6 +326,11 @@ type Model struct {
 	mu       sync.Mutex
 	health   ModelHealth
 	answered chan struct{} // closed at the next successful call; nil until asked for
+	// flight are the start times of the calls in flight, by call; alive is
+	// the last time a call ended or streamed a fragment.
+	flight map[uint64]time.Time
+	nextID uint64
+	alive  time.Time
 }
 
 // ObserveModel wraps next; defaultModel labels failed calls that do not name
@@ -332,7 +343,16 @@ func (m *Metrics) ObserveModel(next Completer, defaultModel string) *Model {
 // by its caller (a /stop, a shutdown) is neither a success nor a failure.
 func (o *Model) Complete(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
 	start := o.now()
-	resp, err := o.next.Complete(ctx, req, onDelta)
+	done := o.begin(start)
+	defer done()
+	lively := onDelta
+	if onDelta != nil { // nil stays nil: the client streams nothing then
+		lively = func(d llm.Delta) {
+			o.lively()
+			onDelta(d)
+		}
+	}
+	resp, err := o.next.Complete(ctx, req, lively)
 	end := o.now()
 	if err != nil && ctx.Err() != nil {
 		return resp, err
@@ -374,7 +394,42 @@ func (o *Model) Complete(ctx context.Context, req llm.Request, onDelta func(llm.
 func (o *Model) Health() ModelHealth {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.health
+	h := o.health
+	h.InFlight = len(o.flight)
+	for _, t := range o.flight {
+		if h.Quiet.IsZero() || t.Before(h.Quiet) {
+			h.Quiet = t
+		}
+	}
+	if h.InFlight > 0 && o.alive.After(h.Quiet) {
+		h.Quiet = o.alive
+	}
+	return h
+}
+
+// begin counts a call in flight from start; the func it returns ends it.
+func (o *Model) begin(start time.Time) func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.flight == nil {
+		o.flight = map[uint64]time.Time{}
+	}
+	o.nextID++
+	id := o.nextID
+	o.flight[id] = start
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		delete(o.flight, id)
+		o.alive = o.now()
+	}
+}
+
+// lively notes that a call in flight streamed a fragment.
+func (o *Model) lively() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.alive = o.now()
 }
 
 // Answered returns a channel closed when a call next succeeds (the

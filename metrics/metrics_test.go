@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,6 +223,66 @@ func TestOutboxReplies(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// hangingModel streams one fragment when told, and answers when released.
+type hangingModel struct{ delta, release chan struct{} }
+
+func (h hangingModel) Complete(ctx context.Context, _ llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
+	<-h.delta
+	onDelta(llm.Delta{Text: "a"})
+	<-h.release
+	return llm.Response{Model: "m"}, nil
+}
+
+// Health counts the calls in flight and when the model last showed them
+// life: the oldest call's start, then its last fragment; none after they
+// end (/readyz's hang check).
+func TestModelHealthInFlight(t *testing.T) {
+	m := New("test")
+	h := hangingModel{delta: make(chan struct{}), release: make(chan struct{})}
+	o := m.ObserveModel(h, "m")
+	clock := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	o.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	start := clock
+	done := make(chan error)
+	go func() {
+		_, err := o.Complete(t.Context(), llm.Request{}, func(llm.Delta) {})
+		done <- err
+	}()
+	waitHealth(t, o, func(h ModelHealth) bool { return h.InFlight == 1 })
+	if got := o.Health(); got.Quiet != start {
+		t.Errorf("quiet since %v, want the call's start %v", got.Quiet, start)
+	}
+	advance(time.Minute)
+	h.delta <- struct{}{}
+	waitHealth(t, o, func(h ModelHealth) bool { return h.Quiet.Equal(start.Add(time.Minute)) })
+	close(h.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Health(); got.InFlight != 0 || !got.Quiet.IsZero() {
+		t.Errorf("after the call: %+v, want none in flight", got)
+	}
+}
+
+// waitHealth polls o's health until ok (the call runs in its own
+// goroutine; Health has no event to wait on).
+func waitHealth(t *testing.T, o *Model, ok func(ModelHealth) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !ok(o.Health()) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("health stayed %+v", o.Health())
+		case <-tick.C:
 		}
 	}
 }

@@ -51,6 +51,7 @@ type Chat struct {
 	log     *slog.Logger
 	sent    atomic.Bool
 	preview *previewer // streaming preview and tool progress, when on
+	silence *silence   // the still-working line, when on
 	// fresh: the message was stored a moment ago, so no earlier process
 	// sent part of a reply to it; replies counts the replies delivered.
 	fresh   bool
@@ -88,8 +89,25 @@ func (s *Sender) Bind(b Binding) *Chat {
 		if c.preview != nil {
 			c.preview.clean = s.cfg.Redact
 		}
+		// Only for a person's message (a job's turn has none), and not
+		// where a requester waits for the reply alone (the chat API).
+		if after := s.cfg.StillWorkingAfter; after > 0 && b.InboxID != 0 && (s.cfg.InProcess == nil || !s.cfg.InProcess(name)) {
+			c.silence = &silence{after: after, notify: c.stillWorking}
+		}
 	}
 	return c
+}
+
+// stillWorking tells the chat StillWorking: as a preview line where it has
+// them (the reply then takes its place), else as a message of its own,
+// which is no reply (the turn's answer still comes).
+func (c *Chat) stillWorking(ctx context.Context) {
+	if c.preview != nil && c.preview.notice(ctx, StillWorking) {
+		return
+	}
+	if _, err := c.s.Send(ctx, c.in, StillWorking); err != nil {
+		c.log.Warn("could not tell the chat that the model is slow", "err", err)
+	}
 }
 
 // Event feeds the chat a turn event: it remembers the turn id for delivery
@@ -100,6 +118,9 @@ func (c *Chat) Event(ctx context.Context, ev agent.Event) {
 	}
 	if c.preview != nil {
 		c.preview.event(ctx, ev)
+	}
+	if c.silence != nil {
+		c.silence.event(ctx, ev)
 	}
 }
 

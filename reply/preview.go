@@ -100,6 +100,7 @@ type previewer struct {
 	quoted  bool      // a preview message was sent: the next ones quote nothing
 	fails   int
 	off     bool // too many failures: no more previews this turn
+	ended   bool // done: the turn ended
 	// Tools: the calls running (call id → label), when the step's first
 	// began, the line to show, and the send_message call being sent.
 	tools     map[string]string
@@ -479,6 +480,26 @@ func (p *previewer) remove(ctx context.Context, msgID string) {
 	}
 }
 
+// notice shows text as a line of its own (the next reply's preview takes
+// its place), unless previews are off for this turn.
+func (p *previewer) notice(ctx context.Context, text string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ended {
+		return true // the turn's answer is out: nothing to say
+	}
+	if p.off {
+		return false
+	}
+	if n := len(p.slots); n > 0 && p.slots[n-1].key == "" {
+		p.slots[n-1].label = text
+	} else {
+		p.slots = append(p.slots, &slot{label: text})
+	}
+	p.kick(ctx)
+	return true
+}
+
 // done ends the turn's previews: the worker stops, and the previews no
 // reply claimed go (a draft goes by itself); a turn cut off by the model's
 // outage says so in its preview instead, as the answer comes later.
@@ -501,6 +522,7 @@ func (p *previewer) done(ctx context.Context, reason agent.StopReason) {
 	p.mu.Lock()
 	slots := p.slots
 	p.slots, p.running, p.stop, p.exited = nil, false, nil, nil
+	p.ended = true
 	clear(p.tools)
 	for _, s := range slots {
 		s.orphan = s.busy != nil // removed when its call returns

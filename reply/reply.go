@@ -47,6 +47,10 @@ type Options struct {
 	// ToolProgress turns on, per channel, the line that says what tools
 	// running longer than a moment are doing (preview.go).
 	ToolProgress map[string]bool
+	// StillWorkingAfter is how long a turn's model call may be silent
+	// before the chat is told StillWorking, once per turn (silence.go);
+	// 0: never.
+	StillWorkingAfter time.Duration
 	// Outbox keeps the replies the platform did not take, to deliver them
 	// later (outbox.go); nil: no outbox, such a reply is lost. The
 	// gateway's is its *store.Store.

@@ -152,14 +152,25 @@ type querier interface {
 type conn struct {
 	q querier
 	d *dialect
+	// seen, when set, is told the error of each Exec and Query (the
+	// store watches for damage: damage.go).
+	seen func(error)
 }
 
 func (c conn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return c.q.ExecContext(ctx, c.d.rebind(query), c.d.args(args)...)
+	res, err := c.q.ExecContext(ctx, c.d.rebind(query), c.d.args(args)...)
+	if err != nil && c.seen != nil {
+		c.seen(err)
+	}
+	return res, err
 }
 
 func (c conn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.q.QueryContext(ctx, c.d.rebind(query), c.d.args(args)...)
+	rows, err := c.q.QueryContext(ctx, c.d.rebind(query), c.d.args(args)...)
+	if err != nil && c.seen != nil {
+		c.seen(err)
+	}
+	return rows, err
 }
 
 func (c conn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {

@@ -102,6 +102,7 @@ func (s *Store) noteWrite(err error) {
 		s.writeErr.Store(nil)
 		return
 	}
+	s.noteErr(err)
 	if _, ok := Unavailable(err); ok {
 		s.writeErr.Store(&err)
 	}
@@ -126,6 +127,9 @@ const sqlPingProbePostgres = `INSERT INTO state (key, value, updated_at) VALUES 
 // a commit, so Ping also fails while the last write failed for a reason
 // Unavailable names and none has succeeded since.
 func (s *Store) Ping(ctx context.Context) error {
+	if de := s.damage.Load(); de != nil {
+		return fmt.Errorf("store: ping: %w", de)
+	}
 	tx, err := s.raw.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: ping: %w", err)
@@ -137,6 +141,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	_, err = tx.ExecContext(ctx, probe)
 	if rerr := tx.Rollback(); err == nil {
 		err = rerr
+	}
+	if err != nil && Damaged(err) && !s.d.postgres {
+		return fmt.Errorf("store: ping: %w", s.noteDamage(err))
 	}
 	if err != nil {
 		return fmt.Errorf("store: ping: %w", err)

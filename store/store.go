@@ -95,6 +95,10 @@ type Store struct {
 	// not take writes (see Unavailable), until a write succeeds; Ping
 	// reports it.
 	writeErr atomic.Pointer[error]
+	// damage is the damage to the SQLite file seen so far (damage.go);
+	// path is the file.
+	damage damageSeen
+	path   string
 	// hbConn is the connection Heartbeat keeps for itself (see there).
 	hbMu   sync.Mutex
 	hbConn *sql.Conn
@@ -152,6 +156,7 @@ func (s *Store) setDB(raw *sql.DB) {
 	s.db = conn{q: raw, d: s.d}
 	if !s.d.postgres {
 		s.db.q = uncancelled{q: raw}
+		s.db.seen = s.noteErr
 	}
 }
 
@@ -198,6 +203,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, openError(path, err)
 	}
 	s := newStore(sqliteDialect, opts)
+	s.path = path
 	s.history = newHistoryCache(historyBudget)
 	s.noApproval, s.noPlan = newAbsentSet(), newAbsentSet()
 	db := s.openDB(path)
@@ -206,6 +212,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	db.SetConnMaxIdleTime(connMaxIdleTime)
 	if err := connect(ctx, db, s.hooks.connectRetry); err != nil {
 		_ = db.Close()
+		if Damaged(err) {
+			return nil, fmt.Errorf("store: open %s: %w", path, &DamageError{Path: path, Err: err, Backups: backupsBeside(path)})
+		}
 		return nil, openError(path, err)
 	}
 	s.setDB(db)
@@ -224,6 +233,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 				ne.Backup = bs[len(bs)-1]
 			}
 			return nil, fmt.Errorf("store: open %s: %w", path, ne)
+		}
+		if Damaged(err) {
+			return nil, fmt.Errorf("store: open %s: %w", path, &DamageError{Path: path, Err: err, Backups: backupsBeside(path)})
 		}
 		return nil, openError(path, err)
 	}

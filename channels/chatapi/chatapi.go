@@ -600,6 +600,10 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "shutting_down", errMsg)
 		return
 	}
+	if code, errCode, msg, failed := turnFailure(texts, stop, question != nil); failed {
+		httpjson.Error(w, code, "server_error", errCode, msg)
+		return
+	}
 	body := map[string]any{
 		"id": c.id, "object": "chat.completion", "created": c.created, "model": c.model,
 		"choices": []map[string]any{{
@@ -687,10 +691,14 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c compl
 		}
 	}
 	wt.mu.Lock()
-	usage, stop, errMsg, question := wt.usage, wt.stop, wt.errMsg, wt.question
+	texts, usage, stop, errMsg, question := wt.texts, wt.usage, wt.stop, wt.errMsg, wt.question
 	wt.mu.Unlock()
 	if !wrote && stop == agent.StopCancelled && errMsg == errShutdownMsg {
 		write(map[string]any{"error": map[string]any{"message": errMsg, "type": "server_error", "code": "shutting_down"}})
+		return
+	}
+	if _, errCode, msg, failed := turnFailure(texts, stop, question != nil); failed {
+		write(map[string]any{"error": map[string]any{"message": msg, "type": "server_error", "code": errCode}})
 		return
 	}
 	final := c.chunk(map[string]any{}, finishReason(stop))
@@ -716,6 +724,23 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, wt *waiter, c compl
 	if _, err := fmt.Fprint(w, "data: [DONE]\n\n"); err == nil {
 		_ = rc.Flush()
 	}
+}
+
+// turnFailure says how to answer a request whose turn ran past its time
+// limit (504, with the sentence the user was told), or ended with nothing
+// to say and no question (502): an error, never an empty 200.
+func turnFailure(texts []string, stop agent.StopReason, asked bool) (code int, errCode, msg string, failed bool) {
+	switch {
+	case stop == agent.StopTurnTimeout:
+		msg = "the turn ran past its time limit (agent.turn_timeout)"
+		if len(texts) > 0 {
+			msg = texts[len(texts)-1]
+		}
+		return http.StatusGatewayTimeout, "turn_timeout", msg, true
+	case len(texts) == 0 && !asked && stop != agent.StopRequiresApproval && stop.Class() != agent.ClassCompleted:
+		return http.StatusBadGateway, "no_reply", fmt.Sprintf("the turn ended without a reply (%s); its record is in the session's history", stop), true
+	}
+	return 0, "", "", false
 }
 
 // finishReason maps a stop reason to OpenAI's finish reasons.
