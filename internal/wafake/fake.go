@@ -29,10 +29,11 @@
 //     interactive (type button), template, reaction, image, audio, video,
 //     document and sticker (by uploaded media id), with an optional
 //     context.message_id (ReplyTo); answers {"messaging_product",
-//     "contacts":[{input,wa_id}], "messages":[{"id":"wamid.…"}]}. A body
-//     with "status":"read" marks a user's message read (Reads), with
-//     "typing_indicator" also shows typing (Typing); it answers
-//     {"success":true}.
+//     "contacts":[{input,wa_id}], "messages":[{"id":"wamid.…"}]}. Tried
+//     counts these calls by recipient, failed ones included.
+//   - "read": the same endpoint with "status":"read": marks a user's
+//     message read (Reads), with "typing_indicator" also shows typing
+//     (Typing); it answers {"success":true}.
 //   - "media_upload": POST /{ver}/{phone_number_id}/media, multipart with
 //     messaging_product=whatsapp, type and file → {"id":"…"}.
 //   - "media": GET /{ver}/{media_id} → {url, mime_type, sha256,
@@ -50,7 +51,8 @@
 // uploads past 5 MB (image), 16 MB (audio, video), 100 MB (document).
 // Templates must exist in the language asked (code 132001; AddTemplate;
 // "reminder" in "en" with one body parameter exists from the start) with
-// as many body parameters as they have (code 132000).
+// as many body parameters as they have (code 132000), none with a new
+// line, a tab or more than four spaces in a row (code 100).
 //
 // The 24-hour customer-service window: a send other than a template to a
 // user whose last message (Say, or SetLastUserMessage) is older than 24 h
@@ -159,6 +161,7 @@ type Fake struct {
 	now     func() time.Time
 
 	calls     map[string]int
+	tried     map[string]int // wa_id → sends to it, failed ones included
 	failures  []*failure
 	outage    int // the status of every call during an Outage; 0: none
 	templates map[string]Template
@@ -226,6 +229,7 @@ func New(t testing.TB) *Fake {
 		t:              t,
 		now:            time.Now,
 		calls:          map[string]int{},
+		tried:          map[string]int{},
 		templates:      map[string]Template{},
 		appSecret:      AppSecret,
 		redeliverAfter: 200 * time.Millisecond,
@@ -318,12 +322,21 @@ func (f *Fake) nextIDLocked(prefix string) string {
 // nextWamidLocked returns a fresh message id, shaped as Meta's.
 func (f *Fake) nextWamidLocked() string { return f.nextIDLocked("wamid.HBgLFAKE") }
 
-// Calls counts the requests of a kind ("messages", "media_upload",
-// "media", "download", "phone_number"), failed ones included.
+// Calls counts the requests of a kind ("messages", "read",
+// "media_upload", "media", "download", "phone_number"), failed ones
+// included.
 func (f *Fake) Calls(kind string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[kind]
+}
+
+// Tried counts the sends ("messages" calls other than read receipts) to
+// user to, failed ones included.
+func (f *Fake) Tried(to string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tried[waID(to)]
 }
 
 // WaitCalls waits until kind has had at least n requests.

@@ -223,6 +223,9 @@ func TestTextRoundTripAndWindow(t *testing.T) {
 	if status, a := g.send(tpl("reminder")); status != http.StatusBadRequest || errCode(a) != 132000 {
 		t.Errorf("a template without its parameter: %d %v, want 400 code 132000", status, a)
 	}
+	if status, a := g.send(tpl("reminder", "two\nlines")); status != http.StatusBadRequest || errCode(a) != 100 {
+		t.Errorf("a template parameter with a new line: %d %v, want 400 code 100", status, a)
+	}
 	g.sendOK(tpl("reminder", "water the plants"))
 	if got := f.Sent(ann); len(got) != 2 || got[1].Template != "reminder" || got[1].Text != "water the plants" || got[1].Language != "en" {
 		t.Errorf("Sent = %+v, want the template last", got)
@@ -396,6 +399,9 @@ func TestReadsTypingAndReactions(t *testing.T) {
 		t.Errorf("read of an unknown message: %d %v", status, a)
 	}
 	g.sendOK(map[string]any{"to": "15551234567", "type": "reaction", "reaction": map[string]string{"message_id": wamid, "emoji": "👍"}})
+	if f.Calls("read") != 2 || f.Calls("messages") != 1 {
+		t.Errorf("Calls(read) = %d, Calls(messages) = %d; want 2 and 1", f.Calls("read"), f.Calls("messages"))
+	}
 	if !slices.Equal(f.Reads(), []string{wamid}) || !slices.Equal(f.Typing(), []string{wamid}) || !slices.Equal(f.Reactions(wamid), []string{"👍"}) {
 		t.Errorf("Reads %q, Typing %q, Reactions %q", f.Reads(), f.Typing(), f.Reactions(wamid))
 	}
@@ -485,8 +491,8 @@ func TestFailuresAndOutage(t *testing.T) {
 	if got := f.Sent(to); len(got) != 2 {
 		t.Errorf("Sent = %+v, want the two sends outside failures", got)
 	}
-	if n := f.Calls("messages"); n != 4 {
-		t.Errorf("Calls(messages) = %d, want 4", n)
+	if n, tried := f.Calls("messages"), f.Tried("+"+to); n != 4 || tried != 4 {
+		t.Errorf("Calls(messages) = %d, Tried = %d; want 4", n, tried)
 	}
 }
 
@@ -503,6 +509,13 @@ func TestButtonTapStatusAndVerify(t *testing.T) {
 	if _, err := f.Say(UserMessage{From: ann, ButtonID: "nope"}); err == nil {
 		t.Errorf("a tap on a button nobody sent was made up")
 	}
+	if _, err := f.Say(UserMessage{From: "15559990000", ButtonID: "b0"}); err == nil {
+		t.Errorf("a tap on a button of another user's message was made up without ButtonOn")
+	}
+	forged, err := f.Say(UserMessage{From: "15559990000", ButtonID: "b1", ButtonOn: q})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tap, err := f.Say(UserMessage{From: ann, ButtonID: "b0"})
 	if err != nil {
 		t.Fatal(err)
@@ -510,18 +523,31 @@ func TestButtonTapStatusAndVerify(t *testing.T) {
 	if err := f.Status(q, "failed", 131026); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.WaitFor(ctx, func() bool { return f.Pending() == 0 && len(h.got()) == 3 }); err != nil {
+	if err := f.WaitFor(ctx, func() bool { return f.Pending() == 0 && len(h.got()) == 4 }); err != nil {
 		t.Fatal(err)
 	}
-	m := message(t, h.got()[1])
+	var m map[string]any
+	for _, b := range h.got()[1:] {
+		if v := value(t, b); v["messages"] != nil {
+			switch mm := message(t, b); mm["id"] {
+			case forged:
+				if mm["context"].(map[string]any)["id"] != q || mm["from"] != "15559990000" {
+					t.Errorf("forged tap %v", mm)
+				}
+			case tap:
+				m = mm
+			}
+		} else {
+			st := v["statuses"].([]any)[0].(map[string]any)
+			if st["id"] != q || st["status"] != "failed" || st["recipient_id"] != ann || st["errors"].([]any)[0].(map[string]any)["code"] != float64(131026) {
+				t.Errorf("status %v", st)
+			}
+		}
+	}
 	in := m["interactive"].(map[string]any)
 	if m["id"] != tap || in["type"] != "button_reply" || in["button_reply"].(map[string]any)["title"] != "Approve" ||
 		m["context"].(map[string]any)["id"] != q {
 		t.Errorf("tap %v", m)
-	}
-	st := value(t, h.got()[2])["statuses"].([]any)[0].(map[string]any)
-	if st["id"] != q || st["status"] != "failed" || st["recipient_id"] != ann || st["errors"].([]any)[0].(map[string]any)["code"] != float64(131026) {
-		t.Errorf("status %v", st)
 	}
 
 	// The handshake, against a webhook that checks the token.

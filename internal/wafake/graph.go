@@ -204,12 +204,21 @@ func bad(code int, format string, args ...any) *badRequest {
 }
 
 func (f *Fake) handleMessages(w http.ResponseWriter, r *http.Request) {
-	if !f.begin(w, r, "messages") || !knownPhone(w, r.PathValue("id")) {
+	var req sendRequest
+	err := json.NewDecoder(r.Body).Decode(&req)
+	kind := "messages"
+	if err == nil && req.Status != "" {
+		kind = "read"
+	}
+	f.mu.Lock()
+	if kind == "messages" && err == nil {
+		f.tried[waID(req.To)]++
+	}
+	f.mu.Unlock()
+	if !f.begin(w, r, kind) || !knownPhone(w, r.PathValue("id")) {
 		return
 	}
-	var req sendRequest
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(&req); err != nil {
+	if err != nil {
 		writeError(w, http.StatusBadRequest, 100, 0, "the request body is not JSON: "+err.Error())
 		return
 	}
@@ -293,7 +302,7 @@ func (f *Fake) checkSendLocked(req *sendRequest) (*Message, *badRequest) {
 		if e := checkInteractive(req, m); e != nil {
 			return nil, e
 		}
-	case "template":
+	case "template": // the body parameters: no new lines, tabs or 5 spaces in a row
 		t := req.Template
 		if t == nil || t.Name == "" {
 			return nil, bad(100, "Param template['name'] is required")
@@ -307,6 +316,9 @@ func (f *Fake) checkSendLocked(req *sendRequest) (*Message, *badRequest) {
 				continue
 			}
 			for _, p := range c.Parameters {
+				if strings.ContainsAny(p.Text, "\n\t") || strings.Contains(p.Text, "     ") {
+					return nil, bad(100, "Param text cannot have new-line/tab characters or more than 4 consecutive spaces")
+				}
 				m.Params = append(m.Params, p.Text)
 			}
 		}

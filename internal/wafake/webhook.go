@@ -31,8 +31,10 @@ type UserMessage struct {
 	Filename string // the document's file name; "" → "file"
 	Location *Location
 	// ButtonID taps that reply button on the newest message the bot sent
-	// From that has it.
+	// From that has it, or with ButtonOn on that message, whoever it was
+	// sent to (a tap WhatsApp would not deliver: a forged one).
 	ButtonID string
+	ButtonOn string
 	// At is the message's time; zero: the fake's clock. Say counts it as
 	// the user's last message when it is the newest.
 	At time.Time
@@ -375,7 +377,7 @@ func (f *Fake) composeLocked(m UserMessage) (wamid string, body []byte, at time.
 	}
 	switch {
 	case m.ButtonID != "":
-		q, title := f.findButtonLocked(from, m.ButtonID)
+		q, title := f.findButtonLocked(from, m.ButtonID, m.ButtonOn)
 		if q == "" {
 			return "", nil, time.Time{}, fmt.Errorf("wafake: no message the bot sent %s has a button %q", from, m.ButtonID)
 		}
@@ -427,9 +429,20 @@ func (f *Fake) composeLocked(m UserMessage) (wamid string, body []byte, at time.
 }
 
 // findButtonLocked returns the newest message the bot sent to user with
-// a reply button id, and the button's title.
-func (f *Fake) findButtonLocked(user, id string) (wamid, title string) {
-	ms := f.sent[user]
+// a reply button id (on: that message, whoever it went to), and the
+// button's title.
+func (f *Fake) findButtonLocked(user, id, on string) (wamid, title string) {
+	var ms []Message
+	if on == "" {
+		ms = f.sent[user]
+	}
+	for _, all := range f.sent {
+		for _, m := range all {
+			if on != "" && m.ID == on {
+				ms = append(ms, m)
+			}
+		}
+	}
 	for i := len(ms) - 1; i >= 0; i-- {
 		for _, b := range ms[i].Buttons {
 			if b.ID == id {
