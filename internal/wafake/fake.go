@@ -6,7 +6,7 @@
 // {"error":{…}} answers with Graph error codes), so an adapter on plain
 // net/http runs against it unchanged:
 //
-//	f := wafake.New(t) // closed by t.Cleanup
+//	f := wafake.New(t) // closed by t.Cleanup (Start and Close outside tests)
 //	// api_base: f.APIBase(), phone_number_id: wafake.PhoneNumberID,
 //	// access_token: wafake.AccessToken, app_secret: wafake.AppSecret,
 //	// verify_token: wafake.VerifyToken
@@ -147,7 +147,6 @@ type Fake struct {
 	// URL is the server's base, e.g. http://127.0.0.1:41234.
 	URL string
 
-	t   testing.TB
 	srv *httptest.Server
 
 	ctx    context.Context // ends with Close
@@ -225,8 +224,15 @@ type failure struct {
 
 // New starts a fake on 127.0.0.1 and stops it when the test ends.
 func New(t testing.TB) *Fake {
+	f := Start()
+	t.Cleanup(f.Close)
+	return f
+}
+
+// Start starts a fake like New for programs outside tests (benchmarks);
+// call Close.
+func Start() *Fake {
 	f := &Fake{
-		t:              t,
 		now:            time.Now,
 		calls:          map[string]int{},
 		tried:          map[string]int{},
@@ -250,7 +256,6 @@ func New(t testing.TB) *Fake {
 	mux.HandleFunc("GET /download/{id}", f.handleDownload)
 	f.srv = httptest.NewServer(mux)
 	f.URL = f.srv.URL
-	t.Cleanup(f.Close)
 	return f
 }
 
