@@ -66,6 +66,7 @@ func (a *Adapter) send(ctx context.Context, op, chatID, replyTo string, body map
 // were sent are skipped. Outside the chat's 24-hour window the text goes
 // out as the reminder template, or is refused (*OutsideWindowError).
 func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error) {
+	m.ChatID = normalNumber(m.ChatID) // a job's chat may be written "+1555…"
 	ps := parts(m.Text, maxText)
 	if len(ps) == 0 {
 		return "", fmt.Errorf("whatsapp: send to %s: empty message", m.ChatID)
@@ -83,6 +84,7 @@ func (a *Adapter) Fits(text string) bool { return len(parts(text, maxText)) == 1
 // user: only the asker can answer). Labels are cut at 20 characters,
 // actions must be 1-256.
 func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channels.Button) (string, error) {
+	m.ChatID = normalNumber(m.ChatID)
 	groups, err := buttonGroups(buttons)
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: ask in %s: %w", m.ChatID, err)
@@ -326,6 +328,7 @@ func isASCIIWord(s string) bool {
 // image, audio, video or document with the caption, or posts an URL as
 // text. It returns the message's wamid.
 func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.OutboundFile) (string, error) {
+	chatID = normalNumber(chatID)
 	switch {
 	case (f.Path == "") == (f.URL == ""):
 		return "", fmt.Errorf("whatsapp: send file to %s: exactly one of path and url must be set", chatID)
