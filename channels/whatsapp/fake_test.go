@@ -337,8 +337,16 @@ func TestFakeFailures(t *testing.T) {
 		t.Errorf("a policy block was tried %d times; want once", got)
 	}
 
+	tried = o.f.Tried(ann)
+
+	o.f.Fail("messages", 401, codeToken, 1) // an expired token: kept, not retried now
+	err = send()
+	if !errors.Is(err, channels.ErrUnavailable) || o.f.Tried(ann)-tried != 1 || !strings.Contains(o.log.String(), "refused the access token") {
+		t.Errorf("a refused token: %v after %d tries; want ErrUnavailable after one, and an ERROR", err, o.f.Tried(ann)-tried)
+	}
+
 	for _, secret := range []string{wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken} {
-		if strings.Contains(o.log.String(), secret) {
+		if strings.Contains(o.log.String(), secret) || strings.Contains(err.Error(), secret) {
 			t.Errorf("the log shows a secret")
 		}
 	}
