@@ -286,14 +286,24 @@ func TestFakeWindow(t *testing.T) {
 		}
 	})
 	t.Run("meta knows better", func(t *testing.T) {
-		o := newOnFake(t, func(o *Options) { o.Reminder = &Template{Name: "reminder", Language: "en"} })
-		o.say(t, wafake.UserMessage{Text: "hi"})
-		o.f.SetLastUserMessage(ann, o.clk.now().Add(-30*time.Hour)) // Meta's record differs
-		if _, err := o.a.Send(t.Context(), channels.Outbound{ChatID: ann, Text: "answer"}); err != nil {
-			t.Fatal(err)
+		var o *onFake
+		o = newOnFake(t, func(opt *Options) {
+			opt.Reminder = &Template{Name: "reminder", Language: "en"}
+			// The store took a late redelivery just now.
+			opt.LatestInboundAt = func(context.Context, string) (time.Time, error) { return o.clk.now(), nil }
+		})
+		o.say(t, wafake.UserMessage{Text: "hi", At: o.clk.now().Add(-30 * time.Hour)}) // written 30 h ago
+		for _, text := range []string{"answer", "and more"} {
+			if _, err := o.a.Send(t.Context(), channels.Outbound{ChatID: ann, Text: text}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if sent := o.f.Sent(ann); len(sent) != 1 || sent[0].Type != "template" {
-			t.Fatalf("sent %+v; want the template after 131047", sent)
+		sent := o.f.Sent(ann)
+		if len(sent) != 2 || sent[0].Type != "template" || sent[1].Type != "template" {
+			t.Fatalf("sent %+v; want two templates", sent)
+		}
+		if tried := o.f.Tried(ann); tried != 3 {
+			t.Errorf("%d sends tried; want 3: a text refused with 131047, then templates only", tried)
 		}
 	})
 }

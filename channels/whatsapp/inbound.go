@@ -186,7 +186,7 @@ func (a *Adapter) sawMessage(chatID, wamid string, at time.Time) {
 	defer a.mu.Unlock()
 	c := a.chat(chatID)
 	if at.After(c.lastIn) {
-		c.lastIn, c.lastID = at, wamid
+		c.lastIn, c.lastID, c.closed = at, wamid, false
 	}
 }
 

@@ -107,6 +107,7 @@ type Adapter struct {
 type chatState struct {
 	lastIn   time.Time // the user's newest message; zero: not seen by this process
 	lastID   string    // its wamid
+	closed   bool      // Meta refused a message as outside the window since lastIn
 	readID   string    // the last wamid marked read
 	typingID string    // the wamid the typing indicator was last shown for
 	typingAt time.Time // … and when
