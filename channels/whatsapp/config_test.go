@@ -170,3 +170,30 @@ func TestDoctor(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigWarnings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*whatsapp.Config)
+		want []string // keys noted
+	}{
+		{"defaults", func(*whatsapp.Config) {}, []string{"channels.whatsapp.allow_users", "channels.whatsapp.templates"}},
+		{"previews asked for", func(c *whatsapp.Config) {
+			c.AllowUsers, c.OutsideWindow, c.StreamPreview = []string{"+15551234567"}, whatsapp.OutsideDrop, true
+		}, []string{"channels.whatsapp.stream_preview"}},
+		{"all set", func(c *whatsapp.Config) {
+			c.AllowUsers, c.Templates = []string{"+15551234567"}, map[string]whatsapp.Template{"reminder": {Name: "reminder", Language: "en"}}
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := whatsapp.NewConfig()
+			c.Enabled = true
+			tc.mod(c)
+			var got []string
+			c.Warnings("channels.whatsapp", func(key, _, _ string) { got = append(got, key) })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("noted %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -116,7 +116,9 @@ func Split(text string, max int) []string {
 			text = fence + "\n" + text
 		}
 		if units(text) <= max {
-			out = append(out, text)
+			if text = strings.TrimRight(text, " \n"); strings.TrimSpace(text) != "" {
+				out = append(out, text)
+			}
 			break
 		}
 		cut := cutAt(text, max-len("\n"+fence))

@@ -179,6 +179,10 @@ func (a *Adapter) retry(ctx context.Context, op string, call func() error) error
 			return nil
 		}
 		wait, final := t.verdict(ctx, err)
+		var ae *APIError
+		if final != nil && errors.As(final, &ae) && ae.Code == codeToken {
+			a.log.Error("whatsapp: Meta refused the access token; replies wait in the outbox until it is renewed (channels.whatsapp.access_token)", "op", op, "err", a.redact(err.Error()))
+		}
 		if final != nil {
 			return final
 		}
@@ -201,12 +205,18 @@ type tries struct {
 // the wait is longer than MaxRateLimitWait; a 5xx, a temporary code or a
 // lost connection backs off exponentially. An error still worth retrying
 // when the tries run out is marked channels.ErrUnavailable, so the outbox
-// keeps the reply; Meta's refusals (a policy, a bad request, a token)
-// return at once, unmarked.
+// keeps the reply, as is a refused token (190), at once; Meta's refusals
+// of the message (a policy, a bad request) return at once, unmarked.
 func (t *tries) verdict(ctx context.Context, err error) (time.Duration, error) {
 	t.n++
 	if ctx.Err() != nil {
 		return 0, err
+	}
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Code == codeToken || ae.Status == http.StatusUnauthorized) {
+		// Not the message's fault: kept (the outbox) until the operator
+		// renews the token, and not asked again now.
+		return 0, channels.Unavailable(err)
 	}
 	wait, limited, again := retryWait(err, t.backoff)
 	t.backoff = min(2*t.backoff, maxBackoff)

@@ -165,7 +165,13 @@ func (a *Adapter) handleMessage(ctx context.Context, sink channels.Sink, m messa
 	}
 	a.sawMessage(in.ChatID, in.MessageID, at)
 	if md != nil {
-		in.Attachments = append(in.Attachments, a.fetched(ctx, *md))
+		at, err := a.fetched(ctx, *md)
+		if err != nil {
+			// Meta delivers the message again; by then the Graph API may
+			// answer, and a voice note is not left untranscribed.
+			return fmt.Errorf("whatsapp: message %s from %s: media %s not fetched for now: %w", in.MessageID, in.ChatID, md.id, err)
+		}
+		in.Attachments = append(in.Attachments, at)
 	}
 	if err := sink.Deliver(ctx, in); err != nil {
 		return fmt.Errorf("whatsapp: deliver message %s from %s: %w", in.MessageID, in.ChatID, err)
@@ -180,7 +186,7 @@ func (a *Adapter) sawMessage(chatID, wamid string, at time.Time) {
 	defer a.mu.Unlock()
 	c := a.chat(chatID)
 	if at.After(c.lastIn) {
-		c.lastIn, c.lastID = at, wamid
+		c.lastIn, c.lastID, c.closed = at, wamid, false
 	}
 }
 
@@ -332,8 +338,10 @@ const maxTextDocument = 64 << 10
 
 // fetched downloads a medium into an attachment: images (for vision) and
 // voice notes (for transcription) up to the download cap, documents when
-// they are small text files. What is not fetched is said in Note.
-func (a *Adapter) fetched(ctx context.Context, r mediaRef) channels.Attachment {
+// they are small text files. What is not fetched is said in Note; an
+// error says the Graph API or the media host is unavailable for now (a
+// 5xx, a temporary code, a lost connection).
+func (a *Adapter) fetched(ctx context.Context, r mediaRef) (channels.Attachment, error) {
 	at := channels.Attachment{Kind: r.kind, Name: r.name, MIME: r.mime}
 	if at.MIME == "" {
 		at.MIME = mime.TypeByExtension(path.Ext(r.name))
@@ -342,19 +350,22 @@ func (a *Adapter) fetched(ctx context.Context, r mediaRef) channels.Attachment {
 	if r.kind == channels.File {
 		if !textual(at.MIME, at.Name) {
 			at.Note = "not downloaded"
-			return at
+			return at, nil
 		}
 		limit = maxTextDocument
 	}
 	if r.id == "" {
 		at.Note = "no media id"
-		return at
+		return at, nil
 	}
 	data, err := a.download(ctx, r.id, limit)
 	if err != nil {
-		a.log.Warn("whatsapp: media not downloaded", "media_id", r.id, "err", err)
-		at.Note = "could not be downloaded: " + err.Error()
-		return at
+		if _, _, again := retryWait(err, 0); again {
+			return at, err
+		}
+		a.log.Warn("whatsapp: media not downloaded", "media_id", r.id, "err", a.redact(err.Error()))
+		at.Note = "could not be downloaded: " + a.redact(err.Error())
+		return at, nil
 	}
 	at.Data, at.Size = data, int64(len(data))
 	if r.kind == channels.File {
@@ -364,7 +375,7 @@ func (a *Adapter) fetched(ctx context.Context, r mediaRef) channels.Attachment {
 			at.Note = "not valid UTF-8 text"
 		}
 	}
-	return at
+	return at, nil
 }
 
 // textual reports a document whose text is worth reading.
@@ -392,7 +403,7 @@ func (a *Adapter) download(ctx context.Context, id string, limit int64) ([]byte,
 		FileSize int64  `json:"file_size"`
 	}
 	if err := a.call(ctx, http.MethodGet, id, nil, &info); err != nil {
-		return nil, errors.New(a.redact(err.Error()))
+		return nil, err
 	}
 	if info.FileSize > limit {
 		return nil, fmt.Errorf("%d bytes, over the %d-byte limit", info.FileSize, limit)
@@ -408,11 +419,11 @@ func (a *Adapter) download(ctx context.Context, id string, limit int64) ([]byte,
 		Header: http.Header{"Authorization": {"Bearer " + a.token}}}).WithContext(ctx)
 	resp, err := a.files.Do(req)
 	if err != nil {
-		return nil, errors.New(a.redact(err.Error()))
+		return nil, safeError{err, a.redact(err.Error())}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("the media host answered %s", resp.Status)
+		return nil, &APIError{Status: resp.StatusCode, Message: "the media host answered " + resp.Status}
 	}
 	return io.ReadAll(http.MaxBytesReader(nil, resp.Body, limit))
 }

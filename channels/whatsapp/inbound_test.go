@@ -152,3 +152,29 @@ func TestMediaURLStaysOnMetaOrTheAPIHost(t *testing.T) {
 		}
 	}
 }
+
+// TestMediaDuringAnOutageIsRedelivered: a voice note whose bytes cannot be
+// fetched for now is not stored without them: the delivery is answered
+// 503, and Meta's redelivery brings it in whole.
+func TestMediaDuringAnOutageIsRedelivered(t *testing.T) {
+	g := newGraph(t)
+	g.media["voice2"] = []byte("OggS-later")
+	a, _ := newTestAdapter(t, g, nil)
+	s := &sink{}
+	run(t, a, s)
+	body := deliveryOf(map[string]any{"from": testUser, "id": "wamid.v2", "timestamp": "1733480000", "type": "audio",
+		"audio": map[string]any{"id": "voice2", "mime_type": "audio/ogg", "voice": true}})
+	g.failNext("voice2", answer{status: http.StatusServiceUnavailable, code: codeServiceDown})
+	if code := post(t, a, body, testSecret); code != http.StatusServiceUnavailable {
+		t.Fatalf("media unavailable: status %d, want 503", code)
+	}
+	if got := s.messages(); len(got) != 0 {
+		t.Fatalf("stored without its media: %+v", got)
+	}
+	if code := post(t, a, body, testSecret); code != http.StatusOK {
+		t.Fatalf("redelivered: status %d, want 200", code)
+	}
+	if got := s.messages(); len(got) != 1 || string(got[0].Attachments[0].Data) != "OggS-later" {
+		t.Fatalf("delivered %+v", got)
+	}
+}

@@ -66,6 +66,7 @@ func (a *Adapter) send(ctx context.Context, op, chatID, replyTo string, body map
 // were sent are skipped. Outside the chat's 24-hour window the text goes
 // out as the reminder template, or is refused (*OutsideWindowError).
 func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error) {
+	m.ChatID = normalNumber(m.ChatID) // a job's chat may be written "+1555…"
 	ps := parts(m.Text, maxText)
 	if len(ps) == 0 {
 		return "", fmt.Errorf("whatsapp: send to %s: empty message", m.ChatID)
@@ -83,6 +84,7 @@ func (a *Adapter) Fits(text string) bool { return len(parts(text, maxText)) == 1
 // user: only the asker can answer). Labels are cut at 20 characters,
 // actions must be 1-256.
 func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channels.Button) (string, error) {
+	m.ChatID = normalNumber(m.ChatID)
 	groups, err := buttonGroups(buttons)
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: ask in %s: %w", m.ChatID, err)
@@ -130,8 +132,9 @@ func buttonGroups(buttons []channels.Button) ([][]map[string]any, error) {
 // is a part of m.Parts: those sent before are skipped, each is confirmed
 // once Meta took it.
 func (a *Adapter) deliver(ctx context.Context, m channels.Outbound, ps []string, groups [][]map[string]any) (string, error) {
-	if open, last := a.windowOpen(ctx, m.ChatID); !open {
-		return a.outside(ctx, m, last)
+	open, wrote := a.windowOpen(ctx, m.ChatID)
+	if !open {
+		return a.outside(ctx, m, wrote)
 	}
 	var bodies []map[string]any
 	for i, p := range ps {
@@ -166,7 +169,7 @@ func (a *Adapter) deliver(ctx context.Context, m channels.Outbound, ps []string,
 			if i == 0 && errors.As(err, &ae) && ae.Code == codeReEngagement {
 				// Meta knows better: the window is closed.
 				a.closeWindow(m.ChatID)
-				return a.outside(ctx, m, time.Time{})
+				return a.outside(ctx, m, wrote)
 			}
 			return last, a.wrap(err, "send part %d/%d to %s", i+1, len(bodies), m.ChatID)
 		}
@@ -179,12 +182,14 @@ func (a *Adapter) deliver(ctx context.Context, m channels.Outbound, ps []string,
 	return last, nil
 }
 
-// closeWindow forgets the chat's last message time: Meta said its window
-// is closed.
+// closeWindow records that Meta said the chat's window is closed: until
+// the user writes again, the store's time (when a message was stored,
+// not written: a late redelivery) is not asked.
 func (a *Adapter) closeWindow(chatID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.chat(chatID).lastIn = time.Time{}
+	c := a.chat(chatID)
+	c.lastIn, c.closed = time.Time{}, true
 }
 
 // outside sends m outside the chat's window: as the reminder template
@@ -192,7 +197,7 @@ func (a *Adapter) closeWindow(chatID string) {
 // an *OutsideWindowError that no retry will change.
 func (a *Adapter) outside(ctx context.Context, m channels.Outbound, last time.Time) (string, error) {
 	if a.reminder == nil {
-		err := &OutsideWindowError{ChatID: m.ChatID, Last: last}
+		err := &OutsideWindowError{ChatID: m.ChatID, Last: last, Age: a.now().Sub(last)}
 		a.log.Error("whatsapp: message dropped: outside the 24-hour window", "chat", m.ChatID, "last_user_message", last,
 			"reason", "no reminder template (channels.whatsapp.templates.reminder with outside_window: template)")
 		return "", err
@@ -326,6 +331,7 @@ func isASCIIWord(s string) bool {
 // image, audio, video or document with the caption, or posts an URL as
 // text. It returns the message's wamid.
 func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.OutboundFile) (string, error) {
+	chatID = normalNumber(chatID)
 	switch {
 	case (f.Path == "") == (f.URL == ""):
 		return "", fmt.Errorf("whatsapp: send file to %s: exactly one of path and url must be set", chatID)

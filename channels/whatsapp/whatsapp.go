@@ -107,6 +107,7 @@ type Adapter struct {
 type chatState struct {
 	lastIn   time.Time // the user's newest message; zero: not seen by this process
 	lastID   string    // its wamid
+	closed   bool      // Meta refused a message as outside the window since lastIn
 	readID   string    // the last wamid marked read
 	typingID string    // the wamid the typing indicator was last shown for
 	typingAt time.Time // … and when
@@ -138,7 +139,13 @@ func New(o Options) (*Adapter, error) {
 		maxWait: o.MaxRateLimitWait, sleep: o.Sleep, now: o.Now, log: o.Logger.With("channel", Name),
 		chats: map[string]*chatState{},
 	}
-	a.redactor = strings.NewReplacer(o.AccessToken, "[redacted]", o.AppSecret, "[redacted]", o.VerifyToken, "[redacted]")
+	var pairs []string
+	for _, secret := range []string{o.AccessToken, o.AppSecret, o.VerifyToken} {
+		if len(secret) >= 6 { // shorter ones (a test's) would mangle every text
+			pairs = append(pairs, secret, "[redacted]")
+		}
+	}
+	a.redactor = strings.NewReplacer(pairs...)
 	// Media come from Meta's media host (or a fake's, the api_base's host),
 	// through the gateway's outbound guard, and never follow a redirect:
 	// the token goes nowhere else.

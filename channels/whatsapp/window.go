@@ -28,7 +28,8 @@ const Window = 24 * time.Hour
 // window is closed and no reminder template is configured.
 type OutsideWindowError struct {
 	ChatID string
-	Last   time.Time // the user's last message; zero: none known
+	Last   time.Time     // the user's last message; zero: none known
+	Age    time.Duration // how long ago that was
 }
 
 func (e *OutsideWindowError) Error() string {
@@ -36,7 +37,7 @@ func (e *OutsideWindowError) Error() string {
 		return fmt.Sprintf("whatsapp: not sent to %s: the user has never written, so only a template may start the conversation and channels.whatsapp.templates.reminder is not configured (or outside_window is drop)", e.ChatID)
 	}
 	return fmt.Sprintf("whatsapp: not sent to %s: the user's last message is %s old, past WhatsApp's 24-hour window, and channels.whatsapp.templates.reminder is not configured (or outside_window is drop)",
-		e.ChatID, time.Since(e.Last).Round(time.Minute))
+		e.ChatID, e.Age.Round(time.Minute))
 }
 
 // ErrOutsideWindow matches every *OutsideWindowError with errors.Is.
@@ -51,13 +52,14 @@ func (e *OutsideWindowError) Is(target error) bool { return target == ErrOutside
 // tries the template.
 func (a *Adapter) windowOpen(ctx context.Context, chatID string) (bool, time.Time) {
 	a.mu.Lock()
-	last := a.chat(chatID).lastIn
+	c := a.chat(chatID)
+	last, closed := c.lastIn, c.closed
 	a.mu.Unlock()
 	now := a.now()
 	if !last.IsZero() && now.Sub(last) < Window {
 		return true, last
 	}
-	if a.latestAt != nil {
+	if a.latestAt != nil && !closed {
 		stored, err := a.latestAt(ctx, chatID)
 		if err != nil {
 			a.log.Warn("whatsapp: the chat's last message is not known; sending as within the window", "chat", chatID, "err", err)
