@@ -89,10 +89,13 @@
 //
 // # Recorded state
 //
-// Sent(to) lists what the bot sent to a user, in order (WaitSent waits);
-// Reads, Typing and Reactions(wamid) the rest; Deliveries and Pending
-// each delivery's attempts and answers. WaitFor(ctx, cond) re-evaluates
-// cond whenever recorded state changes: no polling, no sleeps.
+// Sent(to) lists what the bot sent to a user, in order (WaitSent waits;
+// Tried counts the sends to a user, refused ones included); Reads, Typing
+// and Reactions(wamid) the rest; Deliveries, DeliveryOf and Pending each
+// delivery's attempts and answers (WaitTaken waits for 2xx). A tap with
+// UserMessage.ButtonOn names another user's message: a forged tap.
+// WaitFor(ctx, cond) re-evaluates cond whenever recorded state changes: no
+// polling, no sleeps.
 //
 // Not modelled: the pair and throughput rate limits (inject them with
 // Fail and codes 131056, 130429), list and flow messages, contacts and
