@@ -48,7 +48,8 @@ type Standbyer interface {
 // gateway's own server (http.listen), such as Slack's Events API. Handler
 // returns the path and the handler, or a nil handler when the channel
 // takes none (Slack in Socket Mode). The gateway serves POST requests to
-// that path with it, without http.token: the handler authenticates its
+// that path with it (and GET requests, for a handshake such as
+// WhatsApp's), without http.token: the handler authenticates its
 // platform's requests itself (a signature), and answers 2xx only once
 // what came in is stored.
 type HTTPHandler interface {

@@ -114,6 +114,15 @@ type BuildEnv struct {
 	// LatestInbound returns this channel's newest stored inbound message id
 	// per chat, for a catch-up after a reconnect.
 	LatestInbound func(ctx context.Context) (map[string]string, error)
+	// LatestInboundAt returns when the newest inbound message of chatID
+	// on this channel was stored (zero when there is none), for a
+	// platform that may write freely only within a time of the user's
+	// last message (WhatsApp's 24-hour window).
+	LatestInboundAt func(ctx context.Context, chatID string) (time.Time, error)
+	// OnDeliveryStatus (nil: none) counts the delivery statuses the
+	// platform reports for sent messages ("sent", "delivered", "read",
+	// "failed").
+	OnDeliveryStatus func(status string)
 	// Roles is the replica when replicas share the store, else nil.
 	Roles RoleHolder
 	// OnPaced (nil: none) counts the calls outbound pacing held back.

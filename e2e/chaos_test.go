@@ -30,6 +30,13 @@ package e2e
 //     it is acknowledged, to the next child's connection too, as Slack
 //     does. chat.postMessage has no idempotency key either, so a duplicate
 //     is allowed in the same window as on Telegram, and counted.
+//   - WhatsApp: nothing lost (the webhook answers 200 only after the
+//     message is stored). The fake posts each delivery through the tap to
+//     the child's http.listen, and again every 200 ms until a child
+//     answers 200, as Meta redelivers; a redelivery of a stored message is
+//     the same message (its wamid). The Graph API's send has no
+//     idempotency key either: a duplicate is allowed in the same window
+//     as on Telegram, and counted.
 //
 // Each cycle's kill point is one of these, chosen by the seed:
 //   - a random time after the start (startup, replay of unfinished messages);
@@ -40,8 +47,9 @@ package e2e
 //   - the nth send whose answer reached the child, a few milliseconds later:
 //     the delivery record is being written;
 //   - the arrival of messages: right after getUpdates handed updates over
-//     (Telegram), after a dispatch on the gateway (Discord), or after a
-//     user's message went out as a Socket Mode envelope (Slack): intake;
+//     (Telegram), after a dispatch on the gateway (Discord), after a
+//     user's message went out as a Socket Mode envelope (Slack), or after
+//     the child answered a webhook delivery 200 (WhatsApp): intake;
 //   - Telegram: a poll that would confirm delivered updates, before the Bot
 //     API sees it: the offset confirmation.
 //
@@ -69,7 +77,8 @@ package e2e
 // measured for each child started after a kill: restart to answer, from
 // the child's start to the first reply of it the platform accepted, and
 // restart to first poll, from its start to its first getUpdates (Telegram)
-// or its READY session (Discord) or its apps.connections.open (Slack); each as median, p95 and max, with the
+// or its READY session (Discord) or its apps.connections.open (Slack) or
+// its first webhook delivery answered 200 (WhatsApp); each as median, p95 and max, with the
 // number of children killed before that moment came (they give no time).
 //
 // The seed fixes the workload, every cycle's kill point and the send
@@ -93,6 +102,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -115,12 +125,14 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/wafake"
 	"github.com/switchboard-gateway/switchboard/llm"
 )
 
@@ -170,6 +182,7 @@ var chaosRigs = map[string]func(t *testing.T) chaosChannel{
 	"telegram": func(t *testing.T) chaosChannel { return newTelegramChaos(t) },
 	"discord":  func(t *testing.T) chaosChannel { return newDiscordChaos(t) },
 	"slack":    func(t *testing.T) chaosChannel { return newSlackChaos(t) },
+	"whatsapp": func(t *testing.T) chaosChannel { return newWhatsAppChaos(t) },
 }
 
 // chaosRun is what the flags set for a run.
@@ -534,6 +547,11 @@ type tapCall struct {
 	updates bool // Telegram getUpdates
 	confirm bool // Telegram getUpdates with a higher offset than any before
 	ready   bool // Discord: a call the adapter makes once its gateway session is READY; Slack: apps.connections.open
+	// webhook: the platform posts to the child (WhatsApp): the tap
+	// forwards the call to the child at to; answered 2xx, it is the
+	// inbound event and the child's first poll.
+	webhook bool
+	to      string
 }
 
 // chaosChannel is what the test needs of a platform.
@@ -666,7 +684,11 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.cycle.dead() {
 		panic(http.ErrAbortHandler) // the process died before its request went out
 	}
-	resp, answer := forwardTo(r, body, p.ch.upstream(), call.send)
+	upstream := p.ch.upstream()
+	if call.webhook {
+		upstream = call.to
+	}
+	resp, answer := forwardTo(r, body, upstream, call.send)
 	sent := ""
 	if call.send && resp.StatusCode == http.StatusOK {
 		if sent = p.ch.sentID(answer); sent != "" {
@@ -688,6 +710,10 @@ func (p *chaosTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sent != "" {
 		p.cycle.event(evSendAnswered)
 	}
+	if call.webhook && resp.StatusCode/100 == 2 {
+		p.cycle.first(&p.cycle.polled)
+		p.cycle.event(evInbound)
+	}
 	if call.updates {
 		if ids := p.ch.handedOver(answer); len(ids) > 0 {
 			p.rec.handed(p.cycle.n, ids)
@@ -707,6 +733,16 @@ func chaosConfig(model *testkit.FakeLLM, dir string, channel func(*config.Channe
 	cfg.HTTP.Listen = ""
 	cfg.Log.Level = "debug"
 	channel(&cfg.Channels)
+	return cfg
+}
+
+// chaosConfigFor is chaosConfig for ch's child behind the tap at tapURL; a
+// platform that posts to the child (a webhook) has it serve http.listen.
+func chaosConfigFor(ch chaosChannel, model *testkit.FakeLLM, dir, tapURL string) *config.Config {
+	cfg := chaosConfig(model, dir, ch.config(tapURL))
+	if l, ok := ch.(interface{ listen() string }); ok {
+		cfg.HTTP.Listen = l.listen()
+	}
 	return cfg
 }
 
@@ -747,7 +783,7 @@ func runChaos(t *testing.T, ch chaosChannel, run chaosRun) {
 			c.kill("the test ended") // if a check stopped the test before the child
 			tap.Close()
 		}()
-		writeChaosConfig(t, cfgPath, chaosConfig(fake, dir, ch.config(tap.URL)))
+		writeChaosConfig(t, cfgPath, chaosConfigFor(ch, fake, dir, tap.URL))
 		model.current.Store(c)
 		child := c.start(t, rig)
 		last := map[string]bool{}
@@ -800,7 +836,7 @@ func runChaos(t *testing.T, ch chaosChannel, run chaosRun) {
 		c := newChaosCycle(n, pickKill(rng, ch.events(), ch.armLate()))
 		ran = append(ran, c)
 		tap := newChaosTap(ch, c, rec, delays)
-		writeChaosConfig(t, cfgPath, chaosConfig(fake, dir, ch.config(tap.URL)))
+		writeChaosConfig(t, cfgPath, chaosConfigFor(ch, fake, dir, tap.URL))
 		backlog = append(backlog, w.batch()...)
 		c.armed.Store(!ch.armLate() || c.plan.event == evTimer || c.plan.event == evInbound)
 		model.current.Store(c)
@@ -917,7 +953,9 @@ type chaosResult struct {
 	// Redelivered: Telegram updates handed again to a later child because
 	// the one that got them died before a later getUpdates confirmed them;
 	// Slack: user messages whose envelope was sent more than once (not
-	// acknowledged in time, or to a child that died before acknowledging).
+	// acknowledged in time, or to a child that died before acknowledging);
+	// WhatsApp: user messages whose webhook delivery was posted more than
+	// once (no child up, or one that died before answering 200).
 	Redelivered int `json:"redelivered_updates"`
 	// CaughtUp: Discord messages a child fetched over REST when READY.
 	CaughtUp      int     `json:"caught_up"`
@@ -930,7 +968,8 @@ type chaosResult struct {
 	RestartToAnswer chaosLatency `json:"restart_to_answer"`
 	// RestartToPoll: from the start to the first getUpdates (Telegram) or
 	// to the READY session (Discord: the commands registered on it) or to
-	// apps.connections.open (Slack).
+	// apps.connections.open (Slack) or to the first webhook delivery it
+	// answered 200 (WhatsApp).
 	RestartToPoll chaosLatency `json:"restart_to_poll"`
 }
 
@@ -1117,6 +1156,8 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 				t.Errorf("message %s: copy %d was sent by the clean run and not recorded", m.id, i+1)
 			case next <= n:
 				t.Errorf("message %s: child %d sent it again (copy %d by child %d)", m.id, next, i+1, n)
+			default:
+				t.Logf("message %s: copy %d sent by %s, unrecorded; sent again by child %d", m.id, i+1, ran[n-1], next)
 			}
 		}
 	}
@@ -1651,6 +1692,150 @@ func (c *slackChaos) check(t *testing.T) {
 	for _, e := range c.sl.Envelopes() {
 		if !e.Acked && !bot[e.TS] {
 			t.Errorf("envelope %s (%s about %s, sent %d times) still unacknowledged after the clean run", e.ID, e.Kind, e.TS, e.Sent)
+		}
+	}
+}
+
+// ---- WhatsApp ----
+
+type whatsappChaos struct {
+	wa    *wafake.Fake
+	addr  string             // every child's http.listen
+	users [chaosChats]string // wa_ids, one chat each
+}
+
+func newWhatsAppChaos(t *testing.T) *whatsappChaos {
+	c := &whatsappChaos{wa: wafake.New(t), addr: freeLoopbackAddr(t)}
+	for i := range c.users {
+		c.users[i] = fmt.Sprintf("1555300%04d", i)
+	}
+	return c
+}
+
+// freeLoopbackAddr is a 127.0.0.1 address no one listens on now, for the
+// children to listen on one after another.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+func (c *whatsappChaos) name() string   { return "whatsapp" }
+func (c *whatsappChaos) listen() string { return c.addr }
+
+// events: a message reaches the child when it answers the webhook
+// delivery 200 (the inbound kill point); a delivery the dead child never
+// answered is posted again, to the next child.
+func (c *whatsappChaos) events() []chaosEvent {
+	return []chaosEvent{evTimer, evModelCall, evSendAccepted, evSendAnswered, evInbound}
+}
+
+func (c *whatsappChaos) upstream() string { return c.wa.APIBase() }
+
+// config: the Graph API goes through the tap, and so do the webhook's
+// deliveries, on their way to the child's http.listen.
+func (c *whatsappChaos) config(tapURL string) func(*config.Channels) {
+	c.wa.SetWebhook(tapURL + whatsapp.DefaultWebhookPath)
+	return func(ch *config.Channels) {
+		s := channels.SectionOf[*whatsapp.Config](ch.Sections)
+		s.Enabled, s.PhoneNumberID, s.APIBase = true, wafake.PhoneNumberID, tapURL
+		s.AccessToken, s.AppSecret, s.VerifyToken = wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken
+		s.AllowUsers = slices.Clone(c.users[:])
+	}
+}
+
+// classify: a POST to the webhook path is a delivery for the child; a
+// POST to /messages other than a read receipt is a send.
+func (c *whatsappChaos) classify(r *http.Request, body []byte) tapCall {
+	if r.URL.Path == whatsapp.DefaultWebhookPath {
+		return tapCall{webhook: true, to: "http://" + c.addr}
+	}
+	if r.Method == http.MethodPost && path.Base(r.URL.Path) == "messages" {
+		var read struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(body, &read) == nil && read.Status == "" {
+			return tapCall{send: true}
+		}
+	}
+	return tapCall{}
+}
+
+func (c *whatsappChaos) sentID(answer []byte) string {
+	var a struct {
+		Messages []struct {
+			ID string `json:"id"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(answer, &a) != nil || len(a.Messages) != 1 {
+		return ""
+	}
+	return a.Messages[0].ID
+}
+
+func (c *whatsappChaos) handedOver([]byte) []string { return nil }
+
+// post has the users write: the fake posts each message to the webhook
+// until a child answers 200.
+func (c *whatsappChaos) post(_ context.Context, cyc *chaosCycle, msgs []*chaosMsg) int {
+	for _, m := range msgs {
+		wamid, err := c.wa.Say(wafake.UserMessage{From: c.users[m.chat], Text: "question " + m.id})
+		if err != nil {
+			panic(err) // only a closed fake refuses
+		}
+		m.cycle, m.chatKey, m.platformID = cyc.n, c.users[m.chat], wamid
+	}
+	return len(msgs)
+}
+
+// settle: nothing holds on to a dead child; its tap is closed.
+func (c *whatsappChaos) settle(context.Context) error { return nil }
+
+func (c *whatsappChaos) replies() []chaosReply {
+	var out []chaosReply
+	for _, u := range c.users {
+		for _, m := range c.wa.Sent(u) {
+			out = append(out, chaosReply{chatKey: u, text: m.Text, platformID: m.ID})
+		}
+	}
+	return out
+}
+
+func (c *whatsappChaos) waitReplies(ctx context.Context, done func([]chaosReply) bool) error {
+	return c.wa.WaitFor(ctx, func() bool { return done(c.replies()) })
+}
+
+func (c *whatsappChaos) armLate() bool     { return false }
+func (c *whatsappChaos) exactlyOnce() bool { return false }
+func (c *whatsappChaos) warmUp() bool      { return false }
+func (c *whatsappChaos) secrets() []string {
+	return []string{wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken, e2eAPIKey}
+}
+
+// redelivered counts the user messages whose delivery was posted more
+// than once.
+func (c *whatsappChaos) redelivered() int {
+	n := 0
+	for _, d := range c.wa.Deliveries() {
+		if d.Kind == "message" && d.Attempts > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// check: the clean run answered every delivery 200 before its stop.
+func (c *whatsappChaos) check(t *testing.T) {
+	for _, d := range c.wa.Deliveries() {
+		if !d.Taken {
+			t.Errorf("the delivery of %s (%s) was never answered 200: answers %v", d.ID, d.User, d.Answers)
 		}
 	}
 }

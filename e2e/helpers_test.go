@@ -280,3 +280,41 @@ func answerWith(w http.ResponseWriter, resp *http.Response, answer []byte) {
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(answer)
 }
+
+// finalCounts is how many messages each chat must hold once serve has
+// stopped: a late or doubled send shows up then.
+type finalCounts struct {
+	mu   sync.Mutex
+	want map[string]int
+}
+
+// expect records that chat must hold n messages in the end.
+func (f *finalCounts) expect(chat string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.want == nil {
+		f.want = map[string]int{}
+	}
+	f.want[chat] = n
+}
+
+// check reports each chat whose texts (what the bot sent it) are not as
+// many as expected.
+func (f *finalCounts) check(t *testing.T, texts func(chat string) []string) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for chat, n := range f.want {
+		if got := texts(chat); len(got) != n {
+			t.Errorf("after shutdown, %s holds %d messages from the bot, want %d: %q", chat, len(got), n, got)
+		}
+	}
+}
+
+// stopOK stops serve and fails the test unless it exited with 0.
+func (s *serveRun) stopOK(t *testing.T) {
+	t.Helper()
+	if code := s.stop(t); code != exitOK {
+		t.Fatalf("serve exited with %d, want 0; stderr:\n%s", code, s.stderr.String())
+	}
+}

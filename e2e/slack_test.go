@@ -79,9 +79,7 @@ type slackServe struct {
 	model *testkit.FakeLLM
 	cfg   string // the configuration file, for restart
 	db    string // the database file
-
-	mu    sync.Mutex
-	final map[string]int // conversation id → messages the bot must have posted there in the end
+	final finalCounts
 }
 
 // startSlackServe runs serve against a new fake Slack (Socket Mode) and a
@@ -97,7 +95,7 @@ func startSlackServe(t *testing.T, more ...func(*config.Config)) *slackServe {
 func startSlackServeOn(t *testing.T, sl *slackfake.Fake, more ...func(*config.Config)) *slackServe {
 	t.Helper()
 	model := testkit.NewFakeLLM(t)
-	s := &slackServe{sl: sl, model: model, modelScript: newModelScript(model), final: map[string]int{}}
+	s := &slackServe{sl: sl, model: model, modelScript: newModelScript(model)}
 	dir := t.TempDir()
 	c := modelConfig(model.URL)
 	s.db = filepath.Join(dir, "switchboard.db")
@@ -160,27 +158,15 @@ func (s *slackServe) waitPosted(t *testing.T, conv string, n int) []slackfake.Me
 
 // expect records how many messages conv must hold when serve has stopped:
 // a late or doubled post shows up then.
-func (s *slackServe) expect(conv string, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.final[conv] = n
-}
+func (s *slackServe) expect(conv string, n int) { s.final.expect(conv, n) }
 
 // finish stops serve and checks what must hold once it has drained: exit
 // code 0, every conversation holding what was expected, every scripted
 // answer used, no secret in the log.
 func (s *slackServe) finish(t *testing.T) {
 	t.Helper()
-	if code := s.stop(t); code != exitOK {
-		t.Fatalf("serve exited with %d, want 0; stderr:\n%s", code, s.stderr.String())
-	}
-	s.mu.Lock()
-	for conv, n := range s.final {
-		if got := s.sl.BotMessages(conv); len(got) != n {
-			t.Errorf("after shutdown, %s holds %d bot messages, want %d: %q", conv, len(got), n, slackTexts(got))
-		}
-	}
-	s.mu.Unlock()
+	s.stopOK(t)
+	s.final.check(t, func(conv string) []string { return slackTexts(s.sl.BotMessages(conv)) })
 	s.checkAllAsked(t)
 	checkNoSlackSecrets(t, "serve's log", s.stderr.String())
 }
@@ -767,88 +753,24 @@ func TestSlackLiveReply(t *testing.T) {
 // three messages arrive in two DMs; during it nothing reaches the DMs and
 // every message stays undelivered in the store; after it each message gets
 // exactly one late reply, in order (the outbox), and nothing is left
-// pending. The outage's length is the scenario, not a wait for something:
-// what the test waits for is the fake's state.
+// pending (see runSendOutage).
 func TestSlackPostOutageInRealTime(t *testing.T) {
 	t.Parallel() // with the other long real-time tests
-	const length = 45 * time.Second
 	s := startSlackServe(t)
-	ctx, cancel := context.WithTimeout(t.Context(), length+3*time.Minute)
-	defer cancel()
-
-	end := s.sl.Outage("chat.postMessage", 503)
-	start := time.Now()
 	dm1, dm2 := slackDM(), slackDM()
-	msgs := []struct{ dm, user, text string }{
-		{dm1, slAlice, "first in a long outage"}, {dm1, slAlice, "second in a long outage"}, {dm2, slBob, "only one in a long outage"},
-	}
-	for _, m := range msgs {
-		s.answer(m.text, testkit.Reply{Text: "Late answer to " + m.text})
-		s.say(m.dm, m.user, m.text, "")
-	}
-	// Both DMs' first replies were tried and refused.
-	if err := s.sl.WaitFor(ctx, func() bool { return s.sl.Calls("chat.postMessage") >= 2 }); err != nil {
-		t.Fatalf("no reply was tried during the outage: %v\nstderr:\n%s", err, s.stderr.String())
-	}
-	lapse := time.NewTimer(length - time.Since(start))
-	select {
-	case <-lapse.C:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	for _, dm := range []string{dm1, dm2} {
-		if got := s.sl.BotMessages(dm); len(got) != 0 {
-			t.Errorf("%s holds %q after %v of outage, want nothing", dm, slackTexts(got), length)
-		}
-	}
-	tried := s.sl.Calls("chat.postMessage")
-	// Each reply waits in the outbox.
-	if n := countIn(t, s.db, outboxSlack+"'pending')"); n != len(msgs) {
-		t.Errorf("%d replies wait in the outbox after %v of outage, want %d", n, length, len(msgs))
-	}
-	end()
-	ended := time.Now()
-
-	want := map[string][]string{
-		dm1: {"Late answer to " + msgs[0].text, "Late answer to " + msgs[1].text},
-		dm2: {"Late answer to " + msgs[2].text},
-	}
-	for dm, w := range want {
-		if _, err := s.sl.WaitBotMessages(ctx, dm, len(w)); err != nil {
-			t.Fatalf("%s: %v; stderr:\n%s", dm, err, s.stderr.String())
-		}
-	}
-	t.Logf("outage of %v (%d posts refused): every message answered %v after it ended", length, tried,
-		time.Since(ended).Round(time.Millisecond))
-	// A turn in each DM after the late replies: a second copy of any would
-	// be there before its answer.
-	for i, dm := range []string{dm1, dm2} {
-		text := fmt.Sprintf("after the outage %d", i)
-		s.answer(text, testkit.Reply{Text: "Back to normal."})
-		s.say(dm, msgs[2*i].user, text, "")
-		want[dm] = append(want[dm], "Back to normal.")
-		if _, err := s.sl.WaitBotMessages(ctx, dm, len(want[dm])); err != nil {
-			t.Fatalf("%s: %v", dm, err)
-		}
-	}
-	for dm, w := range want {
-		if got := slackTexts(s.sl.BotMessages(dm)); !slices.Equal(got, w) {
-			t.Errorf("%s holds %q, want %q", dm, got, w)
-		}
-		s.expect(dm, len(w))
-	}
-	s.finish(t)
-	if n := pendingInbox(t, s.db); n != 0 {
-		t.Errorf("pending messages at the end = %d, want 0", n)
-	}
-	if n := undeliveredInbox(t, s.db); n != 0 {
-		t.Errorf("%d messages done without a delivery record, want 0", n)
-	}
-	if n := countIn(t, s.db, outboxSlack+"'pending', 'dropped')"); n != 0 {
-		t.Errorf("%d replies pending or dropped in the outbox at the end, want 0", n)
-	}
+	runSendOutage(t, sendOutage{
+		channel: "slack", db: s.db, chats: [2]string{dm1, dm2}, users: [2]string{slAlice, slBob},
+		refuse:  func() func() { return s.sl.Outage("chat.postMessage", 503) },
+		refused: "posts",
+		calls:   func() int { return s.sl.Calls("chat.postMessage") },
+		// Both DMs' first replies were tried and refused.
+		tried:   func() bool { return s.sl.Calls("chat.postMessage") >= 2 },
+		answer:  s.answer,
+		say:     func(chat, user, text string) { s.say(chat, user, text, "") },
+		sent:    func(chat string) []string { return slackTexts(s.sl.BotMessages(chat)) },
+		waitFor: s.sl.WaitFor,
+		expect:  s.expect,
+		finish:  s.finish,
+		stderr:  s.stderr.String,
+	}, 45*time.Second)
 }
-
-// outboxSlack counts Slack's replies in the outbox whose status is in the
-// list that follows it.
-const outboxSlack = `SELECT count(*) FROM outbox WHERE channel = 'slack' AND status IN (`

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/registry"
@@ -32,6 +33,7 @@ func ownAPIHost(base, platform string) []string {
 // inboxReader is what a channel's catch-up reads from the store.
 type inboxReader interface {
 	LatestInbound(ctx context.Context, channel string) (map[string]string, error)
+	LatestInboundAt(ctx context.Context, channel, chat string) (time.Time, error)
 }
 
 // roleHolder claims one of several roles among replicas (cluster.Replica).
@@ -50,8 +52,9 @@ type roleHolder = channels.RoleHolder
 // shard_id claims a free one).
 //
 // onPaced (nil: none) counts the calls an adapter's outbound pacing held
-// back, for the metrics.
-func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles roleHolder, onPaced func(channel, outcome string)) []channelSpec {
+// back, for the metrics; onStatus (nil: none) the delivery statuses a
+// platform reports.
+func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles roleHolder, onPaced, onStatus func(channel, s string)) []channelSpec {
 	var out []channelSpec
 	for _, d := range registry.All {
 		sec := cfg.Channels.Section(d.Name)
@@ -62,6 +65,9 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 		env := channels.BuildEnv{Logger: log,
 			LatestInbound: func(ctx context.Context) (map[string]string, error) {
 				return inbox.LatestInbound(ctx, name)
+			},
+			LatestInboundAt: func(ctx context.Context, chat string) (time.Time, error) {
+				return inbox.LatestInboundAt(ctx, name, chat)
 			},
 			// Attachments through web_fetch's outbound guard; a configured
 			// API base other than the platform's (a fake) is the one exception.
@@ -74,6 +80,9 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 		}
 		if onPaced != nil {
 			env.OnPaced = func(outcome string) { onPaced(name, outcome) }
+		}
+		if onStatus != nil {
+			env.OnDeliveryStatus = func(status string) { onStatus(name, status) }
 		}
 		l := d.Build(sec, env)
 		out = append(out, channelSpec{name: name, access: channelAccess(cfg, name), build: l.Build, gate: l.Gate})

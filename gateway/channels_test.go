@@ -45,7 +45,7 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 	roles := &roleRecorder{grant: 1}
 	log := slog.New(slog.DiscardHandler)
 
-	specs := channelSpecs(cfg, log, noInbox{}, roles, nil)
+	specs := channelSpecs(cfg, log, noInbox{}, roles, nil, nil)
 	byName := map[string]channelSpec{}
 	for _, s := range specs {
 		byName[s.name] = s
@@ -87,13 +87,13 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 
 	// A webhook is served by every replica; one process alone has no roles.
 	tg.Webhook.URL = "https://bot.example.com/hook"
-	for _, s := range channelSpecs(cfg, log, noInbox{}, roles, nil) {
+	for _, s := range channelSpecs(cfg, log, noInbox{}, roles, nil, nil) {
 		if s.name == "telegram" && s.gate != nil {
 			t.Error("a webhook is gated by the poller role")
 		}
 	}
 	tg.Webhook.URL = ""
-	for _, s := range channelSpecs(cfg, log, noInbox{}, nil, nil) {
+	for _, s := range channelSpecs(cfg, log, noInbox{}, nil, nil, nil) {
 		if s.gate != nil {
 			t.Errorf("%s is gated without replicas", s.name)
 		}
@@ -103,6 +103,9 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 type noInbox struct{}
 
 func (noInbox) LatestInbound(context.Context, string) (map[string]string, error) { return nil, nil }
+func (noInbox) LatestInboundAt(context.Context, string, string) (time.Time, error) {
+	return time.Time{}, nil
+}
 
 // channels.telegram.pacing: on (the default), quick replies to one chat
 // wait for Telegram's limit of one a second; off (a Bot API server
@@ -121,7 +124,7 @@ func TestTelegramPacingSetting(t *testing.T) {
 			}
 		}
 		var ch channels.Channel
-		for _, s := range channelSpecs(cfg, slog.New(slog.DiscardHandler), noInbox{}, nil, onPaced) {
+		for _, s := range channelSpecs(cfg, slog.New(slog.DiscardHandler), noInbox{}, nil, onPaced, nil) {
 			if s.name == "telegram" {
 				var err error
 				if ch, err = s.build(t.Context()); err != nil {

@@ -68,7 +68,7 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 	if g.replica != nil {
 		roles = g.replica
 	}
-	specs := channelSpecs(cfg, log, g.store, roles, g.mon.metrics.Paced)
+	specs := channelSpecs(cfg, log, g.store, roles, g.mon.metrics.Paced, g.mon.metrics.DeliveryStatus)
 	var hooked hooks
 	srv, err := g.startHTTP(sup, hooked.handler)
 	if err != nil {

@@ -218,8 +218,8 @@ type Options struct {
 
 	// ChannelHook (nil: none) returns the handler of a chat channel that
 	// takes its platform's events by HTTP at path (channels.HTTPHandler),
-	// or nil. It is served for POST without http.token: the channel
-	// authenticates its platform's requests itself.
+	// or nil. It is served for POST and GET without http.token: the
+	// channel authenticates its platform's requests itself.
 	ChannelHook func(path string) http.Handler
 
 	Now    func() time.Time
@@ -356,7 +356,7 @@ func (s *Server) routes() http.Handler {
 	var h http.Handler = mux
 	if hook := s.opts.ChannelHook; hook != nil {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
+			if r.Method == http.MethodPost || r.Method == http.MethodGet { // GET: a webhook's handshake (WhatsApp)
 				if ch := hook(r.URL.Path); ch != nil {
 					ch.ServeHTTP(w, r)
 					return

@@ -48,6 +48,7 @@ type Metrics struct {
 	repliesQueued   *prometheus.CounterVec
 	repliesLate     *prometheus.CounterVec
 	repliesDropped  *prometheus.CounterVec
+	deliveryStatus  *prometheus.CounterVec
 
 	mu    sync.Mutex
 	steps map[int64]int // running turn → the highest step seen
@@ -110,9 +111,12 @@ func NewReplica(version, replica string) *Metrics {
 		Help: "Replies delivered from the outbox after the platform took them again, by channel."}, []string{"channel"})
 	m.repliesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_replies_dropped_total",
 		Help: "Replies given up undelivered (older than channels.reply_max_age, or refused for good), by channel."}, []string{"channel"})
+	m.deliveryStatus = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_delivery_status_total",
+		Help: "Delivery statuses a platform reported for sent messages (WhatsApp: sent, delivered, read, failed), by channel and status."},
+		[]string{"channel", "status"})
 	for _, c := range []prometheus.Collector{m.turns, m.turnSteps, m.turnDuration, m.toolCalls, m.toolDuration,
 		m.modelLatency, m.modelTokens, m.jobs, m.sends, m.sendFailures, m.channelRestarts, m.paced,
-		m.repliesQueued, m.repliesLate, m.repliesDropped} {
+		m.repliesQueued, m.repliesLate, m.repliesDropped, m.deliveryStatus} {
 		f(c)
 	}
 	return m
@@ -288,6 +292,18 @@ func (m *Metrics) ChannelRestarted(channel string) {
 // back: outcome "waited" or "dropped".
 func (m *Metrics) Paced(channel, outcome string) {
 	m.paced.WithLabelValues(channel, outcome).Inc()
+}
+
+// DeliveryStatus counts a delivery status a platform reported for a sent
+// message; statuses other than sent, delivered, read and failed count as
+// "other".
+func (m *Metrics) DeliveryStatus(channel, status string) {
+	switch status {
+	case "sent", "delivered", "read", "failed":
+	default:
+		status = "other"
+	}
+	m.deliveryStatus.WithLabelValues(channel, status).Inc()
 }
 
 // Completer is a chat model (agent.Model and skills.Model).

@@ -136,6 +136,8 @@ func TestQueueSendsJobsAndChannels(t *testing.T) {
 	m.ChannelRestarted("telegram")
 	m.Paced("telegram", "dropped")
 	m.Paced("telegram", "dropped")
+	m.DeliveryStatus("whatsapp", "failed")
+	m.DeliveryStatus("whatsapp", "warning")
 	depth = 5
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -151,6 +153,8 @@ func TestQueueSendsJobsAndChannels(t *testing.T) {
 		`switchboard_channel_up{channel="telegram"} 0`,
 		`switchboard_channel_restarts_total{channel="telegram"} 1`,
 		`switchboard_outbound_paced_total{channel="telegram",outcome="dropped"} 2`,
+		`switchboard_delivery_status_total{channel="whatsapp",status="failed"} 1`,
+		`switchboard_delivery_status_total{channel="whatsapp",status="other"} 1`,
 		"process_resident_memory_bytes",
 		"go_goroutines",
 	} {

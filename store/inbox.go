@@ -171,3 +171,21 @@ func (s *Store) LatestInbound(ctx context.Context, channel string) (map[string]s
 	}
 	return out, nil
 }
+
+// sqlLatestInboundAt is when the newest message of a chat was taken in
+// (the (channel, chat_key, message_id) key's index serves it).
+const sqlLatestInboundAt = `SELECT MAX(received_at) FROM inbox WHERE channel = ? AND chat_key = ?`
+
+// LatestInboundAt returns when the newest message of a chat of channel was
+// taken in, whatever its status; zero when there is none. WhatsApp lets a
+// business write freely only within 24 hours of the user's last message.
+func (s *Store) LatestInboundAt(ctx context.Context, channel, chat string) (time.Time, error) {
+	var ms sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, sqlLatestInboundAt, channel, chat).Scan(&ms); err != nil {
+		return time.Time{}, fmt.Errorf("store: latest inbound of %s/%s: %w", channel, chat, err)
+	}
+	if !ms.Valid {
+		return time.Time{}, nil
+	}
+	return fromMS(ms.Int64), nil
+}

@@ -165,3 +165,28 @@ func TestLatestInbound(t *testing.T) {
 		}
 	})
 }
+
+func TestLatestInboundAt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db backend) {
+		s, _, _ := db.openTest(t)
+		ctx := t.Context()
+		t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+		for _, it := range []InboxItem{
+			{Channel: "whatsapp", ChatKey: "15551234567", MessageID: "wamid.a", ReceivedAt: t0},
+			{Channel: "whatsapp", ChatKey: "15551234567", MessageID: "wamid.b", ReceivedAt: t0.Add(3 * time.Hour), Status: InboxDone},
+			{Channel: "whatsapp", ChatKey: "15550000000", MessageID: "wamid.c", ReceivedAt: t0.Add(9 * time.Hour)},
+			{Channel: "telegram", ChatKey: "15551234567", MessageID: "1", ReceivedAt: t0.Add(5 * time.Hour)},
+		} {
+			if _, _, err := s.Intake(ctx, it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.LatestInboundAt(ctx, "whatsapp", "15551234567")
+		if err != nil || !got.Equal(t0.Add(3*time.Hour)) {
+			t.Errorf("LatestInboundAt(whatsapp, 15551234567) = %v, %v; want %v", got, err, t0.Add(3*time.Hour))
+		}
+		if got, err := s.LatestInboundAt(ctx, "whatsapp", "15559999999"); err != nil || !got.IsZero() {
+			t.Errorf("LatestInboundAt of a chat with no message = %v, %v; want zero", got, err)
+		}
+	})
+}

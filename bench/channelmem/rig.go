@@ -10,17 +10,19 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/wafake"
 )
 
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
 
-var channelNames = []string{"telegram", "discord", "slack"}
+var channelNames = []string{"telegram", "discord", "slack", "whatsapp"}
 
 // rig is one `switchboard serve` with the channels of a set enabled, each
 // against its own fake, and the fake model.
@@ -28,6 +30,7 @@ type rig struct {
 	tg    *tgfake.Fake
 	dc    *discordfake.Fake
 	sl    *slackfake.Fake
+	wa    *wafake.Fake
 	model *testkit.FakeLLM
 	proc  *gateway.Process
 }
@@ -56,6 +59,13 @@ func startRig(ctx context.Context, bin, dir string, set []string) (*rig, error) 
 		s.Enabled, s.BotToken, s.AppToken, s.APIURL = true, slackfake.BotToken, slackfake.AppToken, r.sl.APIURL()
 		s.AllowUsers = []string{"U0ALICE"}
 	}
+	if slices.Contains(set, "whatsapp") { // its webhook on http.listen
+		r.wa = wafake.Start()
+		w := config.Section[*whatsapp.Config](cfg)
+		w.Enabled, w.PhoneNumberID, w.APIBase = true, wafake.PhoneNumberID, r.wa.APIBase()
+		w.AccessToken, w.AppSecret, w.VerifyToken = wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken
+		w.AllowUsers = []string{"+15551234567"}
+	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		r.closeFakes()
@@ -71,7 +81,8 @@ func startRig(ctx context.Context, bin, dir string, set []string) (*rig, error) 
 
 // connected waits until each enabled channel is connected and idle:
 // Telegram has long-polled twice, Discord's session is identified, Slack's
-// Socket Mode connection is open.
+// Socket Mode connection is open, WhatsApp has looked its phone number up
+// (its webhook is served once /readyz answers).
 func (r *rig) connected(ctx context.Context) error {
 	var errs []error
 	if r.tg != nil {
@@ -82,6 +93,9 @@ func (r *rig) connected(ctx context.Context) error {
 	}
 	if r.sl != nil {
 		errs = append(errs, r.sl.WaitConnected(ctx, 1))
+	}
+	if r.wa != nil {
+		errs = append(errs, r.wa.WaitCalls(ctx, "phone_number", 1))
 	}
 	return errors.Join(errs...)
 }
@@ -109,5 +123,8 @@ func (r *rig) closeFakes() {
 	}
 	if r.sl != nil {
 		r.sl.Close()
+	}
+	if r.wa != nil {
+		r.wa.Close()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 )
 
 // All are the chat platforms, in the order they appear in the
@@ -18,6 +19,7 @@ var All = []channels.Definition{
 	telegram.Definition,
 	discord.Definition,
 	slack.Definition,
+	whatsapp.Definition,
 }
 
 // Names returns the platforms' names, in order.

@@ -1,0 +1,163 @@
+package whatsapp
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// WhatsApp's formatting: *bold*, _italic_, ~strike~, ```monospace```,
+// `inline code`, "- " and "1. " lists, "> " quotes. Render turns the
+// Markdown models write into it; Split cuts a text to WhatsApp's length
+// limit.
+
+// maxText is WhatsApp's limit on a text message's body, in characters
+// (counted here in UTF-16 units, which is never fewer).
+const maxText = 4096
+
+var (
+	fenceRE   = regexp.MustCompile("^\\s*(```|~~~)")
+	headingRE = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+	bulletRE  = regexp.MustCompile(`^(\s*)[*+-]\s+(.*)$`)
+	ruleRE    = regexp.MustCompile(`^\s*([-*_]\s*){3,}$`)
+	imageRE   = regexp.MustCompile(`!\[([^\]]*)\]\(([^)\s]+)\)`)
+	linkRE    = regexp.MustCompile(`\[([^\]]+)\]\(([^)\s]+)\)`)
+	boldItRE  = regexp.MustCompile(`\*\*\*(\S(?:.*?\S)?)\*\*\*`)
+	boldRE    = regexp.MustCompile(`(\*\*|__)(\S(?:.*?\S)?)(\*\*|__)`)
+	italicRE  = regexp.MustCompile(`(^|[^\w*])\*(\S(?:[^*]*?\S)?)\*($|[^\w*])`)
+	strikeRE  = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
+)
+
+// boldMark stands for a bold asterisk while italics are rewritten.
+const boldMark = "\x00"
+
+// Render turns Markdown into WhatsApp's formatting. Code blocks and code
+// spans are kept as they are.
+func Render(md string) string {
+	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
+	inCode := false
+	for i, l := range lines {
+		if fenceRE.MatchString(l) {
+			lines[i], inCode = "```", !inCode
+			continue
+		}
+		if inCode {
+			continue
+		}
+		switch {
+		case ruleRE.MatchString(l) && strings.TrimSpace(l) != "":
+			lines[i] = "———"
+		case headingRE.MatchString(l):
+			h := headingRE.FindStringSubmatch(l)[1]
+			h = strings.NewReplacer("**", "", "__", "").Replace(h)
+			lines[i] = "*" + inline(h) + "*"
+		case bulletRE.MatchString(l):
+			m := bulletRE.FindStringSubmatch(l)
+			lines[i] = m[1] + "- " + inline(m[2])
+		default:
+			lines[i] = inline(l)
+		}
+	}
+	out := strings.Join(lines, "\n")
+	if inCode {
+		out += "\n```"
+	}
+	return strings.TrimSpace(out)
+}
+
+// inline renders one line's emphasis and links, outside code spans.
+func inline(l string) string {
+	parts := strings.Split(l, "`")
+	for i := 0; i < len(parts); i += 2 {
+		if i == len(parts)-1 && len(parts)%2 == 0 {
+			break // an unmatched backtick: the rest is as written
+		}
+		s := parts[i]
+		s = imageRE.ReplaceAllString(s, "$1 ($2)")
+		s = linkRE.ReplaceAllStringFunc(s, func(m string) string {
+			sub := linkRE.FindStringSubmatch(m)
+			if sub[1] == sub[2] {
+				return sub[2]
+			}
+			return sub[1] + " (" + sub[2] + ")"
+		})
+		s = boldItRE.ReplaceAllString(s, boldMark+"_${1}_"+boldMark)
+		s = boldRE.ReplaceAllString(s, boldMark+"${2}"+boldMark)
+		s = italicRE.ReplaceAllString(s, "${1}_${2}_${3}")
+		s = strikeRE.ReplaceAllString(s, "~${1}~")
+		parts[i] = strings.ReplaceAll(s, boldMark, "*")
+	}
+	return strings.Join(parts, "`")
+}
+
+// units is the length of s in UTF-16 code units.
+func units(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
+// Split cuts text into parts of at most max UTF-16 units: at a blank
+// line, else a line break, else a space, else anywhere (between runes).
+// A code block cut in two is closed and opened again. The same text
+// always gives the same parts.
+func Split(text string, max int) []string {
+	const fence = "```"
+	var out []string
+	reopen := false
+	for text != "" {
+		if reopen {
+			text = fence + "\n" + text
+		}
+		if units(text) <= max {
+			if text = strings.TrimRight(text, " \n"); strings.TrimSpace(text) != "" {
+				out = append(out, text)
+			}
+			break
+		}
+		cut := cutAt(text, max-len("\n"+fence))
+		part, rest := strings.TrimRight(text[:cut], " \n"), strings.TrimLeft(text[cut:], " \n")
+		reopen = strings.Count(part, fence)%2 == 1
+		if reopen {
+			part += "\n" + fence
+		}
+		if strings.TrimSpace(part) != "" {
+			out = append(out, part)
+		}
+		text = rest
+	}
+	return out
+}
+
+// cutAt is the byte offset where a part of at most max units ends.
+func cutAt(text string, max int) int {
+	end, n := 0, 0
+	for i, r := range text {
+		w := 1
+		if r >= 0x10000 {
+			w = 2
+		}
+		if n+w > max {
+			break
+		}
+		n += w
+		end = i + utf8.RuneLen(r)
+	}
+	window := text[:end]
+	for _, sep := range []string{"\n\n", "\n", " "} {
+		if i := strings.LastIndex(window, sep); i > len(window)/3 {
+			return i + len(sep)
+		}
+	}
+	return end
+}
+
+// parts renders Markdown and splits it to WhatsApp's limit; an empty
+// text has none.
+func parts(md string, max int) []string { return Split(Render(md), max) }

@@ -1,0 +1,161 @@
+package whatsapp
+
+import (
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestWebhookHandshake(t *testing.T) {
+	a, _ := newTestAdapter(t, newGraph(t), nil)
+	path, h := a.Handler()
+	if path != DefaultWebhookPath {
+		t.Fatalf("path %q, want %q", path, DefaultWebhookPath)
+	}
+	for _, tc := range []struct {
+		name, mode, token string
+		want              int
+		body              string
+	}{
+		{"right token", "subscribe", testVerify, http.StatusOK, "1158201444"},
+		{"wrong token", "subscribe", "guess", http.StatusForbidden, ""},
+		{"no token", "subscribe", "", http.StatusForbidden, ""},
+		{"wrong mode", "unsubscribe", testVerify, http.StatusForbidden, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := url.Values{"hub.mode": {tc.mode}, "hub.verify_token": {tc.token}, "hub.challenge": {"1158201444"}}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path+"?"+q.Encode(), nil))
+			if w.Code != tc.want {
+				t.Fatalf("status %d, want %d", w.Code, tc.want)
+			}
+			if tc.body != "" && w.Body.String() != tc.body {
+				t.Errorf("body %q, want the challenge %q", w.Body.String(), tc.body)
+			}
+			if tc.want != http.StatusOK && strings.Contains(w.Body.String(), "1158201444") {
+				t.Error("a refused handshake echoed the challenge")
+			}
+		})
+	}
+}
+
+func TestWebhookSignature(t *testing.T) {
+	g := newGraph(t)
+	a, log := newTestAdapter(t, g, nil)
+	s := &sink{}
+	run(t, a, s)
+	body := textDelivery("wamid.A1", testUser, "hi")
+	path, h := a.Handler()
+	for _, tc := range []struct {
+		name, header string
+		want         int
+	}{
+		{"unsigned", "", http.StatusUnauthorized},
+		{"another secret", "sha256=" + hexSign("another-secret", body), http.StatusForbidden},
+		{"signature of another body", "sha256=" + hexSign(testSecret, []byte(`{"object":"x"}`)), http.StatusForbidden},
+		{"no sha256= prefix", hexSign(testSecret, body), http.StatusForbidden},
+		{"not hex", "sha256=zz", http.StatusForbidden},
+		{"sha1 scheme", "sha1=" + hexSign(testSecret, body), http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(string(body)))
+			if tc.header != "" {
+				r.Header.Set("X-Hub-Signature-256", tc.header)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Errorf("status %d, want %d", w.Code, tc.want)
+			}
+		})
+	}
+	if got := s.messages(); len(got) != 0 {
+		t.Fatalf("refused deliveries reached the sink: %+v", got)
+	}
+	if code := post(t, a, body, testSecret); code != http.StatusOK {
+		t.Fatalf("a rightly signed delivery: status %d, want 200", code)
+	}
+	got := s.messages()
+	if len(got) != 1 || got[0].Text != "hi" || got[0].MessageID != "wamid.A1" || got[0].ChatID != testUser {
+		t.Fatalf("delivered %+v; want the one message", got)
+	}
+	for _, secret := range []string{testSecret, testToken, testVerify} {
+		if strings.Contains(log.String(), secret) {
+			t.Errorf("the log shows a secret: %s", log.String())
+		}
+	}
+}
+
+func hexSign(secret string, body []byte) string { return hex.EncodeToString(sign(secret, body)) }
+
+// TestWebhookAnswers200OnlyOnceStored: a delivery whose message the sink
+// did not store is answered 503, so that Meta delivers it again; the
+// redelivery carries the same wamid, so the store takes it once.
+func TestWebhookAnswers200OnlyOnceStored(t *testing.T) {
+	a, _ := newTestAdapter(t, newGraph(t), nil)
+	body := textDelivery("wamid.B1", testUser, "hello")
+	if code := post(t, a, body, testSecret); code != http.StatusServiceUnavailable {
+		t.Fatalf("before Run: status %d, want 503", code)
+	}
+	s := &sink{}
+	s.failFirst.Store(1)
+	run(t, a, s)
+	if code := post(t, a, body, testSecret); code != http.StatusServiceUnavailable {
+		t.Fatalf("the sink failed: status %d, want 503", code)
+	}
+	if code := post(t, a, body, testSecret); code != http.StatusOK {
+		t.Fatalf("redelivered: status %d, want 200", code)
+	}
+	got := s.messages()
+	if len(got) != 1 || got[0].MessageID != "wamid.B1" {
+		t.Fatalf("delivered %+v; want wamid.B1 once", got)
+	}
+}
+
+func TestWebhookRefusesOtherMethodsAndBigBodies(t *testing.T) {
+	a, _ := newTestAdapter(t, newGraph(t), nil)
+	path, h := a.Handler()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPut, path, nil))
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("PUT: status %d, want 405", w.Code)
+	}
+	big := strings.Repeat("x", maxBody+1)
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(big)))
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over 1 MiB: status %d, want 413", w.Code)
+	}
+	_, _ = io.Copy(io.Discard, w.Body)
+}
+
+// TestStatusCallbacks: statuses are counted by kind; a failed one is
+// logged at WARN with Meta's reason.
+func TestStatusCallbacks(t *testing.T) {
+	var counted []string
+	a, log := newTestAdapter(t, newGraph(t), func(o *Options) { o.OnStatus = func(s string) { counted = append(counted, s) } })
+	run(t, a, &sink{})
+	body := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"W","changes":[{"field":"messages","value":{
+	"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550001111","phone_number_id":"` + testPhoneID + `"},
+	"statuses":[{"id":"wamid.o1","status":"sent","timestamp":"1","recipient_id":"` + testUser + `"},
+	{"id":"wamid.o1","status":"delivered","timestamp":"2","recipient_id":"` + testUser + `"},
+	{"id":"wamid.o2","status":"failed","timestamp":"3","recipient_id":"` + testUser + `",
+	 "errors":[{"code":131047,"title":"Re-engagement message","message":"Re-engagement message","error_data":{"details":"Message failed to send because more than 24 hours have passed"}}]}]}}]}]}`)
+	if code := post(t, a, body, testSecret); code != http.StatusOK {
+		t.Fatalf("status %d, want 200", code)
+	}
+	if strings.Join(counted, ",") != "sent,delivered,failed" {
+		t.Errorf("counted %v, want sent, delivered, failed", counted)
+	}
+	if a.FailedStatuses() != 1 {
+		t.Errorf("FailedStatuses = %d, want 1", a.FailedStatuses())
+	}
+	l := log.String()
+	if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "more than 24 hours have passed") || !strings.Contains(l, "code=131047") {
+		t.Errorf("the failed status is not logged at WARN with its reason:\n%s", l)
+	}
+}
