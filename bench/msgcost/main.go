@@ -95,6 +95,7 @@ type result struct {
 	cpu, idle   time.Duration // CPU over the rounds; idle CPU per second
 	wall        time.Duration
 	tx, commits float64 // store transactions and commits over the rounds
+	anonKB      int     // RssAnon after the rounds
 }
 
 func (r result) perMsg() time.Duration { return r.cpu / time.Duration(r.msgs) }
@@ -132,8 +133,8 @@ func run(o options, out, progress io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("%s, run %d: %w", md.name, i+1, err)
 			}
-			fmt.Fprintf(progress, "%s, run %d: %d messages, %.2f ms CPU a message (%.2f ms net of idle), %.1f transactions and %.1f commits a message, wall %s\n",
-				md.name, i+1, r.msgs, ms(r.perMsg()), ms(r.net()), r.tx/float64(r.msgs), r.commits/float64(r.msgs), r.wall.Round(time.Millisecond))
+			fmt.Fprintf(progress, "%s, run %d: %d messages, %.2f ms CPU a message (%.2f ms net of idle), %.1f transactions and %.1f commits a message, wall %s, RssAnon %.1f MB\n",
+				md.name, i+1, r.msgs, ms(r.perMsg()), ms(r.net()), r.tx/float64(r.msgs), r.commits/float64(r.msgs), r.wall.Round(time.Millisecond), float64(r.anonKB)/1024)
 			res[m] = append(res[m], r)
 		}
 	}
@@ -254,6 +255,7 @@ func measure(o options, md mode, bin, floor, root string, run int) (result, erro
 		return result{}, err
 	}
 	tx1, c1 := storeCounts(metricsURL)
+	res.anonKB, _ = gateway.StatusKB(pid, "RssAnon")
 	res.msgs, res.cpu, res.tx, res.commits = o.chats*o.rounds, cpu1-cpu0, tx1-tx0, c1-c0
 	if md.floor {
 		res.tx, res.commits = 2*float64(res.msgs), 2*float64(res.msgs) // two autocommitted inserts a message
@@ -332,6 +334,12 @@ func firstPoll(bin, floor, root string, isFloor bool) (time.Duration, error) {
 		cmd = exec.Command(bin, "serve", "--config", path)
 		cmd.Dir = dir
 	}
+	logf, err := os.Create(filepath.Join(dir, "start.log"))
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd.Stderr = logf
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return 0, err
