@@ -42,7 +42,7 @@ func Builtin(now func() time.Time, loc *time.Location) Source {
 			return fmt.Sprintf("%s (%s, UTC%s)", n.Format("Monday, 2 January 2006 15:04:05"), l, n.Format("-07:00")), nil
 		},
 	}
-	mustCompile(t)
+	t.CompileLater()
 	return StaticSource{SourceName: "builtin", List: []*Tool{t}}
 }
 
@@ -86,7 +86,7 @@ func ChannelContext() Source {
 				return "sent (message id " + id + ")", nil
 			},
 		}
-		t.schema = sendMessageSchema
+		t.later = sendMessageSchema.later
 		tools := []*Tool{t}
 		if c, ok := chat.(ChatFiles); ok && c.CanSendFiles() {
 			tools = append(tools, fileTool("send_file", "Send a file to the user: a path in the workspace or an http(s) URL.", false, c),
@@ -119,15 +119,17 @@ var (
 	reactSchema = compiled("react", reactParams)
 )
 
+// compiled is a tool of the program with a constant schema, resolved
+// later (CompileLater), whose resolution the tools made with it share.
 func compiled(name string, params json.RawMessage) *Tool {
 	t := &Tool{Name: name, Parameters: params}
-	mustCompile(t)
+	t.CompileLater()
 	return t
 }
 
 func fileTool(name, desc string, photo bool, c ChatFiles) *Tool {
 	return &Tool{Name: name, Description: desc, Parameters: fileParams, Delivers: true, Source: "channel",
-		schema: fileSchema.schema,
+		later: fileSchema.later,
 		Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
 			var a struct{ File, Caption string }
 			if err := json.Unmarshal(args, &a); err != nil {
@@ -146,7 +148,7 @@ func fileTool(name, desc string, photo bool, c ChatFiles) *Tool {
 
 func reactTool(c ChatReactions) *Tool {
 	return &Tool{Name: "react", Description: "React to the user's message with an emoji (a light acknowledgement; not a reply).",
-		Parameters: reactParams, Source: "channel", ConcurrencySafe: true, schema: reactSchema.schema,
+		Parameters: reactParams, Source: "channel", ConcurrencySafe: true, later: reactSchema.later,
 		Fn: func(ctx context.Context, args json.RawMessage) (string, error) {
 			var a struct{ Emoji string }
 			if err := json.Unmarshal(args, &a); err != nil {
@@ -162,10 +164,4 @@ func reactTool(c ChatReactions) *Tool {
 		}}
 }
 
-var sendMessageSchema = compiled("send_message", sendMessageParams).schema
-
-func mustCompile(t *Tool) {
-	if err := t.Compile(); err != nil {
-		panic(err)
-	}
-}
+var sendMessageSchema = compiled("send_message", sendMessageParams)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,6 +54,8 @@ type Tool struct {
 	Fn func(ctx context.Context, args json.RawMessage) (string, error)
 
 	schema *jsonschema.Resolved
+	// later resolves the schema of a tool compiled with CompileLater.
+	later func() (*jsonschema.Resolved, error)
 }
 
 // UntrustedLabel is the line the loop puts before an untrusted tool's
@@ -120,6 +123,65 @@ func (t *Tool) Compile() error {
 	return nil
 }
 
+// CompileLater is Compile for a tool of the program itself, whose schema is
+// a constant its package's tests call it with: the schema is resolved when
+// the tool is first called, or by ResolveDeferred, which the gateway runs
+// once it serves, not at start-up (package initialisation, where a dozen
+// such tools and the meta-schema took a sixth of the time to the first
+// poll).
+// Tools made again and again with one schema (a turn's send_message)
+// share its resolution.
+func (t *Tool) CompileLater() {
+	if len(t.Parameters) == 0 {
+		return
+	}
+	key := string(t.Parameters)
+	deferredMu.Lock()
+	defer deferredMu.Unlock()
+	if f, ok := laters[key]; ok {
+		t.later = f
+		return
+	}
+	c := Tool{Name: t.Name, Parameters: t.Parameters}
+	t.later = sync.OnceValues(func() (*jsonschema.Resolved, error) {
+		err := c.Compile()
+		return c.schema, err
+	})
+	laters[key] = t.later
+	deferred = append(deferred, t.later)
+}
+
+// resolved is the tool's resolved schema (nil: none to check against).
+func (t *Tool) resolved() (*jsonschema.Resolved, error) {
+	if t.schema == nil && t.later != nil {
+		return t.later()
+	}
+	return t.schema, nil
+}
+
+var (
+	deferredMu sync.Mutex
+	laters     = map[string]func() (*jsonschema.Resolved, error){} // CompileLater's, by schema
+	deferred   []func() (*jsonschema.Resolved, error)              // those not resolved by ResolveDeferred yet
+)
+
+// ResolveDeferred resolves the schemas of the tools compiled with
+// CompileLater so far, so that no tool call pays for it. It returns the
+// first invalid one's error (a bug: the package's tests catch it).
+func ResolveDeferred() error {
+	deferredMu.Lock()
+	fns := deferred
+	deferred = nil
+	deferredMu.Unlock()
+	var errs []error
+	for _, f := range fns {
+		if _, err := f(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Tool sets are rebuilt every step from the same few schemas, so resolved
 // schemas are kept by their text: resolving one costs more than the rest of
 // building the tool. A resolved schema is read-only once built.
@@ -145,8 +207,12 @@ func (t *Tool) validate(raw string) (json.RawMessage, string) {
 	if _, ok := v.(map[string]any); !ok {
 		return nil, fmt.Sprintf("error: the arguments for %s must be a JSON object, got %s", t.Name, jsonKind(v))
 	}
-	if t.schema != nil {
-		if err := t.schema.Validate(v); err != nil {
+	schema, err := t.resolved()
+	if err != nil {
+		return nil, fmt.Sprintf("error: %s cannot be called: %v", t.Name, err)
+	}
+	if schema != nil {
+		if err := schema.Validate(v); err != nil {
 			return nil, fmt.Sprintf("error: the arguments for %s do not match its schema: %v", t.Name, err)
 		}
 	}

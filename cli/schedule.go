@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -32,11 +33,12 @@ func scheduleCommand(ctx context.Context, c *adminRun, args []string) error {
 			if sc.Origin == store.OriginChat {
 				who = "for user " + sc.OwnerID
 			}
-			fmt.Fprintf(out, "%s\n    in %s chat %s, %s", schedule.Describe(sc), sc.Channel, sc.ChatKey, who)
-			if runs, err := st.ScheduleRuns(ctx, sc.ID, 1); err == nil && len(runs) == 1 {
-				fmt.Fprintf(out, "; last run %s (%s)", runs[0].Outcome, runs[0].ScheduledFor.Format("2006-01-02 15:04 UTC"))
+			fmt.Fprintf(out, "%s\n    in %s chat %s, %s\n", schedule.Describe(sc), sc.Channel, sc.ChatKey, who)
+			runs, err := st.ScheduleRuns(ctx, sc.ID, listRuns)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintln(out)
+			writeRuns(out, runs)
 		}
 		switch {
 		case len(jobs) == finished && finished == 0:
@@ -68,4 +70,25 @@ func scheduleCommand(ctx context.Context, c *adminRun, args []string) error {
 		return nil
 	}
 	return errUsage
+}
+
+// listRuns is how many of a job's last runs `schedule list` shows: enough
+// to see a missed or failed run next to the one that followed it.
+const listRuns = 3
+
+// writeRuns lists a job's last runs, newest first: when each was
+// scheduled for, its outcome and, for one that did not run as planned,
+// why (a missed record stands for the times it counts).
+func writeRuns(out io.Writer, runs []store.ScheduleRun) {
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "    last runs, newest first:")
+	for _, r := range runs {
+		fmt.Fprintf(out, "      %s  %s", r.ScheduledFor.UTC().Format("2006-01-02 15:04 UTC"), r.Outcome)
+		if r.Error != "" && r.Outcome != store.RunOK {
+			fmt.Fprintf(out, ": %s", r.Error)
+		}
+		fmt.Fprintln(out)
+	}
 }

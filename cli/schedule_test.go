@@ -28,14 +28,29 @@ func TestScheduleCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The standup job missed two mornings and ran on the third.
+	later := next.Add(24 * time.Hour)
+	ids, err := st.AdvanceSchedule(t.Context(), 1, next, later, []store.NewScheduleRun{
+		{ScheduledFor: next.Add(-48 * time.Hour), Outcome: store.RunMissed, Missed: 2,
+			Error: "2 scheduled times missed, 48h to 24h ago, while the service was down or busy (only the latest, 5m ago, runs)"},
+		{ScheduledFor: next, Outcome: store.RunRunning}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.FinishScheduleRun(t.Context(), ids[1], store.ScheduleRunEnd{Outcome: store.RunOK}, 3); err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
 	steps := []struct {
 		args     []string
 		code     int
 		out, err string
 	}{
-		{[]string{"schedule", "list"}, 0, `#1 reminder "standup": "0 9 * * MON-FRI" (Europe/Berlin), next Mon 13 Apr 2026 09:00 CEST
+		{[]string{"schedule", "list"}, 0, `#1 reminder "standup": "0 9 * * MON-FRI" (Europe/Berlin), next Tue 14 Apr 2026 09:00 CEST
     in telegram chat 42, from the configuration
+    last runs, newest first:
+      2026-04-13 07:00 UTC  ok
+      2026-04-11 07:00 UTC  missed: 2 scheduled times missed, 48h to 24h ago, while the service was down or busy (only the latest, 5m ago, runs)
 #2 reminder "mum": "at 2026-04-13 09:00" (Europe/Berlin), next Mon 13 Apr 2026 09:00 CEST
     in telegram chat 42, for user 7
 `, ""},

@@ -363,6 +363,7 @@ func (g *Gateway) buildRouter(context.Context) error {
 	g.router = rt
 	mon.metrics.Queue(rt.QueueDepth, rt.Busy)
 	mon.metrics.RepliesPending(rt.PendingReplies)
+	mon.metrics.StoreTransactions(st.TxCounts)
 	mon.metrics.ModelWaits(func() (int, map[string]uint64) {
 		w := rt.ModelWaits()
 		return w.Waiting, map[string]uint64{metrics.Held: w.Held, metrics.Answered: w.Answered, metrics.GivenUp: w.GivenUp}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/chatapi"
 	"github.com/switchboard-gateway/switchboard/channels/registry"
@@ -122,6 +123,11 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 	defer g.startGreeter(ctx)() // before the store closes (Close)
 	st.router, st.serving = true, true
 	log.Info("switchboard serving", "version", g.opts.Version, "model", cfg.LLM.Model, "channels", len(specs))
+	go func() { // what start-up left for later: the built-in tools' schemas (agent.CompileLater)
+		if err := agent.ResolveDeferred(); err != nil {
+			log.Error("a built-in tool's parameter schema is invalid", "err", err)
+		}
+	}()
 	for ctx.Err() == nil {
 		select {
 		case <-hup:

@@ -207,6 +207,20 @@ func (m *Metrics) RepliesPending(n func() int) {
 		Help: "Replies waiting in the outbox for their platform to take them."}, func() float64 { return float64(n()) }))
 }
 
+// StoreTransactions registers switchboard_store_transactions_total and
+// switchboard_store_commits_total, read at scrape time from counts (the
+// store's TxCounts). Call it once.
+func (m *Metrics) StoreTransactions(counts func() (transactions, commits uint64)) {
+	m.r.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_store_transactions_total",
+			Help: "Store transactions the gateway asked for (on SQLite, concurrent ones share a commit)."},
+			func() float64 { n, _ := counts(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "switchboard_store_commits_total",
+			Help: "Transactions the database ran (or began): one per group commit on SQLite."},
+			func() float64 { _, n := counts(); return float64(n) }),
+	)
+}
+
 // JobDone records a finished background job (outcome OK or Error, or a
 // word of the job's own such as "skipped").
 func (m *Metrics) JobDone(job, outcome string) {

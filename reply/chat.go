@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/internal/confine"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // Binding is what a turn's Chat is bound to (Sender.Bind).
@@ -134,6 +135,7 @@ func (c *Chat) Send(ctx context.Context, text string) (string, error) {
 	}
 	var id string
 	var err error
+	var last []store.ReplyPart // the reply's last part, recorded with its delivery
 	ctx = channels.WithPriority(ctx, channels.PriorityReply)
 	pid, edit := c.preview.claim(ctx)
 	if edit && c.preview.fits(text) && c.preview.ed.Edit(ctx, in.ChatID, pid, text) == nil {
@@ -142,7 +144,18 @@ func (c *Chat) Send(ctx context.Context, text string) (string, error) {
 		// A reply longer than one message goes out split, one behind a
 		// message sent since its preview, or the edit failed: the reply
 		// comes as a message of its own, then its preview goes.
-		id, err = c.s.Deliver(ctx, c.reply(in, text, nil, c.parts(ctx, text)))
+		parts := c.parts(ctx, text)
+		held, _ := parts.(*replyParts)
+		if held != nil {
+			held.hold = true // its last part is recorded with the delivery below
+		}
+		id, err = c.s.Deliver(ctx, c.reply(in, text, nil, parts))
+		if err != nil && held != nil {
+			held.flush(ctx) // what went out before the failure (the outbox reads it)
+		}
+		if err == nil {
+			last = held.take()
+		}
 		if err == nil || errors.Is(err, agent.ErrSendQueued) {
 			c.preview.bury()
 			if pid != "" {
@@ -162,7 +175,7 @@ func (c *Chat) Send(ctx context.Context, text string) (string, error) {
 		c.delivered(context.WithoutCancel(ctx), c.turnID.Load(), id)
 		return id, nil
 	}
-	if err := c.s.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), c.inboxID, c.turnID.Load(), id); err != nil {
+	if err := c.s.cfg.Store.RecordDelivery(context.WithoutCancel(ctx), c.inboxID, c.turnID.Load(), id, last...); err != nil {
 		c.log.Error("record delivery", "err", err)
 	}
 	return id, nil

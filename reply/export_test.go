@@ -8,3 +8,6 @@ const (
 	TypingEvery       = typingEvery
 	TypingInFlight    = typingInFlight
 )
+
+// ReplyKey is replyKey: the name of a reply's parts in the store.
+func ReplyKey(ordinal int, text string) string { return replyKey(ordinal, text) }

@@ -130,6 +130,14 @@ func (o *Outbox) backoff(attempts int) time.Duration {
 	return min(d, o.cfg.MaxBackoff)
 }
 
+// retryWait is the wait after the given number of failed attempts, the
+// last failing with err: the backoff, or the platform's retry_after
+// (channels.UnavailableFor) when longer: an attempt inside a rate limit
+// only makes it longer.
+func (o *Outbox) retryWait(attempts int, err error) time.Duration {
+	return max(o.backoff(attempts), channels.RetryAfter(err))
+}
+
 // Message is something the router sends to a chat on behalf of a message
 // or a job: a text (a turn's reply, a reminder, a command's answer) or a
 // file (send_file, send_photo, with Text its caption).
@@ -235,7 +243,7 @@ func (o *Outbox) keep(ctx context.Context, rp Message, cause error) (string, err
 	}
 	why := "replies to this chat are waiting"
 	if cause != nil {
-		it.Attempts, it.LastError, it.NextAttemptAt = 1, clip(cause.Error(), maxLastError), now.Add(o.backoff(1))
+		it.Attempts, it.LastError, it.NextAttemptAt = 1, clip(cause.Error(), maxLastError), now.Add(o.retryWait(1, cause))
 		why = "the platform did not take it"
 	}
 	log := rp.Log
@@ -397,6 +405,7 @@ func (o *Outbox) drain(ctx context.Context, rows []store.OutboxItem, send bool, 
 		case errors.As(err, new(unsendableError)):
 			o.drop(ctx, log, it, age, err.Error())
 		case errors.Is(err, channels.ErrUnavailable):
+			next = now.Add(o.retryWait(it.Attempts+1, err))
 			if rerr := o.store.RetryOutbox(ctx, it.ID, it.Attempts+1, next, clip(err.Error(), maxLastError)); rerr != nil {
 				log.Warn("could not record a failed attempt", "err", rerr)
 			}

@@ -289,6 +289,48 @@ func TestOutboxTelegramOutage(t *testing.T) {
 	}
 }
 
+// endingClock is a virtual clock that ends fake's outage (or flood) of
+// sendMessage once d has passed on it from start.
+func endingClock(t *testing.T, fake *tgfake.Fake, d time.Duration) (clock *vclock, start time.Time) {
+	clock = newVclock(t)
+	start = clock.Now()
+	clock.onAdvance = func(now time.Time) {
+		if now.Sub(start) >= d {
+			fake.EndOutage("sendMessage")
+		}
+	}
+	return clock, start
+}
+
+// A 90-second flood ban (every sendMessage answered 429 with retry_after
+// 90) is waited out: the reply the turn could not send goes out once, at
+// the end of the ban, with no attempt inside it (each would only prolong
+// a real ban).
+func TestOutboxWaitsOutRetryAfter(t *testing.T) {
+	fake := tgfake.New(t, "123:ABC")
+	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
+	clock, start := endingClock(t, fake, 90*time.Second)
+	fake.Flood("sendMessage", 90)
+	e := startTgRouter(t, st, fake, clock, 0)
+	fake.PushText(7, 7, "ada", "hello")
+	e.events.wait(t, reply.OutboxQueued, 1)
+	if n := fake.Calls("sendMessage"); n != 1 {
+		t.Fatalf("%d sendMessage calls during the turn, want 1 (a 90 s retry_after is longer than the adapter waits)", n)
+	}
+	close(clock.run)
+	e.events.wait(t, reply.OutboxDelivered, 1)
+	at := clock.Now().Sub(start)
+	if n := fake.Calls("sendMessage"); n != 2 {
+		t.Errorf("%d sendMessage calls, want 2: the turn's, refused, and one after the ban (delivered at +%s)", n, at)
+	}
+	if got := sentByChat(fake); fmt.Sprint(got) != fmt.Sprint(map[int64][]string{7: {"re: hello"}}) {
+		t.Errorf("Telegram holds %v, want the reply once", got)
+	}
+	if at < 90*time.Second {
+		t.Errorf("delivered at +%s, inside the 90 s ban", at)
+	}
+}
+
 // A reply waiting in the outbox when the gateway stops is delivered by the
 // next process, and its message, pending again after a crash, is answered
 // by it: no second turn.
@@ -344,13 +386,7 @@ func TestOutboxAfterRestart(t *testing.T) {
 func TestOutboxCompletesASplitReply(t *testing.T) {
 	fake := tgfake.New(t, "123:ABC")
 	st := openStore(t, filepath.Join(t.TempDir(), "o.db"))
-	clock := newVclock(t)
-	start := clock.Now()
-	clock.onAdvance = func(now time.Time) {
-		if now.Sub(start) >= 45*time.Second {
-			fake.EndOutage("sendMessage")
-		}
-	}
+	clock, _ := endingClock(t, fake, 45*time.Second)
 	fake.OutageAfter("sendMessage", 1, http.StatusBadGateway, badGateway)
 	e := startTgRouter(t, st, fake, clock, 0)
 	fake.PushText(7, 7, "ada", "long")

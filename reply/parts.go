@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/store"
 )
 
 // replyKey names a reply within the turn answering an inbox message: its
@@ -29,6 +30,13 @@ type replyParts struct {
 	key     string
 	sent    map[int]string // sent before a restart, by part
 	log     *slog.Logger
+	// hold keeps the part confirmed last unrecorded (held) until the next
+	// one is confirmed, or until the reply's delivery is recorded with it
+	// (Chat.Send: one commit for both) or flush records it (the send
+	// failed). Between the platform's answer and that record there is no
+	// I/O, so a crash resends the part no more often than before.
+	hold bool
+	held []store.ReplyPart
 }
 
 // partsFor returns the part record of the reply text to the inbox item, or
@@ -68,9 +76,37 @@ func (p *replyParts) Sent(i int) (string, bool) {
 // failed record is logged, not returned: the reply goes on, and only a
 // crash before its delivery record would send the part again.
 func (p *replyParts) Confirmed(ctx context.Context, i int, id string) {
+	if p.hold {
+		p.flush(ctx)
+		p.held = append(p.held, store.ReplyPart{Reply: p.key, Part: i, PlatformMsgID: id})
+		return
+	}
+	p.record(ctx, i, id)
+}
+
+func (p *replyParts) record(ctx context.Context, i int, id string) {
 	if err := p.st.RecordReplyPart(context.WithoutCancel(ctx), p.inboxID, p.key, i, id); err != nil {
 		p.log.Error("record reply part", "part", i, "err", err)
 	}
+}
+
+// flush records the part held back (see hold).
+func (p *replyParts) flush(ctx context.Context) {
+	for _, h := range p.held {
+		p.record(ctx, h.Part, h.PlatformMsgID)
+	}
+	p.held = nil
+}
+
+// take returns the parts held back for the delivery record, and forgets
+// them; p may be nil.
+func (p *replyParts) take() []store.ReplyPart {
+	if p == nil {
+		return nil
+	}
+	h := p.held
+	p.held = nil
+	return h
 }
 
 var _ channels.Parts = (*replyParts)(nil)

@@ -30,7 +30,7 @@ import (
 // of what was delivered for an inbox message, and of the parts of a reply
 // split by its channel (parts.go).
 type Store interface {
-	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error
+	RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string, parts ...store.ReplyPart) error
 	Deliveries(ctx context.Context, inboxID int64) (int, error)
 	RecordReplyPart(ctx context.Context, inboxID int64, reply string, part int, platformMsgID string) error
 	ReplyParts(ctx context.Context, inboxID int64, reply string) (map[int]string, error)

@@ -287,6 +287,7 @@ type plan struct {
 	run        time.Time // the time to run for; zero: no run
 	missed     int       // earlier times skipped
 	missedFrom time.Time // the first of them
+	missedTo   time.Time // the last of them
 	next       time.Time // the next run after now; zero: none (done)
 }
 
@@ -322,7 +323,47 @@ func (p *plan) skip(t time.Time) {
 	if p.missed == 0 {
 		p.missedFrom = t
 	}
+	p.missedTo = t
 	p.missed++
+}
+
+// missedWhy says which times a plan skips, how long ago they were, and
+// why: past the grace, or a later time runs instead.
+func (p plan) missedWhy(now time.Time, grace time.Duration) string {
+	var b strings.Builder
+	if p.missed == 1 {
+		fmt.Fprintf(&b, "1 scheduled time missed %s ago", ago(now.Sub(p.missedFrom)))
+	} else {
+		fmt.Fprintf(&b, "%d scheduled times missed, %s to %s ago", p.missed, ago(now.Sub(p.missedFrom)), ago(now.Sub(p.missedTo)))
+	}
+	b.WriteString(", while the service was down or busy")
+	if p.run.IsZero() {
+		fmt.Fprintf(&b, " (more than schedule.missed_grace, %s, late)", ago(max(grace, lateTolerance)))
+	} else {
+		fmt.Fprintf(&b, " (only the latest, %s ago, runs)", ago(now.Sub(p.run)))
+	}
+	return b.String()
+}
+
+// ago is a duration as a person reads it: to the second under an hour, to
+// the minute under a day, in hours beyond ("45s", "3m20s", "2h30m", "50h").
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Hour:
+		d = d.Round(time.Second)
+	case d < 24*time.Hour:
+		d = d.Round(time.Minute)
+	default:
+		d = d.Round(time.Hour)
+	}
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s") // "3m0s" → "3m"
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m") // "50h0m" → "50h"
+	}
+	return out
 }
 
 // parse reads a stored job's spec in its zone.
@@ -350,7 +391,7 @@ func (s *Scheduler) fire(ctx context.Context, sc store.Schedule, now time.Time) 
 	var runs []store.NewScheduleRun
 	if p.missed > 0 {
 		runs = append(runs, store.NewScheduleRun{ScheduledFor: p.missedFrom, Outcome: store.RunMissed, Missed: p.missed,
-			Error: fmt.Sprintf("%d scheduled time(s) passed more than %s ago, while the service was down or busy", p.missed, s.cfg.MissedGrace)})
+			Error: p.missedWhy(now, s.cfg.MissedGrace)})
 	}
 	s.mu.Lock()
 	busy := s.inflight[sc.ID]

@@ -488,23 +488,38 @@ func TestPlanFire(t *testing.T) {
 		grace     time.Duration
 		run, next time.Time
 		missed    int
+		why       string // the missed record's text
 	}{
-		{"on time", hourly, at(9, 0), at(9, 0), time.Hour, at(9, 0), at(10, 0), 0},
-		{"a little late, grace too small to matter", hourly, at(9, 0), at(9, 0).Add(30 * time.Second), time.Second, at(9, 0), at(10, 0), 0},
-		{"late within grace", hourly, at(9, 0), at(9, 50), time.Hour, at(9, 0), at(10, 0), 0},
-		{"two due: the latest runs", hourly, at(9, 0), at(10, 5), time.Hour, at(10, 0), at(11, 0), 1},
-		{"beyond grace", hourly, at(9, 0), at(9, 59), 30 * time.Minute, time.Time{}, at(10, 0), 1},
+		{"on time", hourly, at(9, 0), at(9, 0), time.Hour, at(9, 0), at(10, 0), 0, ""},
+		{"a little late, grace too small to matter", hourly, at(9, 0), at(9, 0).Add(30 * time.Second), time.Second, at(9, 0), at(10, 0), 0, ""},
+		{"late within grace", hourly, at(9, 0), at(9, 50), time.Hour, at(9, 0), at(10, 0), 0, ""},
+		{"two due: the latest runs", hourly, at(9, 0), at(10, 5), time.Hour, at(10, 0), at(11, 0), 1,
+			"1 scheduled time missed 1h5m ago, while the service was down or busy (only the latest, 5m ago, runs)"},
+		{"beyond grace", hourly, at(9, 0), at(9, 59), 30 * time.Minute, time.Time{}, at(10, 0), 1,
+			"1 scheduled time missed 59m ago, while the service was down or busy (more than schedule.missed_grace, 30m, late)"},
+		// Down five minutes: the minutes before the last are missed 2 to
+		// 5 minutes ago, not "more than 1h0m0s ago".
+		{"every minute, down 5 minutes", every, at(9, 0), at(9, 5).Add(20 * time.Second), time.Hour, at(9, 5), at(9, 6), 5,
+			"5 scheduled times missed, 5m20s to 1m20s ago, while the service was down or busy (only the latest, 20s ago, runs)"},
+		{"a day", hourly, at(9, 0), at(9, 0).Add(50*time.Hour + 10*time.Minute), time.Hour, at(11, 0).Add(48 * time.Hour), at(12, 0).Add(48 * time.Hour), 50,
+			"50 scheduled times missed, 50h to 1h10m ago, while the service was down or busy (only the latest, 10m ago, runs)"},
 		// An @every 1m job after 8 days offline: the count stops at maxWalk
 		// and jumps to the grace window (whose other 59 minutes are missed
 		// too); the series keeps its beat and its latest minute runs.
 		{"a long outage", every, at(9, 0), at(9, 0).Add(8*24*time.Hour + 30*time.Second), time.Hour,
-			at(9, 0).Add(8 * 24 * time.Hour), at(9, 1).Add(8 * 24 * time.Hour), maxWalk + 59},
+			at(9, 0).Add(8 * 24 * time.Hour), at(9, 1).Add(8 * 24 * time.Hour), maxWalk + 59,
+			"10059 scheduled times missed, 192h to 1m30s ago, while the service was down or busy (only the latest, 30s ago, runs)"},
 	}
 	for _, tt := range tests {
 		p := planFire(tt.sch, tt.due, tt.now, tt.grace)
 		if !p.run.Equal(tt.run) || !p.next.Equal(tt.next) || p.missed != tt.missed {
 			t.Errorf("%s: plan = run %s next %s missed %d; want run %s next %s missed %d",
 				tt.name, p.run, p.next, p.missed, tt.run, tt.next, tt.missed)
+		}
+		if p.missed > 0 {
+			if why := p.missedWhy(tt.now, tt.grace); why != tt.why {
+				t.Errorf("%s: missed record says %q, want %q", tt.name, why, tt.why)
+			}
 		}
 	}
 }

@@ -161,7 +161,7 @@ func (s *Scheduler) Source() agent.Source {
 }
 
 var (
-	createTool = mustTool(&agent.Tool{
+	createTool = staticTool(&agent.Tool{
 		Name: "schedule_create",
 		Description: "Schedule a reminder or a task in this chat, for the user you are talking to. " +
 			"A reminder sends its text as is at each time. A task gives you its text as an instruction at each time; " +
@@ -177,14 +177,14 @@ var (
 		Source: "schedule",
 		Acts:   true,
 	})
-	listTool = mustTool(&agent.Tool{
+	listTool = staticTool(&agent.Tool{
 		Name:            "schedule_list",
 		Description:     "List the scheduled reminders and tasks the user has in this chat, with their ids and next runs.",
 		Parameters:      json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
 		ConcurrencySafe: true,
 		Source:          "schedule",
 	})
-	cancelTool = mustTool(&agent.Tool{
+	cancelTool = staticTool(&agent.Tool{
 		Name:        "schedule_cancel",
 		Description: "Cancel one of the user's scheduled reminders or tasks in this chat, by the id schedule_list shows.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"id":{"type":"integer","description":"The job's id."}},"required":["id"],"additionalProperties":false}`),
@@ -193,10 +193,8 @@ var (
 	})
 )
 
-func mustTool(t *agent.Tool) *agent.Tool {
-	if err := t.Compile(); err != nil {
-		panic(err) // a static schema: caught by any test of the package
-	}
+func staticTool(t *agent.Tool) *agent.Tool {
+	t.CompileLater() // a static schema: resolved once the gateway serves (agent.ResolveDeferred)
 	return t
 }
 

@@ -116,9 +116,26 @@ func (s *Store) PendingInboxOf(ctx context.Context, channel, chat string) ([]Inb
 
 // RecordDelivery records a reply to the inbox item that the platform
 // confirmed. turnID may be 0. The same non-empty platformMsgID recorded twice
-// for one item counts once.
-func (s *Store) RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string) error {
-	_, err := s.write(ctx, sqlInsertDelivery, inboxID, nullID(turnID), platformMsgID, s.nowMS())
+// for one item counts once. parts are parts of the reply the platform
+// accepted that are not recorded yet (RecordReplyPart): they are recorded
+// in the same transaction, one commit for a reply's last part and its
+// delivery.
+func (s *Store) RecordDelivery(ctx context.Context, inboxID, turnID int64, platformMsgID string, parts ...ReplyPart) error {
+	now := s.nowMS()
+	var err error
+	if len(parts) == 0 {
+		_, err = s.write(ctx, sqlInsertDelivery, inboxID, nullID(turnID), platformMsgID, now)
+	} else {
+		err = s.inTxSimple(ctx, func(tx conn) error {
+			for _, p := range parts {
+				if _, err := tx.ExecContext(ctx, sqlInsertReplyPart, inboxID, p.Reply, p.Part, p.PlatformMsgID, now); err != nil {
+					return err
+				}
+			}
+			_, err := tx.ExecContext(ctx, sqlInsertDelivery, inboxID, nullID(turnID), platformMsgID, now)
+			return err
+		})
+	}
 	if isForeignKey(err) {
 		return fmt.Errorf("store: record delivery for inbox %d, turn %d: %w", inboxID, turnID, ErrNotFound)
 	}

@@ -26,6 +26,14 @@ const (
 	sqlReplyParts = `SELECT part, platform_msg_id FROM reply_parts WHERE inbox_id = ? AND reply = ?`
 )
 
+// ReplyPart is a part of a reply the platform accepted, as RecordReplyPart
+// records it (RecordDelivery takes the last ones).
+type ReplyPart struct {
+	Reply         string // the reply's name within its inbox message
+	Part          int    // from 0
+	PlatformMsgID string
+}
+
 // RecordReplyPart records that the platform accepted part (from 0) of the
 // reply named reply to the inbox item, as platformMsgID. Recording a part
 // again keeps the first record.

@@ -113,6 +113,17 @@ type Store struct {
 	stopCheckpoint func()
 	// hooks let this package's tests see the store's retries and groups.
 	hooks hooks
+	// txs counts the transactions callers asked for (inTx and the
+	// writes), commits those the database ran (a group commit runs
+	// several in one): see TxCounts.
+	txs, commits atomic.Uint64
+}
+
+// TxCounts returns how many transactions callers asked for since Open,
+// and how many the database committed (or tried to): on SQLite a group
+// commit runs several callers' transactions in one.
+func (s *Store) TxCounts() (transactions, commits uint64) {
+	return s.txs.Load(), s.commits.Load()
 }
 
 // hooks are called, when set, at points the tests of this package wait on
@@ -365,6 +376,7 @@ func (s *Store) inTxSimple(ctx context.Context, fn func(tx conn) error) error {
 // tx is inTx with the isolation level Postgres runs fn at.
 func (s *Store) tx(ctx context.Context, iso sql.IsolationLevel, fn func(tx conn) error) (err error) {
 	defer func() { s.noteWrite(err) }()
+	s.txs.Add(1)
 	if !s.d.postgres {
 		return s.groupCommit(ctx, fn)
 	}
@@ -392,6 +404,7 @@ func (s *Store) tx(ctx context.Context, iso sql.IsolationLevel, fn func(tx conn)
 
 // txOnce runs fn in one transaction and commits it if fn returns nil.
 func (s *Store) txOnce(ctx context.Context, opts *sql.TxOptions, fn func(tx conn) error) error {
+	s.commits.Add(1)
 	tx, err := s.raw.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

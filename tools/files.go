@@ -132,7 +132,7 @@ var templates = func() map[string]*agent.Tool {
 			Description: "Edit a text file in your workspace by replacing old_text, which must occur exactly once, with new_text."},
 	} {
 		t.Source = "files"
-		mustCompile(t)
+		t.CompileLater()
 		out[t.Name] = t
 	}
 	return out

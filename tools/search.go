@@ -118,7 +118,7 @@ func (s *searcher) tool() *agent.Tool {
 			return formatResults(a.Query, results), nil
 		},
 	}
-	mustCompile(t)
+	t.CompileLater()
 	return t
 }
 

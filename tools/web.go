@@ -163,7 +163,7 @@ func (f *fetcher) tool() *agent.Tool {
 			return f.fetch(ctx, a.URL)
 		},
 	}
-	mustCompile(t)
+	t.CompileLater()
 	return t
 }
 
@@ -340,10 +340,4 @@ func size(n int) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-func mustCompile(t *agent.Tool) {
-	if err := t.Compile(); err != nil {
-		panic(err) // the schemas in this package are fixed
-	}
 }

@@ -416,8 +416,9 @@ func TestAdapter(t *testing.T) {
 			t.Errorf("after %d 502s: err = %v, want ErrUnavailable", maxAttempts, err)
 		}
 		f.FailNext(discordfake.RouteCreateMessage, 429, discordfake.RateLimitBody(120, false))
-		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "down-1", Text: "later"}); !errors.Is(err, channels.ErrUnavailable) {
-			t.Errorf("after a 2-minute rate limit: err = %v, want ErrUnavailable", err)
+		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "down-1", Text: "later"}); !errors.Is(err, channels.ErrUnavailable) ||
+			channels.RetryAfter(err) != 2*time.Minute {
+			t.Errorf("after a 2-minute rate limit: err = %v (retry after %s), want ErrUnavailable after 2m", err, channels.RetryAfter(err))
 		}
 		f.FailNext(discordfake.RouteCreateMessage, 403, discordfake.ErrorBody(50013, "Missing Permissions"))
 		if _, err := a.Send(waitCtx(t), channels.Outbound{ChatID: "down-1", Text: "never"}); err == nil || errors.Is(err, channels.ErrUnavailable) {

@@ -338,7 +338,7 @@ func (a *Adapter) retry(ctx context.Context, op string, call func(opts ...discor
 		case rateLimited && channels.PriorityOf(ctx) == channels.PriorityPreview:
 			return fmt.Errorf("%w: %w", channels.ErrPaced, err)
 		case !ok && rateLimited:
-			return channels.Unavailable(err) // a rate limit longer than we wait out
+			return channels.UnavailableFor(err, rateLimitWait(err)) // a rate limit longer than we wait out
 		case !ok:
 			return err
 		case attempt == maxAttempts:
@@ -352,6 +352,14 @@ func (a *Adapter) retry(ctx context.Context, op string, call func(opts ...discor
 			backoff = min(2*backoff, maxBackoff)
 		}
 	}
+}
+
+// rateLimitWait is the retry_after of a rate limit error (0: none).
+func rateLimitWait(err error) time.Duration {
+	if rl, ok := errors.AsType[*discordgo.RateLimitError](err); ok && rl.RateLimit != nil && rl.TooManyRequests != nil {
+		return rl.RetryAfter
+	}
+	return 0
 }
 
 // retryWait says whether err is worth another try, and after how long.

@@ -480,10 +480,12 @@ func TestRateLimitIsWaitedOut(t *testing.T) {
 	if !errors.Is(err, channels.ErrPaced) {
 		t.Errorf("preview edit = %v, want ErrPaced", err)
 	}
-	// A wait longer than the adapter waits: unavailable, for the outbox.
+	// A wait longer than the adapter waits: unavailable, for the outbox,
+	// which waits it out.
 	f.RateLimit("chat.postMessage", 5*time.Minute, 1)
-	if _, err := a.Send(t.Context(), channels.Outbound{ChatID: "D1", Text: "later"}); !errors.Is(err, channels.ErrUnavailable) {
-		t.Errorf("long rate limit = %v, want ErrUnavailable", err)
+	_, err = a.Send(t.Context(), channels.Outbound{ChatID: "D1", Text: "later"})
+	if !errors.Is(err, channels.ErrUnavailable) || channels.RetryAfter(err) != 5*time.Minute {
+		t.Errorf("long rate limit = %v (retry after %s), want ErrUnavailable after 5m", err, channels.RetryAfter(err))
 	}
 }
 

@@ -399,7 +399,7 @@ func (a *Adapter) retry(ctx context.Context, op string, call func() error) error
 		case rateLimited && channels.PriorityOf(ctx) == channels.PriorityPreview:
 			return fmt.Errorf("%w: %w", channels.ErrPaced, err)
 		case rateLimited && wait > a.maxWait:
-			return channels.Unavailable(err)
+			return channels.UnavailableFor(err, wait) // the outbox waits it out
 		case !ok:
 			return err
 		case attempt == maxAttempts:

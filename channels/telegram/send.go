@@ -64,7 +64,13 @@ func (a *Adapter) withRetry(ctx context.Context, what string, fn func() error) e
 			return err
 		}
 		if attempt == maxAttempts || wait > maxRetryAfter {
-			return channels.Unavailable(err) // Telegram or the way to it is down: worth trying later
+			// Telegram or the way to it is down, or a flood limit longer
+			// than we wait here: worth trying later, not before its
+			// retry_after (the outbox waits it out).
+			if e, ok := asAPIError(err); ok && e.RetryAfter > 0 {
+				return channels.UnavailableFor(err, time.Duration(e.RetryAfter)*time.Second)
+			}
+			return channels.Unavailable(err)
 		}
 		a.log.Warn("telegram: call failed, retrying", "call", what, "attempt", attempt, "wait", wait, "err", err)
 		if a.sleep(ctx, wait) != nil {

@@ -609,7 +609,17 @@ type outage struct {
 	failure
 }
 
-// EndOutage ends an Outage of method: its calls work again.
+// Flood makes every call of method answer 429 Too Many Requests with
+// retry_after (seconds), as Telegram does during a flood ban, until
+// EndOutage; calls refused this way have no effect.
+func (f *Fake) Flood(method string, retryAfter int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outages[strings.ToLower(method)] = &outage{failure: failure{code: http.StatusTooManyRequests,
+		description: fmt.Sprintf("Too Many Requests: retry after %d", retryAfter), retryAfter: retryAfter}}
+}
+
+// EndOutage ends an Outage or a Flood of method: its calls work again.
 func (f *Fake) EndOutage(method string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -31,14 +31,20 @@ import (
 // Build builds the switchboard binary (go build -trimpath, as it is
 // deployed) into dir and returns its path. It must run inside the module.
 func Build(dir string) (string, error) {
-	bin := filepath.Join(dir, "switchboard")
+	return BuildPackage(dir, "switchboard", "github.com/switchboard-gateway/switchboard")
+}
+
+// BuildPackage builds the command pkg of this module like Build, into
+// dir/name.
+func BuildPackage(dir, name, pkg string) (string, error) {
+	bin := filepath.Join(dir, name)
 	goTool := "go"
 	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
 		goTool = p // the toolchain that built us, not whatever PATH finds
 	}
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, "github.com/switchboard-gateway/switchboard")
+	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %w\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
@@ -206,7 +212,13 @@ func (l *tailLog) String() string {
 // CPUTime is the CPU time the process used so far (user + system), from
 // /proc/PID/stat.
 func (p *Process) CPUTime() (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	return CPUTime(p.Pid())
+}
+
+// CPUTime is the CPU time process pid used so far (user + system), from
+// /proc/PID/stat, in clock ticks (10 ms).
+func CPUTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -215,12 +227,12 @@ func (p *Process) CPUTime() (time.Duration, error) {
 	s := string(data)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", p.Pid())
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", p.Pid(), err)
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	const ticks = 100 // USER_HZ, 100 on every Linux architecture Go supports
 	return time.Duration(utime+stime) * time.Second / ticks, nil
