@@ -25,8 +25,10 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/chatfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/router"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -549,5 +551,82 @@ func TestWebChatInBrowser(t *testing.T) {
 	step("open the web chat after signing out", err)
 	if resp.Status != http.StatusUnauthorized {
 		t.Errorf("the web chat after signing out: %d, want 401 (the sign-in form)", resp.Status)
+	}
+}
+
+// Revoking a paired user in a real browser: a stranger on a channel with
+// pairing gets a code, the operator approves it (as `switchboard pairing
+// approve` does) and the agent answers them; on the pairing page Chromium
+// presses their Revoke button (the page's CSRF form); the list no longer
+// shows them, and their next message is refused by the router: a new
+// pairing code, and no call to the model.
+func TestRevokeInBrowser(t *testing.T) {
+	chrome := chromium(t)
+	s := newStack(t, func(o *Options) { o.Token = testToken })
+	ch := chatfake.NewChannel()
+	s.router.AddChannel(ch, router.Access{Pairing: true})
+	// say delivers a message from user 42 and returns what the router sent
+	// back first.
+	say := func(text string) string {
+		t.Helper()
+		if err := s.router.Deliver(t.Context(), chatfake.Msg("dm-42", "42", text)); err != nil {
+			t.Fatalf("deliver %q: %v", text, err)
+		}
+		select {
+		case <-ch.Notify:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no reply to %q (sent %q)", text, ch.Texts())
+		}
+		sent := ch.Texts()
+		return sent[len(sent)-1]
+	}
+	pairingCode := func(reply string) string {
+		t.Helper()
+		_, after, ok := strings.Cut(reply, "pairing code is ")
+		if !ok {
+			t.Fatalf("reply %q gives no pairing code", reply)
+		}
+		return strings.Fields(after)[0]
+	}
+	code := pairingCode(say("hello"))
+	if _, err := s.store.ApprovePairing(t.Context(), code); err != nil {
+		t.Fatal(err)
+	}
+	s.fake.Push(testkit.Reply{Text: "Hello, Ada."})
+	if got := say("are you there?"); got != "Hello, Ada." {
+		t.Fatalf("the paired user's message was answered %q, want the agent's answer", got)
+	}
+
+	ctx := openBrowser(t, chrome, "about:blank")
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	row := `#paired li.paired[data-user="fake:42"]`
+	step("sign in on the way to the pairing page", chromedp.Do(ctx,
+		chromedp.Navigate(s.url+"/pairing"),
+		chromedp.SetValue(chromedp.CSS(`input[name="token"]`), testToken),
+		chromedp.Submit(chromedp.CSS(`form`)),
+		chromedp.WaitVisible(chromedp.CSS(row))))
+	step("press Revoke", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(row+` form.revoke button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#pairing p.flash`))))
+	flash, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#pairing p.flash`)))
+	step("read the flash", err)
+	listed, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll('#paired li.paired')).map(li => li.dataset.user)`))
+	step("read the paired users", err)
+	if !strings.Contains(flash, "Revoked fake user 42") || len(listed) != 0 {
+		t.Errorf("after Revoke: flash %q, paired users listed %q; want the revoke confirmed and nobody listed", flash, listed)
+	}
+
+	calls := s.fake.Calls()
+	if got := say("still there?"); pairingCode(got) == code {
+		t.Errorf("the revoked user got the old code again: %q", got)
+	}
+	if n := s.fake.Calls(); n != calls {
+		t.Errorf("the revoked user's message reached the model (%d calls, want %d)", n, calls)
 	}
 }
