@@ -178,8 +178,9 @@ type Init struct {
 	TokenQuestion string // the question for the token
 	UserQuestion  string // the question for the user ids
 	// More are further secrets init asks for after the token, such as
-	// Slack's app-level token: each has a flag --NAME-Flag and falls back
-	// to its field's environment variable (the env tag).
+	// Slack's app-level token (or identifiers, InitSecret.Plain): each has
+	// a flag --NAME-Flag and falls back to its field's environment
+	// variable (the env tag).
 	More []InitSecret
 	// Apply (optional) sets more of the section from the answers; init
 	// has set enabled, token, allow_users and admins (the operator's own
@@ -207,6 +208,9 @@ type InitSecret struct {
 	Flag     string // its flag after "NAME-", such as "app-token"
 	Usage    string // the flag's help
 	Question string // the question (Enter skips it)
+	// Plain marks an identifier, not a secret: asked with echo and
+	// written as given (WhatsApp's phone_number_id).
+	Plain bool
 }
 
 // InitAnswers are the answers init collected for one channel.
