@@ -123,6 +123,11 @@ type BuildEnv struct {
 	// platform reports for sent messages ("sent", "delivered", "read",
 	// "failed").
 	OnDeliveryStatus func(status string)
+	// RecordDeliveryStatus (nil: none) keeps a status with the delivery of
+	// the platform's message msgID in the store, with the reason of a
+	// failure (errText: the platform's words, never a secret) and when the
+	// platform saw it (zero: now).
+	RecordDeliveryStatus func(ctx context.Context, msgID, status, errText string, at time.Time)
 	// Roles is the replica when replicas share the store, else nil.
 	Roles RoleHolder
 	// OnPaced (nil: none) counts the calls outbound pacing held back.

@@ -253,7 +253,7 @@ func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 	o := Options{
 		PhoneNumberID: c.PhoneNumberID, AccessToken: c.AccessToken, AppSecret: c.AppSecret, VerifyToken: c.VerifyToken,
 		APIBase: c.APIBase, APIVersion: c.APIVersion, WebhookPath: c.WebhookPath, Logger: env.Logger,
-		LatestInboundAt: env.LatestInboundAt, OnStatus: env.OnDeliveryStatus,
+		LatestInboundAt: env.LatestInboundAt, OnStatus: env.OnDeliveryStatus, RecordStatus: env.RecordDeliveryStatus,
 	}
 	if t, ok := c.Templates[ReminderTemplate]; ok && c.OutsideWindow == OutsideTemplate && t.Name != "" {
 		o.Reminder = &t

@@ -57,6 +57,9 @@ type Options struct {
 	LatestInboundAt func(ctx context.Context, chatID string) (time.Time, error)
 	// OnStatus (nil: none) counts the delivery statuses Meta reports.
 	OnStatus func(status string)
+	// RecordStatus (nil: none) keeps each status with the delivery of its
+	// message (BuildEnv.RecordDeliveryStatus).
+	RecordStatus func(ctx context.Context, msgID, status, errText string, at time.Time)
 	// HTTPClient is copied, not changed; default: a 30 s timeout.
 	HTTPClient *http.Client
 	// DownloadTransport carries media downloads (the gateway's outbound
@@ -84,6 +87,7 @@ type Adapter struct {
 	reminder                       *Template
 	latestAt                       func(ctx context.Context, chatID string) (time.Time, error)
 	onStatus                       func(status string)
+	recordStatus                   func(ctx context.Context, msgID, status, errText string, at time.Time)
 	http, files                    *http.Client
 	maxDownload                    int64
 	maxWait                        time.Duration
@@ -135,7 +139,7 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		phoneID: o.PhoneNumberID, token: o.AccessToken, secret: o.AppSecret, verify: o.VerifyToken,
 		base: api.String() + "/" + o.APIVersion, path: o.WebhookPath, reminder: o.Reminder,
-		latestAt: o.LatestInboundAt, onStatus: o.OnStatus, http: &client, maxDownload: o.MaxDownloadBytes,
+		latestAt: o.LatestInboundAt, onStatus: o.OnStatus, recordStatus: o.RecordStatus, http: &client, maxDownload: o.MaxDownloadBytes,
 		maxWait: o.MaxRateLimitWait, sleep: o.Sleep, now: o.Now, log: o.Logger.With("channel", Name),
 		chats: map[string]*chatState{},
 	}
