@@ -105,6 +105,8 @@ type Adapter struct {
 	chats map[string]*chatState
 	// failed counts the sent messages Meta reported failed.
 	failed atomic.Int64
+	// reads holds a token per read receipt in flight (markReadLater).
+	reads chan struct{}
 }
 
 // chatState is what the adapter remembers of one chat.
@@ -141,7 +143,7 @@ func New(o Options) (*Adapter, error) {
 		base: api.String() + "/" + o.APIVersion, path: o.WebhookPath, reminder: o.Reminder,
 		latestAt: o.LatestInboundAt, onStatus: o.OnStatus, recordStatus: o.RecordStatus, http: &client, maxDownload: o.MaxDownloadBytes,
 		maxWait: o.MaxRateLimitWait, sleep: o.Sleep, now: o.Now, log: o.Logger.With("channel", Name),
-		chats: map[string]*chatState{},
+		chats: map[string]*chatState{}, reads: make(chan struct{}, maxReadsInFlight),
 	}
 	var pairs []string
 	for _, secret := range []string{o.AccessToken, o.AppSecret, o.VerifyToken} {
