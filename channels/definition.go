@@ -123,6 +123,11 @@ type BuildEnv struct {
 	// platform reports for sent messages ("sent", "delivered", "read",
 	// "failed").
 	OnDeliveryStatus func(status string)
+	// RecordDeliveryStatus (nil: none) keeps a status with the delivery of
+	// the platform's message msgID in the store, with the reason of a
+	// failure (errText: the platform's words, never a secret) and when the
+	// platform saw it (zero: now).
+	RecordDeliveryStatus func(ctx context.Context, msgID, status, errText string, at time.Time)
 	// Roles is the replica when replicas share the store, else nil.
 	Roles RoleHolder
 	// OnPaced (nil: none) counts the calls outbound pacing held back.
@@ -178,8 +183,9 @@ type Init struct {
 	TokenQuestion string // the question for the token
 	UserQuestion  string // the question for the user ids
 	// More are further secrets init asks for after the token, such as
-	// Slack's app-level token: each has a flag --NAME-Flag and falls back
-	// to its field's environment variable (the env tag).
+	// Slack's app-level token (or identifiers, InitSecret.Plain): each has
+	// a flag --NAME-Flag and falls back to its field's environment
+	// variable (the env tag).
 	More []InitSecret
 	// Apply (optional) sets more of the section from the answers; init
 	// has set enabled, token, allow_users and admins (the operator's own
@@ -207,6 +213,9 @@ type InitSecret struct {
 	Flag     string // its flag after "NAME-", such as "app-token"
 	Usage    string // the flag's help
 	Question string // the question (Enter skips it)
+	// Plain marks an identifier, not a secret: asked with echo and
+	// written as given (WhatsApp's phone_number_id).
+	Plain bool
 }
 
 // InitAnswers are the answers init collected for one channel.

@@ -202,7 +202,16 @@ func initChannelFlagsUsage() string {
 			desc += " " + d.Init.UsageNote
 		}
 		for _, m := range d.Init.More {
-			desc += fmt.Sprintf(", --%s-%s TOKEN", d.Name, m.Flag)
+			arg := "TOKEN"
+			if m.Plain {
+				arg = "ID"
+			}
+			more := fmt.Sprintf("--%s-%s %s", d.Name, m.Flag, arg)
+			if last := desc[strings.LastIndex(desc, "\n")+1:]; len(last)+2+len(more) > 40 {
+				desc += ",\n" + strings.Repeat(" ", usageColumn) + more // wrapped under the description
+				continue
+			}
+			desc += ", " + more
 		}
 		fmt.Fprintf(&b, "%-*s %s\n", usageColumn-1, line, desc)
 		api = append(api, fmt.Sprintf("--%s-%s URL", d.Name, d.Init.APIFlag))
@@ -225,7 +234,9 @@ func nonInteractiveUsage() string {
 	for _, d := range initChannels() {
 		words = append(words, config.FallbackEnv("channels."+d.Name+"."+d.Init.Token())+",")
 		for _, m := range d.Init.More {
-			words = append(words, config.FallbackEnv("channels."+d.Name+"."+m.Key)+",")
+			if env := config.FallbackEnv("channels." + d.Name + "." + m.Key); env != "" {
+				words = append(words, env+",")
+			}
 		}
 	}
 	words[len(words)-1] = strings.TrimSuffix(words[len(words)-1], ",") + ")"

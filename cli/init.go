@@ -699,7 +699,14 @@ func (p *prompter) interview(ctx context.Context, path string, s *setup, o *init
 						continue
 					}
 					var err error
-					if c.more[m.Key], err = p.askSecret(ctx, m.Question, c.more[m.Key], true); err != nil {
+					if m.Plain {
+						var a string
+						a, err = p.ask(ctx, m.Question, c.more[m.Key].value)
+						c.more[m.Key] = secret{value: a}
+					} else {
+						c.more[m.Key], err = p.askSecret(ctx, m.Question, c.more[m.Key], true)
+					}
+					if err != nil {
 						return err
 					}
 				}

@@ -16,11 +16,13 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/wafake"
 )
 
 const (
@@ -32,7 +34,7 @@ const (
 // empty working directory.
 func initEnv(t *testing.T) string {
 	t.Helper()
-	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "SWITCHBOARD_HTTP_TOKEN"} {
+	for _, k := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "WHATSAPP_ACCESS_TOKEN", "WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN", "SWITCHBOARD_HTTP_TOKEN"} {
 		t.Setenv(k, "")
 	}
 	dir := t.TempDir()
@@ -394,6 +396,7 @@ func TestInitInteractive(t *testing.T) {
 		"",                               // no id: pairing
 		"",                               // Discord: skipped
 		"",                               // Slack: skipped
+		"",                               // WhatsApp: skipped
 		"",                               // a sign-in token for the dashboard: yes
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer
@@ -493,6 +496,7 @@ func TestInitSlackAsksTheAppToken(t *testing.T) {
 		slackfake.BotToken, // Slack bot token
 		slackfake.AppToken, // Slack app-level token
 		"U0ADA",            // member id
+		"",                 // WhatsApp: skipped
 		"n",                // no sign-in token
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer
@@ -530,5 +534,90 @@ func TestInitSlackAsksTheAppToken(t *testing.T) {
 	}
 	if sc := config.Section[*slack.Config](cfg); sc.AppToken != slackfake.AppToken {
 		t.Errorf("--slack-app-token: the file holds %+v", sc)
+	}
+}
+
+// WhatsApp's access token goes to access_token; the phone number id is
+// asked (and shown, not a secret), the app secret and verify token like
+// secrets; the numbers are E.164; doctor's check runs against the fake,
+// and the next steps name the webhook URL to register.
+func TestInitWhatsApp(t *testing.T) {
+	dir := initEnv(t)
+	model := testkit.NewFakeLLM(t)
+	f := wafake.New(t)
+	answers := strings.Join([]string{
+		model.URL, "", "fake-model", // the model
+		"",                   // Telegram: skipped
+		"",                   // Discord: skipped
+		"",                   // Slack: skipped
+		wafake.AccessToken,   // WhatsApp access token
+		"123",                // phone number id: not the fake's, so the check fails and all is asked again
+		wafake.AppSecret,     // app secret
+		wafake.VerifyToken,   // verify token
+		"",                   // the access token again: the one given before
+		wafake.PhoneNumberID, // phone number id
+		"",                   // app secret: the one given before
+		"",                   // verify token: the one given before
+		"ada",                // not a number: asked again
+		"+15551234567",       // the operator's number
+		"n",                  // no sign-in token
+	}, "\n") + "\n"
+	var out, errb bytes.Buffer
+	code := run(t.Context(), []string{"init", "--whatsapp-api-base", f.APIBase()}, strings.NewReader(answers), &out, &errb)
+	if code != ExitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	noSecrets(t, "the conversation", out.String()+errb.String(), wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken)
+	for _, want := range []string{
+		"WhatsApp phone number id (digits, under WhatsApp → API Setup; not the number): ",
+		"WhatsApp phone number id (digits, under WhatsApp → API Setup; not the number) [123]: ",
+		"Meta App Secret (App settings → Basic), which signs the webhook (Enter: the one given before, - to skip): ",
+		"WhatsApp token: phone number 123: not found",
+		"ok: WhatsApp token",
+		`user id: "ada" is not a user id`,
+		"register https://YOUR-HOST/whatsapp/webhook as the webhook's Callback",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the conversation lacks %q:\n%s", want, out.String())
+		}
+	}
+	body, _ := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	cfg, err := config.Load(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		t.Fatalf("the file does not load: %v\n%s", err, body)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the file is not valid: %v\n%s", err, body)
+	}
+	wc := config.Section[*whatsapp.Config](cfg)
+	if !wc.Enabled || wc.AccessToken != wafake.AccessToken || wc.PhoneNumberID != wafake.PhoneNumberID || wc.AppSecret != wafake.AppSecret ||
+		wc.VerifyToken != wafake.VerifyToken || !slices.Equal(wc.AllowUsers, []string{"+15551234567"}) || wc.Pairing {
+		t.Errorf("section = %+v\n%s", wc, body)
+	}
+
+	// The flags and the environment, without questions; no number: pairing.
+	t.Setenv("WHATSAPP_APP_SECRET", wafake.AppSecret)
+	t.Setenv("WHATSAPP_VERIFY_TOKEN", wafake.VerifyToken)
+	path := filepath.Join(t.TempDir(), "flags.yaml")
+	out.Reset()
+	if code := run(t.Context(), []string{"init", "--non-interactive", "--config", path, "--model-url", model.URL, "--model", "fake-model",
+		"--whatsapp-token", wafake.AccessToken, "--whatsapp-phone-number-id", wafake.PhoneNumberID, "--whatsapp-api-base", f.APIBase()},
+		strings.NewReader(""), &out, &errb); code != ExitOK {
+		t.Fatalf("init with flags: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	noSecrets(t, "init's output", out.String()+errb.String(), wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken)
+	body, _ = os.ReadFile(path)
+	if strings.Contains(string(body), wafake.AppSecret) || !strings.Contains(string(body), `"${WHATSAPP_APP_SECRET}"`) {
+		t.Errorf("the app secret from the environment is not referred to:\n%s", body)
+	}
+	cfg, err = config.Load(path)
+	if err != nil {
+		t.Fatalf("the file does not load: %v\n%s", err, body)
+	}
+	if wc := config.Section[*whatsapp.Config](cfg); wc.PhoneNumberID != wafake.PhoneNumberID || !wc.Pairing || wc.AppSecret != wafake.AppSecret {
+		t.Errorf("section = %+v\n%s", wc, body)
+	}
+	if !strings.Contains(out.String(), "ok  WhatsApp token") || !strings.Contains(out.String(), "switchboard pairing approve CODE --config "+path) {
+		t.Errorf("no check or pairing step:\n%s", out.String())
 	}
 }

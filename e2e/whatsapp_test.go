@@ -344,7 +344,7 @@ func TestWhatsAppServe(t *testing.T) {
 		s.expect(dee, len(got))
 	})
 
-	t.Run("status callbacks are taken, a failed one logged with its reason", func(t *testing.T) {
+	t.Run("status callbacks are taken and stored, a failed one logged with its reason", func(t *testing.T) {
 		eli := newWAUser(t)
 		s.answer("ping", testkit.Reply{Text: "pong"})
 		s.say(t, wafake.UserMessage{From: eli, Text: "ping"})
@@ -354,6 +354,13 @@ func TestWhatsAppServe(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if err := s.wa.WaitFor(s.ctx(t), func() bool { return s.wa.Pending() == 0 }); err != nil {
+			t.Fatalf("status deliveries not answered 200: %v", err)
+		}
+		// A delivery is answered 200 after its statuses are stored.
+		if n := countIn(t, s.db, "SELECT COUNT(*) FROM deliveries WHERE platform_msg_id = '"+pong.ID+"' AND status = 'read' AND status_at > 0"); n != 1 {
+			t.Errorf("%d deliveries of %s are read, want 1", n, pong.ID)
+		}
 		if err := s.wa.Status(pong.ID, "failed", 131026); err != nil {
 			t.Fatal(err)
 		}
@@ -362,6 +369,9 @@ func TestWhatsAppServe(t *testing.T) {
 		}
 		if err := waitLogLine(s.ctx(t), s.stderr, "level=WARN", pong.ID, "131026"); err != nil {
 			t.Errorf("no WARN names the failed message and Meta's code: %v", err)
+		}
+		if n := countIn(t, s.db, "SELECT COUNT(*) FROM deliveries WHERE platform_msg_id = '"+pong.ID+"' AND status = 'failed' AND status_error LIKE '131026: %'"); n != 1 {
+			t.Errorf("%d deliveries of %s failed with Meta's code, want 1", n, pong.ID)
 		}
 		s.expect(eli, 1)
 	})

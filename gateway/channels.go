@@ -30,10 +30,12 @@ func ownAPIHost(base, platform string) []string {
 	return []string{net.JoinHostPort(u.Hostname(), port)}
 }
 
-// inboxReader is what a channel's catch-up reads from the store.
+// inboxReader is what a channel's catch-up reads from the store, and
+// where its delivery statuses go.
 type inboxReader interface {
 	LatestInbound(ctx context.Context, channel string) (map[string]string, error)
 	LatestInboundAt(ctx context.Context, channel, chat string) (time.Time, error)
+	SetDeliveryStatus(ctx context.Context, channel, platformMsgID, status, errText string, at time.Time) (bool, error)
 }
 
 // roleHolder claims one of several roles among replicas (cluster.Replica).
@@ -68,6 +70,14 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 			},
 			LatestInboundAt: func(ctx context.Context, chat string) (time.Time, error) {
 				return inbox.LatestInboundAt(ctx, name, chat)
+			},
+			RecordDeliveryStatus: func(ctx context.Context, msgID, status, errText string, at time.Time) {
+				if at.IsZero() {
+					at = time.Now()
+				}
+				if _, err := inbox.SetDeliveryStatus(ctx, name, msgID, status, errText, at); err != nil {
+					log.Warn("delivery status not stored", "channel", name, "message_id", msgID, "status", status, "err", err)
+				}
 			},
 			// Attachments through web_fetch's outbound guard; a configured
 			// API base other than the platform's (a fake) is the one exception.

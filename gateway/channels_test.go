@@ -103,6 +103,9 @@ func TestChannelSpecsAmongReplicas(t *testing.T) {
 type noInbox struct{}
 
 func (noInbox) LatestInbound(context.Context, string) (map[string]string, error) { return nil, nil }
+func (noInbox) SetDeliveryStatus(context.Context, string, string, string, string, time.Time) (bool, error) {
+	return false, nil
+}
 func (noInbox) LatestInboundAt(context.Context, string, string) (time.Time, error) {
 	return time.Time{}, nil
 }

@@ -35,6 +35,7 @@ var migrations = []migration{
 	{12, "one learning pass for memory and profile", migrationLearningPass},
 	{13, "untrusted scheduled jobs", migrationScheduleUntrusted},
 	{14, "the chat of a pairing, and greetings owed to approved users", migrationPairingChat},
+	{15, "delivery statuses", migrationDeliveryStatus},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

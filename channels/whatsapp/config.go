@@ -91,6 +91,46 @@ var Definition = channels.Definition{
 		return out + "; no live previews (WhatsApp has no edits)"
 	},
 	Doctor: doctor,
+	Init: &channels.Init{
+		TokenUsage:    "the WhatsApp access token of a System User (default WHATSAPP_ACCESS_TOKEN)",
+		UserUsage:     "your WhatsApp number in E.164, +15551234567",
+		APIFlag:       "api-base",
+		APIUsage:      "another Graph API base URL",
+		APIKey:        "api_base",
+		TokenKey:      "access_token",
+		TokenQuestion: "WhatsApp access token (a System User's, with whatsapp_business_messaging)",
+		UserQuestion:  "Your WhatsApp number in E.164, +15551234567 (Enter: pairing codes instead)",
+		UserID:        numberRE,
+		More: []channels.InitSecret{
+			{Key: "phone_number_id", Flag: "phone-number-id", Plain: true,
+				Usage:    "the WhatsApp phone number id (WhatsApp → API Setup), not the number",
+				Question: "WhatsApp phone number id (digits, under WhatsApp → API Setup; not the number)"},
+			{Key: "app_secret", Flag: "app-secret",
+				Usage:    "the Meta app's App Secret, which signs the webhook (default WHATSAPP_APP_SECRET)",
+				Question: "Meta App Secret (App settings → Basic), which signs the webhook"},
+			{Key: "verify_token", Flag: "verify-token",
+				Usage:    "a random string for the webhook's Verify token (default WHATSAPP_VERIFY_TOKEN)",
+				Question: "Webhook verify token (a random string you also enter with Meta)"},
+		},
+		Apply: func(s channels.Section, a channels.InitAnswers) {
+			s.(*Config).Pairing = len(a.Users) == 0
+		},
+		Extra: func(a channels.InitAnswers) string {
+			if len(a.Users) > 0 {
+				return ""
+			}
+			return "    # A stranger writing to the number gets a one-time code for\n    # `switchboard pairing approve CODE`.\n    pairing: true\n"
+		},
+		NextSteps: func(a channels.InitAnswers, arg string) string {
+			s := "WhatsApp: Meta posts to " + DefaultWebhookPath + " on http.listen; put an HTTPS reverse proxy\n" +
+				"  in front of it and register https://YOUR-HOST" + DefaultWebhookPath + " as the webhook's Callback\n" +
+				"  URL with the verify token, subscribed to messages (docs/operations.md, \"WhatsApp\").\n"
+			if len(a.Users) == 0 {
+				s += fmt.Sprintf("  Write to the number; it answers with a pairing code. Admit yourself\n  with: switchboard pairing approve CODE%s\n", arg)
+			}
+			return s
+		},
+	},
 }
 
 // NewConfig returns the section with its defaults: Meta's Graph API, the
@@ -213,7 +253,7 @@ func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 	o := Options{
 		PhoneNumberID: c.PhoneNumberID, AccessToken: c.AccessToken, AppSecret: c.AppSecret, VerifyToken: c.VerifyToken,
 		APIBase: c.APIBase, APIVersion: c.APIVersion, WebhookPath: c.WebhookPath, Logger: env.Logger,
-		LatestInboundAt: env.LatestInboundAt, OnStatus: env.OnDeliveryStatus,
+		LatestInboundAt: env.LatestInboundAt, OnStatus: env.OnDeliveryStatus, RecordStatus: env.RecordDeliveryStatus,
 	}
 	if t, ok := c.Templates[ReminderTemplate]; ok && c.OutsideWindow == OutsideTemplate && t.Name != "" {
 		o.Reminder = &t

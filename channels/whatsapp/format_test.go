@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 func TestRender(t *testing.T) {
@@ -152,7 +153,38 @@ func TestSendSkipsPartsSentBefore(t *testing.T) {
 	if len(waits) != 1 || waits[0] != 3*time.Second {
 		t.Errorf("waited %v; want Retry-After's 3 s", waits)
 	}
-	if len(g.messages("read")) != 1 {
-		t.Errorf("the user's message was not marked read after the reply")
+	g.waitReads(t, 1) // the user's message is marked read after the reply
+}
+
+// TestSendDoesNotWaitForTheReadReceipt: a Graph API slow to take the read
+// receipt does not hold up Send; the receipt goes out when it answers.
+func TestSendDoesNotWaitForTheReadReceipt(t *testing.T) {
+	g := newGraph(t)
+	g.holdReads = make(chan struct{})
+	a, _ := newTestAdapter(t, g, nil)
+	a.sawMessage(testUser, "wamid.in", time.Now())
+	sent := make(chan error, 1)
+	go func() {
+		_, err := a.Send(t.Context(), channels.Outbound{ChatID: testUser, Text: "hello"})
+		sent <- err
+	}()
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(3 * time.Second): // markRead's own limit is 5 s
+		close(g.holdReads)
+		t.Fatal("Send waited for the read receipt")
+	}
+	if a.unread(testUser) != "wamid.in" {
+		t.Error("the message is marked read before the Graph API answered")
+	}
+	close(g.holdReads)
+	g.waitReads(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := waitfor.Poll(ctx, time.Millisecond, func() bool { return a.unread(testUser) == "" }); err != nil {
+		t.Errorf("the read receipt was not recorded: %v", err)
 	}
 }

@@ -42,6 +42,9 @@ type graph struct {
 	fail  map[string][]answer // path → answers to give first
 	media map[string][]byte   // media id → bytes
 	n     int
+	// holdReads, when set, holds read receipts (without a typing
+	// indicator) until it is closed: a slow Graph API.
+	holdReads chan struct{}
 }
 
 // call is one request the fake took.
@@ -76,8 +79,15 @@ func (g *graph) serve(w http.ResponseWriter, r *http.Request) {
 		a, g.fail[r.URL.Path] = &q[0], q[1:]
 	}
 	g.n++
-	n := g.n
+	n, hold := g.n, g.holdReads
 	g.mu.Unlock()
+	if _, typing := c.Body["typing_indicator"]; hold != nil && c.Body["status"] == "read" && !typing {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if c.Auth != "Bearer "+testToken {
 		w.WriteHeader(http.StatusUnauthorized)
@@ -168,6 +178,16 @@ func (g *graph) messages(typ string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// waitReads waits until n read receipts were posted.
+func (g *graph) waitReads(t *testing.T, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := waitfor.Poll(ctx, time.Millisecond, func() bool { return len(g.messages("read")) >= n }); err != nil {
+		t.Fatalf("%d read receipts, want %d: %v", len(g.messages("read")), n, err)
+	}
 }
 
 // sink records what the adapter delivers, after refusing the first

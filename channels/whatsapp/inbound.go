@@ -109,6 +109,7 @@ type status struct {
 	ID          string `json:"id"`
 	Status      string `json:"status"` // sent, delivered, read, failed
 	RecipientID string `json:"recipient_id"`
+	Timestamp   string `json:"timestamp"` // unix seconds
 	Errors      []struct {
 		Code    int    `json:"code"`
 		Title   string `json:"title"`
@@ -136,7 +137,7 @@ func (a *Adapter) handleDelivery(ctx context.Context, sink channels.Sink, d deli
 				continue
 			}
 			for _, st := range v.Statuses {
-				a.onStatusUpdate(st)
+				a.onStatusUpdate(ctx, st)
 			}
 			names := map[string]string{}
 			for _, c := range v.Contacts {
@@ -190,13 +191,24 @@ func (a *Adapter) sawMessage(chatID, wamid string, at time.Time) {
 	}
 }
 
-// onStatusUpdate reads a status callback. The tree keeps no per-message
-// delivery state beyond "the platform accepted it", so a failure is
-// logged with Meta's reason and counted (OnStatus); the others are
-// counted only.
-func (a *Adapter) onStatusUpdate(st status) {
+// onStatusUpdate reads a status callback: it is counted (OnStatus) and
+// kept with the delivery of its message (RecordStatus), and a failure is
+// logged with Meta's reason.
+func (a *Adapter) onStatusUpdate(ctx context.Context, st status) {
 	if a.onStatus != nil && st.Status != "" {
 		a.onStatus(st.Status)
+	}
+	reason := ""
+	if len(st.Errors) > 0 {
+		e := st.Errors[0]
+		reason = fmt.Sprintf("%d: %s", e.Code, firstNonEmpty(e.Data.Details, e.Message, e.Title))
+	}
+	if a.recordStatus != nil && st.ID != "" && st.Status != "" {
+		var at time.Time
+		if sec, err := strconv.ParseInt(st.Timestamp, 10, 64); err == nil && sec > 0 {
+			at = time.Unix(sec, 0)
+		}
+		a.recordStatus(ctx, st.ID, st.Status, reason, at)
 	}
 	if st.Status != "failed" {
 		a.log.Debug("whatsapp: message status", "message_id", st.ID, "status", st.Status)

@@ -178,7 +178,7 @@ func (a *Adapter) deliver(ctx context.Context, m channels.Outbound, ps []string,
 			m.Parts.Confirmed(ctx, i, id)
 		}
 	}
-	a.markRead(ctx, m.ChatID)
+	a.markReadLater(ctx, m.ChatID)
 	return last, nil
 }
 
@@ -275,17 +275,44 @@ func (a *Adapter) setRead(chatID, id string) {
 	a.chat(chatID).readID = id
 }
 
-// markRead marks the user's newest message read once a reply went out,
-// when the typing indicator has not (a quick answer). Best effort: one
-// try, its failure logged at debug.
-func (a *Adapter) markRead(ctx context.Context, chatID string) {
-	a.mu.Lock()
-	c := a.chat(chatID)
-	id, done := c.lastID, c.readID == c.lastID
-	a.mu.Unlock()
-	if id == "" || done {
+// maxReadsInFlight bounds the read receipts markReadLater has in flight.
+const maxReadsInFlight = 8
+
+// markReadLater marks the user's newest message read once a reply went
+// out, when the typing indicator has not (a quick answer), in the
+// background: a slow Graph API does not hold up Send. Best effort: with
+// maxReadsInFlight receipts in flight it is skipped (the next reply or
+// typing marks the chat read).
+func (a *Adapter) markReadLater(ctx context.Context, chatID string) {
+	id := a.unread(chatID)
+	if id == "" {
 		return
 	}
+	select {
+	case a.reads <- struct{}{}:
+	default:
+		a.log.Debug("whatsapp: mark read skipped: too many in flight", "chat", chatID)
+		return
+	}
+	go func() {
+		defer func() { <-a.reads }()
+		a.markRead(context.WithoutCancel(ctx), chatID, id)
+	}()
+}
+
+// unread is the user's newest wamid in chatID unless it is marked read.
+func (a *Adapter) unread(chatID string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c := a.chat(chatID); c.readID != c.lastID {
+		return c.lastID
+	}
+	return ""
+}
+
+// markRead marks id read: one try of at most 5 s, its failure logged at
+// debug.
+func (a *Adapter) markRead(ctx context.Context, chatID, id string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	body := map[string]any{"messaging_product": "whatsapp", "status": "read", "message_id": id}

@@ -1,13 +1,17 @@
 package whatsapp
 
 import (
+	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWebhookHandshake(t *testing.T) {
@@ -133,11 +137,17 @@ func TestWebhookRefusesOtherMethodsAndBigBodies(t *testing.T) {
 	_, _ = io.Copy(io.Discard, w.Body)
 }
 
-// TestStatusCallbacks: statuses are counted by kind; a failed one is
-// logged at WARN with Meta's reason.
+// TestStatusCallbacks: statuses are counted by kind and recorded with
+// their message id, time and reason; a failed one is logged at WARN with
+// Meta's reason.
 func TestStatusCallbacks(t *testing.T) {
-	var counted []string
-	a, log := newTestAdapter(t, newGraph(t), func(o *Options) { o.OnStatus = func(s string) { counted = append(counted, s) } })
+	var counted, recorded []string
+	a, log := newTestAdapter(t, newGraph(t), func(o *Options) {
+		o.OnStatus = func(s string) { counted = append(counted, s) }
+		o.RecordStatus = func(_ context.Context, id, status, errText string, at time.Time) {
+			recorded = append(recorded, fmt.Sprintf("%s %s %d %s", id, status, at.Unix(), errText))
+		}
+	})
 	run(t, a, &sink{})
 	body := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"W","changes":[{"field":"messages","value":{
 	"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550001111","phone_number_id":"` + testPhoneID + `"},
@@ -150,6 +160,10 @@ func TestStatusCallbacks(t *testing.T) {
 	}
 	if strings.Join(counted, ",") != "sent,delivered,failed" {
 		t.Errorf("counted %v, want sent, delivered, failed", counted)
+	}
+	if want := []string{"wamid.o1 sent 1 ", "wamid.o1 delivered 2 ",
+		"wamid.o2 failed 3 131047: Message failed to send because more than 24 hours have passed"}; !slices.Equal(recorded, want) {
+		t.Errorf("recorded %q, want %q", recorded, want)
 	}
 	if a.FailedStatuses() != 1 {
 		t.Errorf("FailedStatuses = %d, want 1", a.FailedStatuses())

@@ -57,6 +57,9 @@ type Options struct {
 	LatestInboundAt func(ctx context.Context, chatID string) (time.Time, error)
 	// OnStatus (nil: none) counts the delivery statuses Meta reports.
 	OnStatus func(status string)
+	// RecordStatus (nil: none) keeps each status with the delivery of its
+	// message (BuildEnv.RecordDeliveryStatus).
+	RecordStatus func(ctx context.Context, msgID, status, errText string, at time.Time)
 	// HTTPClient is copied, not changed; default: a 30 s timeout.
 	HTTPClient *http.Client
 	// DownloadTransport carries media downloads (the gateway's outbound
@@ -84,6 +87,7 @@ type Adapter struct {
 	reminder                       *Template
 	latestAt                       func(ctx context.Context, chatID string) (time.Time, error)
 	onStatus                       func(status string)
+	recordStatus                   func(ctx context.Context, msgID, status, errText string, at time.Time)
 	http, files                    *http.Client
 	maxDownload                    int64
 	maxWait                        time.Duration
@@ -101,6 +105,8 @@ type Adapter struct {
 	chats map[string]*chatState
 	// failed counts the sent messages Meta reported failed.
 	failed atomic.Int64
+	// reads holds a token per read receipt in flight (markReadLater).
+	reads chan struct{}
 }
 
 // chatState is what the adapter remembers of one chat.
@@ -135,9 +141,9 @@ func New(o Options) (*Adapter, error) {
 	a := &Adapter{
 		phoneID: o.PhoneNumberID, token: o.AccessToken, secret: o.AppSecret, verify: o.VerifyToken,
 		base: api.String() + "/" + o.APIVersion, path: o.WebhookPath, reminder: o.Reminder,
-		latestAt: o.LatestInboundAt, onStatus: o.OnStatus, http: &client, maxDownload: o.MaxDownloadBytes,
+		latestAt: o.LatestInboundAt, onStatus: o.OnStatus, recordStatus: o.RecordStatus, http: &client, maxDownload: o.MaxDownloadBytes,
 		maxWait: o.MaxRateLimitWait, sleep: o.Sleep, now: o.Now, log: o.Logger.With("channel", Name),
-		chats: map[string]*chatState{},
+		chats: map[string]*chatState{}, reads: make(chan struct{}, maxReadsInFlight),
 	}
 	var pairs []string
 	for _, secret := range []string{o.AccessToken, o.AppSecret, o.VerifyToken} {
