@@ -90,6 +90,10 @@ func roundTrip(t *testing.T, want *config.Config) {
 	if def := config.Default().Store; exp.Store.Driver == def.Driver && exp.Store.Path == def.Path {
 		exp.Store.Path = filepath.Join(filepath.Dir(path), def.Path)
 	}
+	// So does skills.dir (no legacy ./skills folder in the test's directory).
+	if def := config.Default().Skills.Dir; exp.Skills.Dir == def {
+		exp.Skills.Dir = filepath.Join(filepath.Dir(path), def)
+	}
 	g, _ := yaml.Marshal(got)
 	w, _ := yaml.Marshal(&exp)
 	if string(g) != string(w) {
