@@ -111,7 +111,8 @@ type Outbound struct {
 type Parts interface {
 	// Sent returns the platform message id of part i (from 0) if the
 	// platform accepted it before, possibly in a process that has since
-	// died.
+	// died. Ask it right before sending part i: the record may finish
+	// recording the part before then.
 	Sent(i int) (id string, ok bool)
 	// Confirmed records that the platform accepted part i as message id.
 	// Call it right after the platform's answer, before anything else

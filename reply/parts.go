@@ -32,11 +32,13 @@ type replyParts struct {
 	log     *slog.Logger
 	// hold keeps the part confirmed last unrecorded (held) until the next
 	// one is confirmed, or until the reply's delivery is recorded with it
-	// (Chat.Send: one commit for both) or flush records it (the send
-	// failed). Between the platform's answer and that record there is no
-	// I/O, so a crash resends the part no more often than before.
-	hold bool
-	held []store.ReplyPart
+	// (Chat.Send: one commit for both), or until Sent is asked about the
+	// next part or flush records it (the send failed). Between the
+	// platform's answer and that record no part is sent, so a crash
+	// resends the part no more often than before.
+	hold    bool
+	held    []store.ReplyPart
+	heldCtx context.Context // Confirmed's, for a flush from Sent
 }
 
 // partsFor returns the part record of the reply text to the inbox item, or
@@ -67,7 +69,14 @@ func (s *Sender) partsFor(ctx context.Context, inboxID int64, fresh bool, replie
 }
 
 // Sent implements channels.Parts.
+//
+// An adapter asks it right before sending part i, so a part held back
+// (see hold) is recorded here, before the next part goes out: a crash
+// while part i is sent must not send part i-1 again.
 func (p *replyParts) Sent(i int) (string, bool) {
+	if len(p.held) > 0 {
+		p.flush(p.heldCtx)
+	}
 	id, ok := p.sent[i]
 	return id, ok
 }
@@ -79,6 +88,7 @@ func (p *replyParts) Confirmed(ctx context.Context, i int, id string) {
 	if p.hold {
 		p.flush(ctx)
 		p.held = append(p.held, store.ReplyPart{Reply: p.key, Part: i, PlatformMsgID: id})
+		p.heldCtx = context.WithoutCancel(ctx)
 		return
 	}
 	p.record(ctx, i, id)
