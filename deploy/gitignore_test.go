@@ -15,7 +15,7 @@ func TestGitIgnoresOperatorFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("git is needed to check .gitignore: %v", err)
 	}
-	ignored := []string{".env", "switchboard-chat.log", "switchboard.db", "switchboard.db-wal",
+	ignored := []string{".env", "switchboard-chat.log", "switchboard.db", "switchboard.db-wal", "switchboard.db.lock",
 		"switchboard.db.backup-20261206-084500", "config.yaml", "switchboard-skills/greet.yaml", "workspace/notes.txt"}
 	out, err := exec.Command(git, append([]string{"-C", "..", "check-ignore", "--no-index", "--"}, ignored...)...).CombinedOutput()
 	if err != nil {
