@@ -22,6 +22,11 @@
 // runs debug.FreeOSMemory once: one collection and every free page back.
 // A timer, not a poll: nothing runs while the gateway stays idle, and the
 // next turn puts Normal back.
+//
+// The pages of the binary that start-up read in go back once, at the first
+// quiet time only: paged out at every quiet time, the next reply read its
+// code from the disk again (60 ms more after a minute's pause), a tax on
+// every user who writes after a pause for a few megabytes of page cache.
 package gcpace
 
 import (
@@ -50,6 +55,7 @@ const (
 type Pacer struct {
 	set   func(int) int // debug.SetGCPercent
 	free  func()        // debug.FreeOSMemory
+	first func()        // at the first quiet only, after free (pageOutBinary)
 	quiet time.Duration
 
 	mu       sync.Mutex
@@ -60,6 +66,7 @@ type Pacer struct {
 	previous int         // the target before New, which Stop restores
 	stopped  bool
 	onQuiet  []func() // run before free (OnQuiet)
+	quiets   int      // quiet times so far
 }
 
 // New sets the Normal target and returns a Pacer, or nil if the operator
@@ -69,11 +76,11 @@ func New() *Pacer {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		return nil
 	}
-	return newPacer(debug.SetGCPercent, release, Quiet)
+	return newPacer(debug.SetGCPercent, release, pageOutBinary, Quiet)
 }
 
-func newPacer(set func(int) int, free func(), quiet time.Duration) *Pacer {
-	p := &Pacer{set: set, free: free, quiet: quiet, target: Normal}
+func newPacer(set func(int) int, free, first func(), quiet time.Duration) *Pacer {
+	p := &Pacer{set: set, free: free, first: first, quiet: quiet, target: Normal}
 	p.previous = set(Normal)
 	p.mu.Lock()
 	p.arm()
@@ -177,6 +184,8 @@ func (p *Pacer) quietFor(n uint64) {
 	p.timer = nil
 	p.setTarget(Idle)
 	hooks := p.onQuiet
+	p.quiets++
+	first := p.quiets == 1
 	p.mu.Unlock()
 	// Outside the lock, which Observe takes under the router's: a full
 	// collection takes a while.
@@ -184,13 +193,14 @@ func (p *Pacer) quietFor(n uint64) {
 		f()
 	}
 	p.free()
+	if first && p.first != nil {
+		p.first()
+	}
 }
 
 // release hands memory back to the system: the Go heap's free pages
-// (after one collection), the C allocator's, and the pages of the binary
-// that start-up read in.
+// (after one collection) and the C allocator's.
 func release() {
 	debug.FreeOSMemory()
 	trimC()
-	pageOutBinary()
 }

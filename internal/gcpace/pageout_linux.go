@@ -14,10 +14,10 @@ import (
 // start the kernel reads the binary in large windows around each first
 // touch, and package initialisation touches code all over it: 20 MB of a
 // 40 MB binary stayed mapped, most of it never used again. Paged out when
-// the gateway goes quiet, only what an idle gateway and its next turns run
-// comes back, read again from the disk at its first use (a few
-// milliseconds on the next reply after a quiet time). Pages that another
-// process maps too are left alone by the kernel.
+// the gateway first goes quiet, only what an idle gateway and its turns
+// run comes back, read again from the disk at its first use (a few
+// milliseconds on the first reply), and stays. Pages that another process
+// maps too are left alone by the kernel.
 func pageOutBinary() {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
