@@ -56,11 +56,11 @@ func main() {
 
 // result is one run.
 type result struct {
-	idle       gateway.Memory // idle after ready, nothing sent yet
-	first      time.Duration  // the first reply the process made
-	warm       time.Duration  // the median of the other warm-up replies
-	afterIdle  time.Duration  // the first reply after idle without traffic
-	idleAgain  gateway.Memory // just before that reply
+	idle      gateway.Memory // idle after ready, nothing sent yet
+	first     time.Duration  // the first reply the process made
+	warm      time.Duration  // the median of the other warm-up replies
+	afterIdle time.Duration  // the first reply after idle without traffic
+	idleAgain gateway.Memory // just before that reply
 }
 
 func run(ctx context.Context, bin string, idle time.Duration, warm, runs int, out io.Writer) error {
