@@ -23,6 +23,10 @@
 // A timer, not a poll: nothing runs while the gateway stays idle, and the
 // next turn puts Normal back.
 //
+// Whatever the target, the heap grows between collections by no more than
+// Headroom or Many percent of what was live, whichever is more (see
+// Headroom): under steady traffic the memory stays flat.
+//
 // The pages of the binary that start-up read in go back once, at the first
 // quiet time only: paged out at every quiet time, the next reply read its
 // code from the disk again (60 ms more after a minute's pause), a tax on
@@ -65,8 +69,9 @@ type Pacer struct {
 	armed    uint64      // the arming the timer belongs to (a stale one does nothing)
 	previous int         // the target before New, which Stop restores
 	stopped  bool
-	onQuiet  []func() // run before free (OnQuiet)
-	quiets   int      // quiet times so far
+	onQuiet  []func()  // run before free (OnQuiet)
+	quiets   int       // quiet times so far
+	room     *headroom // the heap's growth between collections bounded; nil if GOMEMLIMIT is set
 }
 
 // New sets the Normal target and returns a Pacer, or nil if the operator
@@ -76,7 +81,9 @@ func New() *Pacer {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		return nil
 	}
-	return newPacer(debug.SetGCPercent, release, pageOutBinary, Quiet)
+	p := newPacer(debug.SetGCPercent, release, pageOutBinary, Quiet)
+	p.room = startHeadroom(Headroom, os.LookupEnv)
+	return p
 }
 
 func newPacer(set func(int) int, free, first func(), quiet time.Duration) *Pacer {
@@ -110,6 +117,7 @@ func (p *Pacer) Stop() {
 	defer p.mu.Unlock()
 	if !p.stopped {
 		p.disarm()
+		p.room.stop()
 		p.set(p.previous)
 		p.stopped = true
 	}
