@@ -60,6 +60,7 @@ type Pacer struct {
 	set   func(int) int // debug.SetGCPercent
 	free  func()        // debug.FreeOSMemory
 	first func()        // at the first quiet only, after free (pageOutBinary)
+	wake  func()        // at the first turn after first ran (readAheadBinary)
 	quiet time.Duration
 
 	mu       sync.Mutex
@@ -71,6 +72,7 @@ type Pacer struct {
 	stopped  bool
 	onQuiet  []func()  // run before free (OnQuiet)
 	quiets   int       // quiet times so far
+	asleep   bool      // first ran, wake not yet
 	room     *headroom // the heap's growth between collections bounded; nil if GOMEMLIMIT is set
 }
 
@@ -81,13 +83,13 @@ func New() *Pacer {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		return nil
 	}
-	p := newPacer(debug.SetGCPercent, release, pageOutBinary, Quiet)
+	p := newPacer(debug.SetGCPercent, release, pageOutBinary, readAheadBinary, Quiet)
 	p.room = startHeadroom(Headroom, os.LookupEnv)
 	return p
 }
 
-func newPacer(set func(int) int, free, first func(), quiet time.Duration) *Pacer {
-	p := &Pacer{set: set, free: free, first: first, quiet: quiet, target: Normal}
+func newPacer(set func(int) int, free, first, wake func(), quiet time.Duration) *Pacer {
+	p := &Pacer{set: set, free: free, first: first, wake: wake, quiet: quiet, target: Normal}
 	p.previous = set(Normal)
 	p.mu.Lock()
 	p.arm()
@@ -141,6 +143,10 @@ func (p *Pacer) Observe(running int) {
 		p.arm()
 	default:
 		p.disarm()
+		if p.asleep {
+			p.asleep = false
+			go p.wake() // off the router's lock: it reads /proc
+		}
 	}
 	want := p.target
 	switch {
@@ -203,6 +209,9 @@ func (p *Pacer) quietFor(n uint64) {
 	p.free()
 	if first && p.first != nil {
 		p.first()
+		p.mu.Lock()
+		p.asleep = !p.stopped
+		p.mu.Unlock()
 	}
 }
 
