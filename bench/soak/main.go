@@ -34,6 +34,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
@@ -210,7 +211,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	last := samples[len(samples)-1]
 	// After the traffic: the memory once the gateway has been quiet a while.
 	quietAt := time.Now()
-	time.Sleep(10 * time.Second) // a measured wait, not synchronisation
+	if err := waitfor.Sleep(ctx, 10*time.Second); err != nil {
+		return err
+	}
 	quiet, err := proc.Memory()
 	if err != nil {
 		return err
