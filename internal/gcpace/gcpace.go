@@ -23,7 +23,7 @@
 // A timer, not a poll: nothing runs while the gateway stays idle, and the
 // next turn puts Normal back.
 //
-// Whatever the target, the heap grows between collections by no more than
+// Except at Many, the heap grows between collections by no more than
 // Headroom or Many percent of what was live, whichever is more (see
 // Headroom): under steady traffic the memory stays flat.
 //
@@ -164,6 +164,7 @@ func (p *Pacer) setTarget(percent int) {
 	if percent != p.target {
 		p.set(percent)
 		p.target = percent
+		p.room.follow(percent != Many) // Many bounds the growth on its own
 	}
 }
 

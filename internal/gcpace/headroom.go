@@ -30,6 +30,7 @@ const Headroom = 4 << 20
 type headroom struct {
 	bytes   uint64
 	stopped atomic.Bool
+	off     atomic.Bool // at Many: no limit until follow(true)
 	samples []metrics.Sample
 	set     func(int64) int64 // debug.SetMemoryLimit
 }
@@ -71,6 +72,20 @@ func (h *headroom) stop() {
 	h.set(math.MaxInt64)
 }
 
+// follow turns the limit on or off (off: none). At Many, with a thousand
+// turns arriving, the limit of the collection before them would make the
+// collector run again and again until the next ones caught up; Many's 70 %
+// bounds the heap's growth there anyway.
+func (h *headroom) follow(on bool) {
+	if h == nil || h.off.Load() == !on {
+		return
+	}
+	h.off.Store(!on)
+	if !on {
+		h.set(math.MaxInt64)
+	}
+}
+
 // sentinel is garbage from its birth: its finalizer runs after the next
 // collection. (It holds a pointer so that it is not a tiny allocation,
 // whose finalizers may never run.)
@@ -82,7 +97,9 @@ func (h *headroom) arm() {
 		if h.stopped.Load() {
 			return
 		}
-		h.adjust()
+		if !h.off.Load() {
+			h.adjust()
+		}
 		h.arm()
 	})
 }

@@ -91,3 +91,22 @@ func TestNewSetsMemoryLimit(t *testing.T) {
 		t.Error("startHeadroom follows the collections with GOMEMLIMIT set")
 	}
 }
+
+// At Many the limit is off (Many's target bounds the growth), and on again
+// once the pacer is back to Normal.
+func TestHeadroomOffAtMany(t *testing.T) {
+	var r recorder
+	p := newPacer(r.set, r.free, r.first, r.wake, time.Hour)
+	defer p.Stop()
+	var limits []int64
+	p.room = newHeadroom(Headroom, func(v int64) int64 { limits = append(limits, v); return 0 })
+	p.Observe(Busy)
+	p.Observe(Busy + 10)
+	if len(limits) != 1 || limits[0] != math.MaxInt64 || !p.room.off.Load() {
+		t.Fatalf("at Many: limits set %v, off %v; want one: none, off", limits, p.room.off.Load())
+	}
+	p.Observe(Calm)
+	if p.room.off.Load() {
+		t.Error("back at Normal: the headroom is still off")
+	}
+}
