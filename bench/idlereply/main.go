@@ -5,7 +5,8 @@
 // (answering at once), reads its memory (RSS, RssAnon, PSS) -idle after
 // ready; then sends -warm messages one after another (the first is the
 // first reply the process ever makes), waits -idle again, and times the
-// first reply after that idle time against the warm ones' median.
+// first reply after that idle time against the warm ones' median; -cycles
+// times, each idle time followed by the timed reply and five warm ones.
 //
 //	go run ./bench/idlereply                             # builds the binary (go build -trimpath)
 //	go run ./bench/idlereply -bin /tmp/main/switchboard -runs 3
@@ -43,12 +44,13 @@ func main() {
 	idle := flag.Duration("idle", 60*time.Second, "the idle time: after ready, and before the measured reply")
 	warm := flag.Int("warm", 20, "messages sent one after another before the idle time")
 	runs := flag.Int("runs", 3, "runs, each a fresh process")
+	cycles := flag.Int("cycles", 3, "idle times in each run, each followed by the timed reply and 5 warm ones")
 	flag.Parse()
-	if *warm < 3 || *runs < 1 || *idle <= 0 {
-		fmt.Fprintln(os.Stderr, "idlereply: -warm must be at least 3, -runs at least 1, -idle positive")
+	if *warm < 3 || *runs < 1 || *cycles < 1 || *idle <= 0 {
+		fmt.Fprintln(os.Stderr, "idlereply: -warm must be at least 3, -runs and -cycles at least 1, -idle positive")
 		os.Exit(2)
 	}
-	if err := run(context.Background(), *bin, *idle, *warm, *runs, os.Stdout); err != nil {
+	if err := run(context.Background(), *bin, *idle, *warm, *cycles, *runs, os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "idlereply: %v\n", err)
 		os.Exit(1)
 	}
@@ -58,12 +60,12 @@ func main() {
 type result struct {
 	idle      gateway.Memory // idle after ready, nothing sent yet
 	first     time.Duration  // the first reply the process made
-	warm      time.Duration  // the median of the other warm-up replies
-	afterIdle time.Duration  // the first reply after idle without traffic
-	idleAgain gateway.Memory // just before that reply
+	warm      time.Duration  // the median of the warm replies (all but the first)
+	afterIdle time.Duration  // the median of the first replies after each idle time
+	idleAgain gateway.Memory // before the first of them
 }
 
-func run(ctx context.Context, bin string, idle time.Duration, warm, runs int, out io.Writer) error {
+func run(ctx context.Context, bin string, idle time.Duration, warm, cycles, runs int, out io.Writer) error {
 	root, err := os.MkdirTemp("", "switchboard-idlereply-")
 	if err != nil {
 		return err
@@ -77,13 +79,13 @@ func run(ctx context.Context, bin string, idle time.Duration, warm, runs int, ou
 	}
 	var all []result
 	for i := range runs {
-		res, err := once(ctx, bin, root, idle, warm)
+		res, err := once(ctx, bin, root, idle, warm, cycles)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", i+1, err)
 		}
 		all = append(all, res)
 		fmt.Fprintf(out, "run %d: idle %s after ready: RSS %.1f / RssAnon %.1f / PSS %.1f MB; first reply ever %s, warm median %s; "+
-			"after %s idle: PSS %.1f MB, first reply %s (%+.1f ms against warm)\n",
+			"after %s idle: PSS %.1f MB, first reply (median of the idle times) %s (%+.1f ms against warm)\n",
 			i+1, idle, mb(res.idle.RSS), mb(res.idle.Anon), mb(res.idle.PSS), ms(res.first), ms(res.warm),
 			idle, mb(res.idleAgain.PSS), ms(res.afterIdle), float64(res.afterIdle-res.warm)/1e6)
 	}
@@ -105,7 +107,7 @@ func run(ctx context.Context, bin string, idle time.Duration, warm, runs int, ou
 }
 
 // once runs one fresh process through the idle, warm, idle, reply phases.
-func once(ctx context.Context, bin, root string, idle time.Duration, warm int) (result, error) {
+func once(ctx context.Context, bin, root string, idle time.Duration, warm, cycles int) (result, error) {
 	var res result
 	dir, err := os.MkdirTemp(root, "run-")
 	if err != nil {
@@ -162,19 +164,40 @@ func once(ctx context.Context, bin, root string, idle time.Duration, warm int) (
 		times = append(times, d)
 	}
 	res.first = times[0]
-	rest := slices.Clone(times[1:])
-	slices.Sort(rest)
-	res.warm = rest[len(rest)/2]
-	if err := waitfor.Sleep(ctx, idle); err != nil {
-		return res, err
+	warmTimes := slices.Clone(times[1:])
+	var after []time.Duration
+	for c := range cycles {
+		if err := waitfor.Sleep(ctx, idle); err != nil {
+			return res, err
+		}
+		if c == 0 {
+			if res.idleAgain, err = proc.Memory(); err != nil {
+				return res, err
+			}
+		}
+		d, err := say()
+		if err != nil {
+			return res, err
+		}
+		after = append(after, d)
+		// A few warm ones after it, so that the warm median is of the
+		// same minutes of a shared machine as the replies after idle.
+		for range 5 {
+			d, err := say()
+			if err != nil {
+				return res, err
+			}
+			warmTimes = append(warmTimes, d)
+		}
 	}
-	if res.idleAgain, err = proc.Memory(); err != nil {
-		return res, err
-	}
-	if res.afterIdle, err = say(); err != nil {
-		return res, err
-	}
+	res.warm, res.afterIdle = median(warmTimes), median(after)
 	return res, proc.Stop()
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func mb(kb int) float64 { return float64(kb) / 1024 }
