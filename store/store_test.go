@@ -652,8 +652,8 @@ func TestOpenSession(t *testing.T) {
 	})
 }
 
-// ReleaseIdle closes the idle connections but one, and the pool keeps
-// maxIdleConns afterwards.
+// ReleaseIdle closes the idle connections but one (keepWarm on SQLite), and
+// the pool keeps maxIdleConns afterwards.
 func TestReleaseIdle(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db backend) {
 		s, _, _ := db.openTest(t)
@@ -684,8 +684,12 @@ func releaseIdle(t *testing.T, s *Store) {
 		t.Fatalf("%d idle connections after using 4, want at least 4", n)
 	}
 	s.ReleaseIdle()
-	if n := s.DB().Stats().Idle; n != 1 {
-		t.Errorf("%d idle connections after ReleaseIdle, want 1", n)
+	want := 1 // PostgreSQL: server sessions
+	if s.Driver() == DriverSQLite {
+		want = keepWarm // warm for the next turn, their page caches emptied
+	}
+	if n := s.DB().Stats().Idle; n != want {
+		t.Errorf("%d idle connections after ReleaseIdle, want %d", n, want)
 	}
 	hold()
 	if n := s.DB().Stats().Idle; n < 4 {

@@ -23,6 +23,15 @@
 // runs debug.FreeOSMemory once: one collection and every free page back.
 // A timer, not a poll: nothing runs while the gateway stays idle, and the
 // next turn puts Normal back.
+//
+// Except at Many, the heap grows between collections by no more than
+// Headroom or Many percent of what was live, whichever is more (see
+// Headroom): under steady traffic the memory stays flat.
+//
+// The pages of the binary that start-up read in go back once, at the first
+// quiet time only: paged out at every quiet time, the next reply read its
+// code from the disk again (60 ms more after a minute's pause), a tax on
+// every user who writes after a pause for a few megabytes of page cache.
 package gcpace
 
 import (
@@ -51,6 +60,8 @@ const (
 type Pacer struct {
 	set   func(int) int // debug.SetGCPercent
 	free  func()        // debug.FreeOSMemory
+	first func()        // at the first quiet only, after free (pageOutBinary)
+	wake  func()        // at the first turn after first ran (readAheadBinary)
 	quiet time.Duration
 
 	mu       sync.Mutex
@@ -60,7 +71,10 @@ type Pacer struct {
 	armed    uint64      // the arming the timer belongs to (a stale one does nothing)
 	previous int         // the target before New, which Stop restores
 	stopped  bool
-	onQuiet  []func() // run before free (OnQuiet)
+	onQuiet  []func()  // run before free (OnQuiet)
+	quiets   int       // quiet times so far
+	asleep   bool      // first ran, wake not yet
+	room     *headroom // the heap's growth between collections bounded; nil if GOMEMLIMIT is set
 }
 
 // New sets the Normal target and returns a Pacer, or nil if the operator
@@ -70,11 +84,13 @@ func New() *Pacer {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		return nil
 	}
-	return newPacer(debug.SetGCPercent, release, Quiet)
+	p := newPacer(debug.SetGCPercent, release, pageOutBinary, readAheadBinary, Quiet)
+	p.room = startHeadroom(Headroom, os.LookupEnv)
+	return p
 }
 
-func newPacer(set func(int) int, free func(), quiet time.Duration) *Pacer {
-	p := &Pacer{set: set, free: free, quiet: quiet, target: Normal}
+func newPacer(set func(int) int, free, first, wake func(), quiet time.Duration) *Pacer {
+	p := &Pacer{set: set, free: free, first: first, wake: wake, quiet: quiet, target: Normal}
 	p.previous = set(Normal)
 	p.mu.Lock()
 	p.arm()
@@ -104,6 +120,7 @@ func (p *Pacer) Stop() {
 	defer p.mu.Unlock()
 	if !p.stopped {
 		p.disarm()
+		p.room.stop()
 		p.set(p.previous)
 		p.stopped = true
 	}
@@ -127,6 +144,10 @@ func (p *Pacer) Observe(running int) {
 		p.arm()
 	default:
 		p.disarm()
+		if p.asleep {
+			p.asleep = false
+			go p.wake() // off the router's lock: it reads /proc
+		}
 	}
 	want := p.target
 	switch {
@@ -144,6 +165,7 @@ func (p *Pacer) setTarget(percent int) {
 	if percent != p.target {
 		p.set(percent)
 		p.target = percent
+		p.room.follow(percent != Many) // Many bounds the growth on its own
 	}
 }
 
@@ -178,6 +200,8 @@ func (p *Pacer) quietFor(n uint64) {
 	p.timer = nil
 	p.setTarget(Idle)
 	hooks := p.onQuiet
+	p.quiets++
+	first := p.quiets == 1
 	p.mu.Unlock()
 	// Outside the lock, which Observe takes under the router's: a full
 	// collection takes a while.
@@ -185,13 +209,17 @@ func (p *Pacer) quietFor(n uint64) {
 		f()
 	}
 	p.free()
+	if first && p.first != nil {
+		p.first()
+		p.mu.Lock()
+		p.asleep = !p.stopped
+		p.mu.Unlock()
+	}
 }
 
 // release hands memory back to the system: the Go heap's free pages
-// (after one collection), the C allocator's, and the pages of the binary
-// that start-up read in.
+// (after one collection) and the C allocator's.
 func release() {
 	debug.FreeOSMemory()
 	trimC()
-	pageOutBinary()
 }

@@ -15,6 +15,8 @@ type recorder struct {
 	targets []int
 	frees   int
 	hooks   int // OnQuiet calls, each checked to come before its free
+	firsts  int // the first-quiet-only calls (the binary paged out)
+	wakes   int // the first turn after it (the binary's read-around back)
 }
 
 func (r *recorder) set(v int) int {
@@ -28,6 +30,18 @@ func (r *recorder) free() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.frees++
+}
+
+func (r *recorder) first() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.firsts++
+}
+
+func (r *recorder) wake() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wakes++
 }
 
 // hook is an OnQuiet hook that checks it runs before its free.
@@ -53,7 +67,7 @@ func (r *recorder) seen() (targets []int, frees, hooks int) {
 // to Calm. (Quiet is far away here: the idle policy is TestPacerIdle's.)
 func TestPacer(t *testing.T) {
 	var r recorder
-	p := newPacer(r.set, r.free, time.Hour)
+	p := newPacer(r.set, r.free, r.first, r.wake, time.Hour)
 	for _, n := range []int{0, 1, 10, Busy - 1, Busy, Busy + 500, Busy, Calm + 1, Calm, 3, 0, Busy, 0} {
 		p.Observe(n)
 	}
@@ -71,14 +85,15 @@ func TestPacer(t *testing.T) {
 }
 
 // Quiet after start, and Quiet after the last turn of a conversation or a
-// burst ended, the target goes to Idle and memory back to the system, once;
+// burst ended, the target goes to Idle and memory back to the system, once
+// (and the first time only, the binary's pages);
 // a turn puts Normal back. The timer starts over at each turn's end, so a
 // conversation's back-and-forth pays nothing; a gateway that stays idle
 // does nothing more (no polling). The clock is synctest's.
 func TestPacerIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r recorder
-		p := newPacer(r.set, r.free, Quiet)
+		p := newPacer(r.set, r.free, r.first, r.wake, Quiet)
 		defer p.Stop()
 		p.OnQuiet(r.hook(t))
 		step := func(what string, d time.Duration, wantTargets []int, wantFrees int) {
@@ -87,6 +102,18 @@ func TestPacerIdle(t *testing.T) {
 			synctest.Wait()
 			if targets, frees, _ := r.seen(); !slices.Equal(targets, wantTargets) || frees != wantFrees {
 				t.Fatalf("%s: targets %v, frees %d; want %v, %d", what, targets, frees, wantTargets, wantFrees)
+			}
+			// The binary is paged out at the first quiet time only: later
+			// ones keep the pages the turns run.
+			// Its read-around is back at the first turn after that.
+			r.mu.Lock()
+			firsts, wakes := r.firsts, r.wakes
+			r.mu.Unlock()
+			if want := min(wantFrees, 1); firsts != want {
+				t.Fatalf("%s: the binary paged out %d times, want %d (at the first quiet time only)", what, firsts, want)
+			}
+			if want := min(max(len(wantTargets)-2, 0), 1); wakes != want {
+				t.Fatalf("%s: the binary's read-around restored %d times, want %d (at the first turn after the page-out)", what, wakes, want)
 			}
 		}
 		step("just before Quiet after start", Quiet-time.Millisecond, []int{Normal}, 0)

@@ -14,11 +14,28 @@ import (
 // start the kernel reads the binary in large windows around each first
 // touch, and package initialisation touches code all over it: 20 MB of a
 // 40 MB binary stayed mapped, most of it never used again. Paged out when
-// the gateway goes quiet, only what an idle gateway and its next turns run
-// comes back, read again from the disk at its first use (a few
-// milliseconds on the next reply after a quiet time). Pages that another
-// process maps too are left alone by the kernel.
+// the gateway first goes quiet, only what an idle gateway and its turns
+// run comes back, read again from the disk at its first use (a few
+// milliseconds on the first reply), and stays. Pages that another process
+// maps too are left alone by the kernel.
 func pageOutBinary() {
+	adviseBinary(unix.MADV_PAGEOUT, unix.MADV_RANDOM)
+}
+
+// readAheadBinary undoes pageOutBinary's MADV_RANDOM. While the gateway is
+// idle after the page-out, what its long polls and timers run comes back a
+// page at a time (MADV_RANDOM), not with the kernel's read-around of each
+// fault: that read-around had brought back 6 MB within a minute of idling.
+// At the first turn the read-around is back, so that the code of a reply
+// comes in large reads (a page at a time, the first reply after a deploy
+// took a second on a busy disk).
+func readAheadBinary() {
+	adviseBinary(unix.MADV_NORMAL)
+}
+
+// adviseBinary gives each advice in turn for the executable's read-only
+// mappings.
+func adviseBinary(advice ...int) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return
@@ -28,9 +45,11 @@ func pageOutBinary() {
 		return
 	}
 	for lo, hi := range readOnlyMappings(maps, exe) {
-		// The range is the kernel's, not Go memory: a raw system call
-		// rather than a slice over it.
-		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), unix.MADV_PAGEOUT)
+		for _, a := range advice {
+			// The range is the kernel's, not Go memory: a raw system
+			// call rather than a slice over it.
+			_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), uintptr(a))
+		}
 	}
 }
 

@@ -4,3 +4,6 @@ package gcpace
 
 // pageOutBinary does nothing off Linux (see pageout_linux.go).
 func pageOutBinary() {}
+
+// readAheadBinary does nothing off Linux (see pageout_linux.go).
+func readAheadBinary() {}
