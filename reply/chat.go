@@ -153,7 +153,10 @@ func (c *Chat) Send(ctx context.Context, text string) (string, error) {
 		if err != nil && held != nil {
 			held.flush(ctx) // what went out before the failure (the outbox reads it)
 		}
-		if err == nil {
+		switch {
+		case err == nil && pid != "" && held != nil:
+			held.flush(ctx) // before the preview's removal (a call to the platform)
+		case err == nil:
 			last = held.take()
 		}
 		if err == nil || errors.Is(err, agent.ErrSendQueued) {
