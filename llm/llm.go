@@ -54,6 +54,12 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CachedTokens are the prompt tokens the provider served from its
+	// prompt cache (a part of PromptTokens).
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// ReasoningTokens are the completion tokens spent on reasoning (a
+	// part of CompletionTokens).
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
 }
 
 // Add returns the sum of two usages.
@@ -62,6 +68,8 @@ func (u Usage) Add(o Usage) Usage {
 		PromptTokens:     u.PromptTokens + o.PromptTokens,
 		CompletionTokens: u.CompletionTokens + o.CompletionTokens,
 		TotalTokens:      u.TotalTokens + o.TotalTokens,
+		CachedTokens:     u.CachedTokens + o.CachedTokens,
+		ReasoningTokens:  u.ReasoningTokens + o.ReasoningTokens,
 	}
 }
 
