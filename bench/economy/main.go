@@ -78,6 +78,7 @@ type recorder struct {
 	folded   map[string]int // message key → summary calls that read it
 	folds    int
 	learning struct{ calls, bytes int }
+	bytes    [4]int // every request's bytes as sent, by convo.Kind
 	problems []string
 }
 
@@ -106,6 +107,9 @@ func keyOf(role llm.Role, content string) string {
 func (r *recorder) observe(req convo.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if req.Kind >= 0 && int(req.Kind) < len(r.bytes) {
+		r.bytes[req.Kind] += len(req.Rec.Raw)
+	}
 	switch req.Kind {
 	case convo.Summary:
 		r.folds++
@@ -269,6 +273,7 @@ type result struct {
 	folds, folded, verbatim      int
 	coverage                     []string // what is wrong with the coverage
 	learning                     struct{ calls, bytes int }
+	bytes                        [4]int // all model bytes, by convo.Kind
 }
 
 func (r *recorder) report(turns int) (result, error) {
@@ -277,7 +282,7 @@ func (r *recorder) report(turns int) (result, error) {
 	if len(r.problems) > 0 {
 		return result{}, fmt.Errorf("%s", strings.Join(r.problems, "; "))
 	}
-	res := result{turns: turns, reqs: r.turns, folds: r.folds, learning: r.learning}
+	res := result{turns: turns, reqs: r.turns, folds: r.folds, learning: r.learning, bytes: r.bytes}
 	for t := 1; t <= turns; t++ {
 		tr := r.turns[t]
 		if tr == nil {
@@ -371,6 +376,9 @@ func (res result) write(w io.Writer) bool {
 		cover += fmt.Sprintf("; %d wrong, first: %s", len(res.coverage), res.coverage[0])
 	}
 	fmt.Fprintf(w, "| every message covered by one summary exactly once (or still in the request) | %s | all | %s |\n", cover, mark(coverOK))
+	all := res.bytes[convo.Turn] + res.bytes[convo.Summary] + res.bytes[convo.Forced] + res.bytes[convo.Other]
+	fmt.Fprintf(w, "| all model bytes over the %d turns (turns' requests / summary calls / forced calls / other) | %s (%s / %s / %s / %s) | | |\n",
+		res.turns, kb(all), kb(res.bytes[convo.Turn]), kb(res.bytes[convo.Summary]), kb(res.bytes[convo.Forced]), kb(res.bytes[convo.Other]))
 	fmt.Fprintf(w, "| learning's forced calls (for issue 22's learning piece) | %d calls, %s of requests | | |\n", res.learning.calls, kb(res.learning.bytes))
 	fmt.Fprintf(w, "\n`/status` after the last turn:\n\n```\n%s\n```\n", res.status)
 	return maxOK && stableOK && factOK && coverOK
