@@ -21,11 +21,12 @@ const (
 	// layer 2.
 	oldResultStubAt = 500
 	// resultTurns is how many of the latest earlier turns keep their tool
-	// results whole in every request: the ones a follow-up question is
-	// about. Older results are stubbed (the answers that used them stay);
-	// a result turns into its stub once, when its turn ages past this, so
-	// the request changes there and stays the same from then on.
-	resultTurns = 2
+	// results whole while the history is within the budget: the turn a
+	// follow-up question is about. Older results are stubbed at every
+	// size of history (the answers that used them stay); a result turns
+	// into its stub once, when its turn ages past this, so the request
+	// changes there and stays the same from then on.
+	resultTurns = 1
 	// summaryMaxChars caps a model-written summary (~1000 tokens).
 	summaryMaxChars = 4000
 	// keepTurns is how many recent earlier turns layer 3 keeps verbatim.

@@ -250,8 +250,8 @@ func TestPromptPrefixStable(t *testing.T) {
 	}
 }
 
-// Issue 32: every request carries the tool results of the resultTurns (2)
-// latest earlier turns whole and older large results as stubs, without any
+// Issue 32: every request carries the tool results of the latest earlier
+// turn (resultTurns) whole and older large results as stubs, without any
 // budget or window pressure (no compaction layer, no summary call); a
 // result turns into its stub once, so consecutive requests share every
 // message before the result that just aged, and the stored copies stay
@@ -282,17 +282,17 @@ func TestOldToolResultsStubbedByAge(t *testing.T) {
 	}
 	for i, c := range last {
 		stub := strings.HasPrefix(c, "[earlier tool result omitted: ")
-		if whole := strings.HasPrefix(c, fmt.Sprintf("page %d: ", i+1)) && len(c) > 2000; stub == whole || stub != (i < 3) {
-			t.Fatalf("result %d of 5 is %.40q; want a stub for the first 3, whole for the last 2", i+1, c)
+		if whole := strings.HasPrefix(c, fmt.Sprintf("page %d: ", i+1)) && len(c) > 2000; stub == whole || stub != (i < 4) {
+			t.Fatalf("result %d of 5 is %.40q; want a stub for the first 4, whole for the last", i+1, c)
 		}
 	}
 	// The request before (the second step of the fifth seeded turn) had
-	// results 1 and 2 stubbed, 3 whole: the two requests differ first at
-	// result 3.
+	// results 1 to 3 stubbed, 4 whole: the two requests differ first at
+	// result 4.
 	prev, cur := reqs[len(reqs)-2].Messages, reqs[len(reqs)-1].Messages
 	for i := 1; i < len(prev); i++ {
 		if prev[i].Content != cur[i].Content {
-			if prev[i].Role != llm.RoleTool || !strings.HasPrefix(prev[i].Content, "page 3: ") {
+			if prev[i].Role != llm.RoleTool || !strings.HasPrefix(prev[i].Content, "page 4: ") {
 				t.Fatalf("the requests differ first at message %d (%.30q), not at the result that aged", i, prev[i].Content)
 			}
 			break
