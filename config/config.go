@@ -368,7 +368,7 @@ const (
 	// exchanges verbatim, with the rolling summary and recalled memories
 	// for the rest; a request stays under 30 KB (~7k tokens) with the
 	// static prompt and tools however long the conversation grows, and a
-	// 300-turn chat sends 0.58× the model bytes of a 12,000 budget
+	// 300-turn chat sends 0.56× the model bytes it sent with 12,000
 	// (bench/economy, issue 32).
 	defaultHistoryBudget = 5000
 	// defaultApprovalTimeout leaves time to notice a request, yet a stale
