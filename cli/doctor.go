@@ -235,7 +235,11 @@ func doctorFeatures(ctx context.Context, cfg *config.Config, c *llm.Client) []Fi
 		return []Finding{{SevWarn, "model", "could not probe what the model can do: " + err.Error(),
 			"check that the model server answers chat requests (llm.base_url, llm.model, llm.api_key)"}}
 	}
-	out := []Finding{{Where: "model", Message: fmt.Sprintf("provider %s (llm.provider to set it)", caps.Provider)}}
+	how := "detected from llm.base_url; llm.provider names it"
+	if cfg.LLM.Provider != "" {
+		how = "llm.provider"
+	}
+	out := []Finding{{Where: "model", Message: fmt.Sprintf("provider %s (%s)", caps.Provider, how)}}
 	add := func(what string, cp llm.Capability, needed bool, fix string) {
 		f := Finding{Where: "model", Message: fmt.Sprintf("%s: %s", what, cp.Detail)}
 		if !cp.OK {

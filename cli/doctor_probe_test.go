@@ -31,12 +31,12 @@ func TestDoctorProbesTheModel(t *testing.T) {
 			"fix: llm.vision is on but the model refused an image",
 		}, nil},
 		{testkit.ProfileLMStudio, func(c *config.Config) { c.Agent.TurnTokenBudget = 50_000 }, []string{
-			"ok    model     provider other (llm.provider to set it)",
+			"ok    model     provider other (detected from llm.base_url; llm.provider names it)",
 			"warn  model     streaming usage: no: a streamed answer carried no usage",
 			"ok    model     images: answered",
 		}, []string{"warn  model     images"}},
 		{testkit.ProfileAzure, nil, []string{
-			"ok    model     provider azure",
+			"ok    model     provider azure (detected from llm.base_url",
 			"answers (it does not list its models)",
 			"ok    model     tool calls: called current_time",
 		}, []string{"warn  model", "FAIL"}},

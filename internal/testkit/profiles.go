@@ -244,23 +244,23 @@ func (p *Profile) check(r *http.Request, rec *Recorded) *Reply {
 		Messages    []map[string]any `json:"messages"`
 	}
 	_ = jsonv1.Unmarshal(rec.Raw, &params)
-	bad := func(param, code, msg string) *Reply {
+	bad := func(code, msg string) *Reply {
 		return &Reply{Status: http.StatusBadRequest, ErrorCode: code, ErrorMessage: msg}
 	}
 	if p.Reasoning {
 		if params.MaxTokens != nil {
-			return bad("max_tokens", "unsupported_parameter",
+			return bad("unsupported_parameter",
 				"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
 		}
 		if params.Temperature != nil && *params.Temperature != 1 {
-			return bad("temperature", "unsupported_value", fmt.Sprintf(
+			return bad("unsupported_value", fmt.Sprintf(
 				"Unsupported value: 'temperature' does not support %g with this model. Only the default (1) value is supported.", *params.Temperature))
 		}
 	}
 	if p.RejectReasoningInput {
 		for _, m := range params.Messages {
 			if _, ok := m["reasoning_content"]; ok {
-				return bad("messages", "invalid_request_error",
+				return bad("invalid_request_error",
 					"The reasoning_content is an intermediate result for display purposes only and will not be included in the context for inference. Please remove the reasoning_content from your message to reduce network traffic.")
 			}
 		}
@@ -273,21 +273,21 @@ func (p *Profile) check(r *http.Request, rec *Recorded) *Reply {
 		}
 		for _, id := range ids {
 			if p.IDs == IDsMistral && !mistralID.MatchString(id) {
-				return bad("messages", "invalid_request_message_order",
+				return bad("invalid_request_message_order",
 					fmt.Sprintf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", id))
 			}
 			if p.UniqueIDs && seen[id] {
-				return bad("messages", "invalid_request_error",
+				return bad("invalid_request_error",
 					fmt.Sprintf("messages: `tool_use` ids must be unique; %s appears more than once", id))
 			}
 			seen[id] = true
 		}
 		if m.Role == llm.RoleTool && p.IDs == IDsMistral && !mistralID.MatchString(m.ToolCallID) {
-			return bad("messages", "invalid_request_message_order",
+			return bad("invalid_request_message_order",
 				fmt.Sprintf("Tool call id was %s but must be a-z, A-Z, 0-9, with a length of 9.", m.ToolCallID))
 		}
 		if p.NoImages && len(m.Images) > 0 {
-			return bad("messages", "invalid_request_error",
+			return bad("invalid_request_error",
 				"Failed to deserialize the JSON body into the target type: messages[1]: unknown variant `image_url`, expected `text`")
 		}
 	}
@@ -295,7 +295,7 @@ func (p *Profile) check(r *http.Request, rec *Recorded) *Reply {
 		rec.ForcedTool = "" // not read: the model calls what it likes
 	}
 	if rec.ForcedTool != "" && p.ToolChoice == ToolChoiceNoObject {
-		return bad("tool_choice", "invalid_request_error",
+		return bad("invalid_request_error",
 			`Invalid tool_choice: {"type":"function"}: only "auto", "none" and "required" are supported`)
 	}
 	if string(rec.ToolChoice) == `"required"` && p.ToolChoice == ToolChoiceNoObject && len(rec.Tools) == 1 {
