@@ -275,7 +275,7 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, key string) {
 		}
 	case t.Kind() == reflect.Float64:
 		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!float" && n.ShortTag() != "!!int") {
-			w.errorf(n.Line, key, "%s: expected a number such as 0.7, got %s", key, w.describe(n))
+			w.errorf(n.Line, key, "%s: expected a number such as 0.40, got %s", key, w.describe(n))
 			return
 		}
 		w.decodeScalar(n, t, key, "a number")

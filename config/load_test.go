@@ -316,7 +316,7 @@ func TestLoadTypeErrors(t *testing.T) {
 		{"quoted number", doc("agent:", `  max_steps: "5"`),
 			`config.yaml:2: agent.max_steps: expected a number, got "5"`},
 		{"temperature word", doc("llm:", "  models:", "    m1:", "      temperature: warm"),
-			`config.yaml:4: llm.models.m1.temperature: expected a number such as 0.7, got "warm"`},
+			`config.yaml:4: llm.models.m1.temperature: expected a number such as 0.40, got "warm"`},
 		{"bool", doc("channels:", "  telegram:", "    enabled: yes"),
 			`config.yaml:3: channels.telegram.enabled: expected true or false, got "yes"`},
 		{"duration without unit", doc("llm:", "  request_timeout: 180"),

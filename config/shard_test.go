@@ -147,7 +147,7 @@ func fill(v reflect.Value) {
 	case v.Kind() == reflect.Bool:
 		v.SetBool(true)
 	case v.Kind() == reflect.Float64:
-		v.SetFloat(0.5)
+		v.SetFloat(0.25)
 	default:
 		panic("fill: no value for " + v.Type().String())
 	}
