@@ -52,7 +52,8 @@ func TestAgentLoopAgainstEveryProfile(t *testing.T) {
 				testkit.Reply{ToolCalls: []llm.ToolCall{testkit.Call("c1", "note", `{"text":"first"}`), testkit.Call("c2", "note", `{"text":"second"}`)}},
 				testkit.Reply{Text: "Both are noted now."})
 			events, done := s.streamChat("ada", "note two things")
-			if got := streamedText(events); !done || got != "Both are noted now." || noted.Load() != 2 {
+			if got := streamedText(events); !done || got != "Both are noted now." || noted.Load() != 2 ||
+				(p.Thought != "" && strings.Contains(got, p.Thought)) {
 				t.Fatalf("tools, streamed: done %v, content %q, note ran %d times; want the answer and 2 runs\nrequests: %s",
 					done, got, noted.Load(), refusals(fake))
 			}
