@@ -21,6 +21,7 @@ import (
 // prints (doctor's network checks follow them).
 func TestCheckDoctorAgree(t *testing.T) {
 	model := testkit.NewFakeLLM(t)
+	model.SetDefault(testkit.Capable())
 	const schemaTypo = "name: weather\ndescription: The weather.\ninstructions: Use forecast.\ndefine_tools:\n" +
 		"  - name: forecast\n    kind: prompt\n    prompt: The weather in {city}.\n    parameters:\n      properties:\n        city: {type: strin}\n"
 	tests := []struct {

@@ -184,7 +184,9 @@ func doctorPostgres(ctx context.Context, cfg *config.Config) Finding {
 }
 
 func doctorModel(ctx context.Context, cfg *config.Config) []Finding {
-	c, err := llm.New(llm.Config{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, MaxRetries: -1})
+	mc := cfg.LLM.ClientConfig()
+	mc.FallbackModels, mc.MaxRetries = nil, -1
+	c, err := llm.New(mc)
 	if err != nil {
 		return []Finding{{SevFail, "model", err.Error(), "fix llm.base_url and llm.model"}}
 	}
@@ -215,6 +217,47 @@ func doctorModel(ctx context.Context, cfg *config.Config) []Finding {
 			out = append(out, Finding{SevWarn, "model", fmt.Sprintf("fallback model %q is not offered by the server", fb), "remove it from llm.fallback_models or fix its name"})
 		}
 	}
+	return append(out, doctorFeatures(ctx, cfg, c)...)
+}
+
+// modelProbeTimeout bounds the probe of the model's features (three
+// short model calls).
+const modelProbeTimeout = 60 * time.Second
+
+// doctorFeatures probes what the model can do (tools, forced calls,
+// streaming usage, images) and says what works, warning where the
+// configuration relies on what does not.
+func doctorFeatures(ctx context.Context, cfg *config.Config, c *llm.Client) []Finding {
+	cctx, cancel := context.WithTimeout(ctx, modelProbeTimeout)
+	defer cancel()
+	caps, err := c.Features(cctx)
+	if err != nil {
+		return []Finding{{SevWarn, "model", "could not probe what the model can do: " + err.Error(),
+			"check that the model server answers chat requests (llm.base_url, llm.model, llm.api_key)"}}
+	}
+	how := "detected from llm.base_url; llm.provider names it"
+	if cfg.LLM.Provider != "" {
+		how = "llm.provider"
+	}
+	out := []Finding{{Where: "model", Message: fmt.Sprintf("provider %s (%s)", caps.Provider, how)}}
+	add := func(what string, cp llm.Capability, needed bool, fix string) {
+		f := Finding{Where: "model", Message: fmt.Sprintf("%s: %s", what, cp.Detail)}
+		if !cp.OK {
+			f.Message = fmt.Sprintf("%s: no: %s", what, cp.Detail)
+			if needed {
+				f.Severity, f.Fix = SevWarn, fix
+			}
+		}
+		out = append(out, f)
+	}
+	add("tool calls", caps.Tools, true,
+		"use a model and server with function calling (for Ollama, vLLM and llama.cpp: a model and chat template with tool support); without it the bot cannot use its tools")
+	add("forced calls", caps.ForcedCall, cfg.Learning.Enabled,
+		"learning needs forced calls (tool_choice): use a model that honours them, or set learning.enabled: false")
+	add("streaming usage", caps.StreamUsage, cfg.Agent.TurnTokenBudget > 0 || cfg.Agent.UserDailyTokenBudget > 0,
+		"token budgets count nothing without usage: use a server that reports usage in streams (stream_options.include_usage), or unset the budgets")
+	add("images", caps.Images, cfg.LLM.Vision,
+		"llm.vision is on but the model refused an image: use a vision model, or set llm.vision: false")
 	return out
 }
 

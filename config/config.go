@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/llm"
 
 	_ "time/tzdata" // agent.timezone must resolve on hosts without a zoneinfo database (scratch and distroless images)
 )
@@ -79,6 +80,41 @@ type LLM struct {
 	MaxOutputTokens       int    `yaml:"max_output_tokens"`   // 0 leaves it to the server
 	Vision                bool   `yaml:"vision"`              // the model accepts image input
 	TranscriptionModel    string `yaml:"transcription_model"` // voice messages are transcribed with it; empty: off
+	// Provider is the kind of model server (llm.Providers: openai, azure,
+	// mistral, ...); empty: detected from base_url. Azure takes requests
+	// at /openai/deployments/{model}/... with APIVersion and an api-key
+	// header; Mistral only its own tool-call ids.
+	Provider   string `yaml:"provider"`
+	APIVersion string `yaml:"api_version"` // Azure OpenAI's api-version; empty: base_url's, else 2024-10-21
+	// Temperature is sent with every request but to reasoning models;
+	// unset: none, the server's default.
+	Temperature *float64 `yaml:"temperature"`
+	// Models are per-model settings, by model name (Azure: deployment).
+	Models map[string]LLMModel `yaml:"models"`
+}
+
+// LLMModel is the settings of one model (llm.models.NAME). Unset fields
+// are detected: a reasoning model by its name (o1, o3, o4, gpt-5) or by
+// its server refusing max_tokens.
+type LLMModel struct {
+	// Reasoning: the output cap goes as max_completion_tokens and no
+	// temperature is sent.
+	Reasoning   *bool    `yaml:"reasoning"`
+	Temperature *float64 `yaml:"temperature"` // overrides llm.temperature for this model
+}
+
+// ClientConfig is the model client's configuration from these settings
+// (retries, timeouts, logger and the rest are the caller's to add).
+func (l LLM) ClientConfig() llm.Config {
+	c := llm.Config{BaseURL: l.BaseURL, APIKey: l.APIKey, Model: l.Model, FallbackModels: l.FallbackModels,
+		Provider: l.Provider, APIVersion: l.APIVersion, Temperature: l.Temperature}
+	if len(l.Models) > 0 {
+		c.Models = make(map[string]llm.ModelSettings, len(l.Models))
+		for name, m := range l.Models {
+			c.Models[name] = llm.ModelSettings{Reasoning: m.Reasoning, Temperature: m.Temperature}
+		}
+	}
+	return c
 }
 
 // Store configures the database: a SQLite file (the embedded default) or
@@ -485,6 +521,7 @@ func Default() *Config {
 			RequestTimeout: defaultRequestTimeout,
 
 			StreamIdleTimeout: defaultStreamIdleTimeout,
+			Models:            map[string]LLMModel{},
 		},
 		Store: Store{Driver: defaultStoreDriver, Path: defaultStorePath},
 		Agent: Agent{

@@ -200,7 +200,7 @@ func TestLoadRejectsBadReferences(t *testing.T) {
 		},
 		{ // keys are never expanded, so a reference in a key is an unknown key
 			doc("llm:", "  ${KEY}: x"),
-			`config.yaml:2: unknown key "llm.${KEY}"; llm takes base_url, api_key, model, context_window, fallback_models, max_retries, request_timeout, stream_idle_timeout, max_concurrent_requests, max_output_tokens, vision, transcription_model`,
+			`config.yaml:2: unknown key "llm.${KEY}"; llm takes base_url, api_key, model, context_window, fallback_models, max_retries, request_timeout, stream_idle_timeout, max_concurrent_requests, max_output_tokens, vision, transcription_model, provider, api_version, temperature, models`,
 		},
 	}
 	for _, tt := range tests {
@@ -315,6 +315,8 @@ func TestLoadTypeErrors(t *testing.T) {
 			`config.yaml:2: agent.max_steps: expected a whole number, got "99999999999999999999"`},
 		{"quoted number", doc("agent:", `  max_steps: "5"`),
 			`config.yaml:2: agent.max_steps: expected a number, got "5"`},
+		{"temperature word", doc("llm:", "  models:", "    m1:", "      temperature: warm"),
+			`config.yaml:4: llm.models.m1.temperature: expected a number such as 0.40, got "warm"`},
 		{"bool", doc("channels:", "  telegram:", "    enabled: yes"),
 			`config.yaml:3: channels.telegram.enabled: expected true or false, got "yes"`},
 		{"duration without unit", doc("llm:", "  request_timeout: 180"),

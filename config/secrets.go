@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -43,6 +44,7 @@ func (c *Config) Redacted() *Config {
 	}
 	r := *c
 	r.LLM.FallbackModels = slices.Clone(c.LLM.FallbackModels)
+	r.LLM.Models = maps.Clone(c.LLM.Models)
 	r.Channels = c.Channels.Clone()
 	r.Schedule.Jobs = slices.Clone(c.Schedule.Jobs)
 	r.Tools.Web.AllowHosts = slices.Clone(c.Tools.Web.AllowHosts)

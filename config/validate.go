@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels/registry"
+	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/schedule/spec"
 	"github.com/switchboard-gateway/switchboard/tools/allowhost"
 )
@@ -48,6 +50,7 @@ func (c *Config) Validate() error {
 	if c.LLM.MaxOutputTokens > 0 && c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
 		v.add("llm.max_output_tokens", fmt.Sprintf("must be less than llm.context_window (%d), or no room is left for the prompt; lower it, or set 0 to leave it to the server", c.LLM.ContextWindow))
 	}
+	c.validateModels(v)
 
 	// store, agent, skills
 	c.validateStore(v)
@@ -505,4 +508,28 @@ func (l LLM) attempts() int {
 // between retries. agent.turn_timeout should be longer (Warnings).
 func (l LLM) WorstCall() time.Duration {
 	return time.Duration(l.attempts())*l.RequestTimeout + modelRetryWaits
+}
+
+// validateModels checks llm.provider, llm.temperature and llm.models.
+func (c *Config) validateModels(v *checker) {
+	if p := c.LLM.Provider; p != "" && !slices.Contains(llm.Providers, p) {
+		v.add("llm.provider", fmt.Sprintf("unknown provider %q; use one of %s, or leave it empty to detect it from llm.base_url", p, strings.Join(llm.Providers, ", ")))
+	}
+	temp := func(key string, t *float64) {
+		if t != nil && (*t < 0 || *t > 2) {
+			v.add(key, fmt.Sprintf("%g is out of range; use a value from 0 to 2, or leave it unset for the server's default", *t))
+		}
+	}
+	temp("llm.temperature", c.LLM.Temperature)
+	for _, name := range slices.Sorted(maps.Keys(c.LLM.Models)) {
+		m := c.LLM.Models[name]
+		key := "llm.models." + name
+		if strings.TrimSpace(name) == "" {
+			v.add("llm.models", "has an entry without a model name; name the model (Azure: the deployment)")
+		}
+		temp(key+".temperature", m.Temperature)
+		if m.Reasoning != nil && *m.Reasoning && m.Temperature != nil {
+			v.add(key+".temperature", "a reasoning model takes no temperature; remove it, or set reasoning: false")
+		}
+	}
 }

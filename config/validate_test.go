@@ -46,6 +46,22 @@ func TestValidate(t *testing.T) {
 		{"max_retries negative", func(c *Config) { c.LLM.MaxRetries = -1 },
 			[]string{"llm.max_retries: must not be negative, got -1 (0 disables retries)"}},
 		{"max_retries zero", func(c *Config) { c.LLM.MaxRetries = 0 }, nil},
+		{"provider unknown", func(c *Config) { c.LLM.Provider = "azur" },
+			[]string{`llm.provider: unknown provider "azur"; use one of openai, azure, anthropic, gemini, deepseek, mistral, groq, openrouter, ollama, vllm, llamacpp, lmstudio, other, or leave it empty to detect it from llm.base_url`}},
+		{"provider and models", func(c *Config) {
+			t, f := 0.2, false
+			c.LLM.Provider, c.LLM.Temperature = "azure", &t
+			c.LLM.Models = map[string]LLMModel{"prod": {Reasoning: &f, Temperature: &t}}
+		}, nil},
+		{"temperature out of range", func(c *Config) {
+			hot, cold, yes := 2.5, -1.0, true
+			c.LLM.Temperature = &hot
+			c.LLM.Models = map[string]LLMModel{"o3": {Reasoning: &yes, Temperature: &cold}}
+		}, []string{
+			"llm.temperature: 2.5 is out of range; use a value from 0 to 2, or leave it unset for the server's default",
+			"llm.models.o3.temperature: -1 is out of range; use a value from 0 to 2, or leave it unset for the server's default",
+			"llm.models.o3.temperature: a reasoning model takes no temperature; remove it, or set reasoning: false",
+		}},
 		{"request_timeout zero", func(c *Config) { c.LLM.RequestTimeout = 0 },
 			[]string{`llm.request_timeout: must be a positive duration, got 0s; set it to something like "120s"`}},
 		{"max_output_tokens negative", func(c *Config) { c.LLM.MaxOutputTokens = -5 },

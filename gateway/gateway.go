@@ -146,13 +146,10 @@ func newGateway(cfg *config.Config, opts Options) (*Gateway, error) {
 	if retries == 0 {
 		retries = -1 // llm.max_retries: 0 disables them; llm.Config's 0 is its default
 	}
-	model, err := llm.New(llm.Config{
-		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model,
-		FallbackModels: cfg.LLM.FallbackModels, MaxRetries: retries,
-		RequestTimeout: cfg.LLM.RequestTimeout, MaxConcurrentRequests: cfg.LLM.MaxConcurrentRequests,
-		StreamIdleTimeout: cfg.LLM.StreamIdleTimeout,
-		Logger:            log.With("component", "llm"),
-	})
+	mc := cfg.LLM.ClientConfig() // endpoint, models, provider and per-model settings
+	mc.MaxRetries, mc.RequestTimeout, mc.MaxConcurrentRequests = retries, cfg.LLM.RequestTimeout, cfg.LLM.MaxConcurrentRequests
+	mc.StreamIdleTimeout, mc.Logger = cfg.LLM.StreamIdleTimeout, log.With("component", "llm")
+	model, err := llm.New(mc)
 	if err != nil {
 		return nil, err
 	}

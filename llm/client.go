@@ -3,6 +3,7 @@ package llm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,20 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Rand returns the jitter in [0,1); tests inject one. Default math/rand/v2.
 	Rand func() float64
+
+	// Provider names the server's kind (Providers; provider.go); "":
+	// detected from BaseURL. ProviderAzure sends requests to
+	// BaseURL/openai/deployments/{model}/chat/completions with APIVersion
+	// and the key in an api-key header.
+	Provider string
+	// APIVersion is Azure's api-version; "": the one in BaseURL's query,
+	// else DefaultAzureAPIVersion.
+	APIVersion string
+	// Temperature is sent with every request but to reasoning models;
+	// nil: none (the server's default).
+	Temperature *float64
+	// Models are per-model settings, by model name (Azure: deployment).
+	Models map[string]ModelSettings
 }
 
 // Defaults of Config.
@@ -95,6 +110,9 @@ type Client struct {
 	// noStreamOptions is set once the server rejected stream_options; later
 	// calls leave it out (and get no usage).
 	noStreamOptions atomic.Bool
+
+	provider string // Config.Provider or detected (provider.go)
+	quirks   quirks // learnt from the server's refusals
 }
 
 // New validates cfg and returns a client. Errors name the offending field.
@@ -122,6 +140,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.MaxConcurrentRequests < 0 {
 		problems = append(problems, errors.New("llm: config: MaxConcurrentRequests is negative"))
+	}
+	if err := checkProvider(cfg.Provider); err != nil {
+		problems = append(problems, err)
 	}
 	if err := errors.Join(problems...); err != nil {
 		return nil, err
@@ -159,8 +180,26 @@ func New(cfg Config) (*Client, error) {
 	if httpClient == nil {
 		httpClient = &http.Client{Transport: transport.Reusing()}
 	}
+	c.provider = cfg.Provider
+	if c.provider == "" {
+		c.provider = DetectProvider(cfg.BaseURL)
+	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	if c.provider == ProviderAzure {
+		az, err := parseAzure(cfg.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("llm: config: BaseURL: %w", err)
+		}
+		oc = openai.DefaultAzureConfig(cfg.APIKey, az.root)
+		oc.APIVersion = cmp.Or(cfg.APIVersion, az.apiVersion, DefaultAzureAPIVersion)
+		oc.AzureModelMapperFunc = func(model string) string {
+			if az.deployment != "" && model == cfg.Model {
+				return az.deployment // the deployment the URL names serves the primary model
+			}
+			return model
+		}
+	}
 	oc.HTTPClient = headerCapture{httpClient}
 	c.api = openai.NewClientWithConfig(oc)
 	return c, nil
@@ -169,13 +208,23 @@ func New(cfg Config) (*Client, error) {
 // Model returns the primary model.
 func (c *Client) Model() string { return c.cfg.Model }
 
+// Provider returns the provider the client talks to: configured or
+// detected from the base URL.
+func (c *Client) Provider() string { return c.provider }
+
 // callState is what one Complete call carries across attempts and models.
 type callState struct {
 	onDelta  func(Delta)
 	calls    map[string]bool // Request.StreamCalls
 	streamed bool            // some text or call fragment was handed to onDelta
 	waited   time.Duration   // total wait between retries so far
+	history  []Message       // the request's messages: answer ids are made unique among them
+	forced   bool            // the request forces a tool call
 }
+
+// maxAdaptations bounds how often one call is sent again after the server
+// taught the client something (provider.go): one per kind of refusal.
+const maxAdaptations = 4
 
 // Complete streams one model call, handing each text fragment, and each
 // fragment of the calls of the tools named in req.StreamCalls, to onDelta
@@ -183,11 +232,7 @@ type callState struct {
 // retries and falls back as Config describes. Errors are *Error, or wrap
 // ctx.Err() when ctx ended.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
-	base, err := c.enc.encode(req)
-	if err != nil {
-		return Response{}, fmt.Errorf("llm: build request: %w", err)
-	}
-	call := &callState{onDelta: onDelta}
+	call := &callState{onDelta: onDelta, history: req.Messages, forced: req.ForceTool != ""}
 	if onDelta == nil {
 		call.onDelta = func(Delta) {}
 	} else if len(req.StreamCalls) > 0 {
@@ -196,6 +241,25 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 			call.calls[n] = true
 		}
 	}
+	for adapted := 0; ; adapted++ {
+		base, err := c.enc.encode(c.prepare(req))
+		if err != nil {
+			return Response{}, fmt.Errorf("llm: build request: %w", err)
+		}
+		resp, err := c.completeModels(ctx, call, base)
+		var ad *adaptedError
+		if errors.As(err, &ad) {
+			if adapted < maxAdaptations && !call.streamed {
+				continue
+			}
+			err = ad.err
+		}
+		return resp, err
+	}
+}
+
+// completeModels tries the primary model, then the fallbacks.
+func (c *Client) completeModels(ctx context.Context, call *callState, base *body) (Response, error) {
 	models := append([]string{c.cfg.Model}, c.cfg.FallbackModels...)
 	var lastErr error
 	for i, model := range models {
@@ -204,6 +268,9 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 			return resp, nil
 		}
 		lastErr = err
+		if _, ok := errorsAs[*adaptedError](err); ok {
+			break // sent again, to this model first
+		}
 		if i == len(models)-1 || !c.canFallBack(ctx, call, err) {
 			break
 		}
@@ -211,6 +278,13 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	}
 	return Response{}, lastErr
 }
+
+// adaptedError is a refusal the client learnt from: the call is sent
+// again at once (Complete).
+type adaptedError struct{ err *Error }
+
+func (a *adaptedError) Error() string { return a.err.Error() }
+func (a *adaptedError) Unwrap() error { return a.err }
 
 func (c *Client) canFallBack(ctx context.Context, call *callState, err error) bool {
 	e, ok := errorsAs[*Error](err)
@@ -280,25 +354,35 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	actx, idle := watchIdle(actx, c.cfg.StreamIdleTimeout)
 	defer idle.stop()
 	withOptions := !c.noStreamOptions.Load()
-	hdr := &captured{body: base.bytes(model, withOptions), idle: idle}
+	opts := c.options(model, withOptions)
+	hdr := &captured{body: base.bytes(model, opts), idle: idle}
 	actx = context.WithValue(actx, capturedKey{}, hdr)
 
 	// go-openai checks and encodes this stand-in; headerCapture sends the
-	// body encoded by c.enc in its place (see encode.go).
-	req := openai.ChatCompletionRequest{Model: model, MaxTokens: base.maxTokens}
+	// body encoded by c.enc in its place (see encode.go). It carries no
+	// output cap: go-openai refuses max_tokens for models it takes for
+	// reasoning models, and the body says which field the cap goes in.
+	req := openai.ChatCompletionRequest{Model: model}
 	if withOptions {
 		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
 	stream, err := c.api.CreateChatCompletionStream(actx, req)
 	if err != nil {
 		err = c.classify(ctx, actx, model, err, hdr, false)
+		if e, ok := err.(*Error); ok {
+			if what, learnt := c.quirks.learn(model, e, opts, call.forced); learnt {
+				c.log.Info("llm: adapting to the server: sending again", "model", model, "what", what, "refusal", e.Message)
+				return Response{}, &adaptedError{e}
+			}
+		}
 		if !withOptions || !rejectsStreamOptions(err) {
 			return Response{}, err
 		}
 		c.noStreamOptions.Store(true)
 		c.log.Info("llm: server rejects stream_options; continuing without (no usage reported)", "model", model)
 		req.StreamOptions = nil
-		*hdr = captured{body: base.bytes(model, false), idle: idle}
+		opts.streamOptions = false
+		*hdr = captured{body: base.bytes(model, opts), idle: idle}
 		if stream, err = c.api.CreateChatCompletionStream(actx, req); err != nil {
 			return Response{}, c.classify(ctx, actx, model, err, hdr, false)
 		}
@@ -312,7 +396,21 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		finish string
 		usage  Usage
 		chunks int
+		// ids are the calls' final ids, unique within the history (a
+		// server may send none, or call_0 at every step), decided when a
+		// call is first handed out or assembled.
+		ids      = map[int]string{}
+		assigner = newIDAssigner(call.history, c.mistralIDs())
+		last     = -1 // the index of the last call, for deltas without one
 	)
+	idOf := func(i int) string {
+		id, ok := ids[i]
+		if !ok {
+			id = assigner.assign(calls[i].ID)
+			ids[i] = id
+		}
+		return id
+	}
 	for {
 		chunk, err := stream.Recv()
 		if errors.Is(err, io.EOF) && chunks == 0 && !hdr.sawDone {
@@ -344,9 +442,15 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 			}
 			for _, d := range ch.Delta.ToolCalls {
 				i := 0 // key by Index: ids and names come only in a call's first fragment
-				if d.Index != nil {
+				switch {
+				case d.Index != nil:
 					i = *d.Index
+				case last >= 0 && (d.ID != "" || d.Function.Name != "") && calls[last].Name != "":
+					i = last + 1 // no index (Gemini): a delta naming a call starts the next one
+				case last >= 0:
+					i = last
 				}
+				last = max(last, i)
 				tc := calls[i]
 				if tc == nil {
 					tc = &ToolCall{}
@@ -362,12 +466,8 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 				if call.calls[tc.Name] && len(tc.Arguments) > handed[i] {
 					// Everything not handed out yet: arguments that came
 					// before the name, if any, and this fragment.
-					id := tc.ID
-					if id == "" {
-						id = callID(i)
-					}
 					call.streamed = true
-					call.onDelta(Delta{ToolIndex: i, ToolID: id, ToolName: tc.Name, ToolArgs: tc.Arguments[handed[i]:]})
+					call.onDelta(Delta{ToolIndex: i, ToolID: idOf(i), ToolName: tc.Name, ToolArgs: tc.Arguments[handed[i]:]})
 					handed[i] = len(tc.Arguments)
 				}
 			}
@@ -377,9 +477,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	msg := Message{Role: RoleAssistant, Content: text.String()}
 	for _, i := range slices.Sorted(maps.Keys(calls)) {
 		tc := *calls[i]
-		if tc.ID == "" {
-			tc.ID = callID(i)
-		}
+		tc.ID = idOf(i)
 		if strings.TrimSpace(tc.Arguments) == "" {
 			tc.Arguments = "{}"
 		}
@@ -387,9 +485,6 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	}
 	return Response{Message: msg, FinishReason: finish, Usage: usage, Model: model}, nil
 }
-
-// callID names a call the server gave no id, by its index.
-func callID(i int) string { return fmt.Sprintf("call_%d", i) }
 
 // classify turns what go-openai returned into an *Error, or into a wrapped
 // ctx.Err() when the caller's context ended.

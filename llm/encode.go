@@ -69,24 +69,39 @@ type body struct {
 	messages  []byte // "messages":[…]
 	maxTokens int
 	tools     []byte // ,"tools":[…],"tool_choice":{…}, or empty
+	// required is tools for a server that refuses tool_choice naming a
+	// function: the forced tool alone, with "required" (provider.go).
+	required []byte
 }
 
 // bytes assembles the body for one attempt.
-func (b *body) bytes(model string, streamOptions bool) []byte {
-	out := make([]byte, 0, len(b.messages)+len(b.tools)+len(model)+96)
+func (b *body) bytes(model string, o wireOptions) []byte {
+	out := make([]byte, 0, len(b.messages)+len(b.tools)+len(model)+128)
 	out = append(out, `{"model":`...)
 	out = appendString(out, model)
 	out = append(out, ',')
 	out = append(out, b.messages...)
 	if b.maxTokens != 0 {
-		out = append(out, `,"max_tokens":`...)
+		if o.reasoning {
+			out = append(out, `,"max_completion_tokens":`...)
+		} else {
+			out = append(out, `,"max_tokens":`...)
+		}
 		out = strconv.AppendInt(out, int64(b.maxTokens), 10)
 	}
+	if o.temperature != nil {
+		out = append(out, `,"temperature":`...)
+		out = strconv.AppendFloat(out, *o.temperature, 'g', -1, 64)
+	}
 	out = append(out, `,"stream":true`...)
-	if streamOptions {
+	if o.streamOptions {
 		out = append(out, `,"stream_options":{"include_usage":true}`...)
 	}
-	out = append(out, b.tools...)
+	if o.requiredChoice && b.required != nil {
+		out = append(out, b.required...)
+	} else {
+		out = append(out, b.tools...)
+	}
 	return append(out, '}')
 }
 
@@ -121,6 +136,9 @@ func (e *encoder) encode(req Request) (*body, error) {
 		enc, err := e.tool(t)
 		if err != nil {
 			return nil, err
+		}
+		if t.Name == req.ForceTool {
+			b.required = append(append([]byte(`,"tools":[`), enc...), `],"tool_choice":"required"`...)
 		}
 		if i == 0 {
 			tools = append(tools, `,"tools":[`...)

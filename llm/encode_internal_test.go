@@ -58,7 +58,7 @@ func TestEncodeMatchesGoOpenAI(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				got := b.bytes("m-1", opts)
+				got := b.bytes("m-1", wireOptions{streamOptions: opts})
 				if !json.Valid(got) {
 					t.Fatalf("%s: invalid JSON %s", name, got)
 				}
@@ -224,7 +224,7 @@ func BenchmarkEncodeRequest(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_ = body.bytes("m", true)
+			_ = body.bytes("m", wireOptions{streamOptions: true})
 		}
 	})
 }

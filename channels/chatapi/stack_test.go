@@ -43,6 +43,8 @@ type stack struct {
 	url     string
 	token   string
 	stopAPI func() // ends the API channel's Run, as serve's context does at SIGTERM
+	model   *llm.Client
+	agent   *agent.Agent
 }
 
 // stackExtras adds to a stack: tools, the approvals interceptor, a logger
@@ -51,6 +53,12 @@ type stackExtras struct {
 	tools     []*agent.Tool
 	approvals bool
 	log       *slog.Logger
+	// fake is the model server (default: a new testkit fake); model
+	// adjusts the model client's configuration; maxOutput is the agent's
+	// output cap.
+	fake      *testkit.FakeLLM
+	model     func(*llm.Config)
+	maxOutput int
 }
 
 // newStack starts the gateway with the chat API's routes; with a token,
@@ -61,21 +69,30 @@ func newStack(t *testing.T, token string, extras ...stackExtras) *stack {
 	for _, e := range extras {
 		ex = e
 	}
-	s := &stack{t: t, fake: testkit.NewFakeLLM(t), token: token}
+	s := &stack{t: t, fake: ex.fake, token: token}
+	if s.fake == nil {
+		s.fake = testkit.NewFakeLLM(t)
+	}
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "switchboard.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.store = st
-	client, err := llm.New(llm.Config{BaseURL: s.fake.URL, APIKey: "sk-test", Model: "fake-model", MaxRetries: -1})
+	mc := llm.Config{BaseURL: s.fake.URL, APIKey: "sk-test", Model: "fake-model", MaxRetries: -1}
+	if ex.model != nil {
+		ex.model(&mc)
+	}
+	client, err := llm.New(mc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, err := agent.New(agent.Config{Model: client, Store: st,
+	s.model = client
+	ag, err := agent.New(agent.Config{Model: client, Store: st, MaxOutputTokens: ex.maxOutput,
 		Sources: []agent.Source{agent.Builtin(nil, time.UTC), agent.ChannelContext(), agent.StaticSource{SourceName: "test", List: ex.tools}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.agent = ag
 	s.api = New("Switchboard", func(err error) bool { return errors.Is(err, router.ErrShuttingDown) }, ex.log)
 	var interceptors []router.Interceptor
 	if ex.approvals {

@@ -131,6 +131,7 @@ type FakeLLM struct {
 	closeOnce     sync.Once
 	transcript    string
 	audio         []Audio
+	profile       *Profile // the server replayed (profiles.go); nil: the fake's own dialect
 }
 
 // Audio is one transcription request the fake received.
@@ -186,15 +187,23 @@ func NewFakeLLM(t testing.TB) *FakeLLM {
 
 // Start runs a fake on addr ("127.0.0.1:0" for any free port) for programs
 // outside tests (demos, benchmarks); call Close when done.
-func Start(addr string) *FakeLLM {
+func Start(addr string) *FakeLLM { return start(addr, nil) }
+
+func start(addr string, p *Profile) *FakeLLM {
 	f := &FakeLLM{
 		done:    make(chan struct{}),
 		changed: make(chan struct{}),
 		models:  []string{"fake-model"},
+		profile: p,
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", f.handleChat)
-	mux.HandleFunc("GET /v1/models", f.handleModels)
+	if p != nil {
+		f.models = []string{p.Model}
+		p.routes(mux, f)
+	} else {
+		mux.HandleFunc("POST /v1/chat/completions", f.handleChat)
+		mux.HandleFunc("GET /v1/models", f.handleModels)
+	}
 	mux.HandleFunc("POST /v1/audio/transcriptions", f.handleTranscription)
 	f.srv = httptest.NewUnstartedServer(mux)
 	if addr != "127.0.0.1:0" {
@@ -207,6 +216,9 @@ func Start(addr string) *FakeLLM {
 	}
 	f.srv.Start()
 	f.URL = f.srv.URL + "/v1"
+	if p != nil {
+		f.URL = p.base(f.srv.URL)
+	}
 	return f
 }
 
@@ -350,8 +362,12 @@ func (f *FakeLLM) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := decodeRequest(raw)
 	rec.Method, rec.Path, rec.Header = r.Method, r.URL.Path, r.Header.Clone()
+	var refused *Reply
+	if f.profile != nil {
+		refused = f.profile.check(r, &rec)
+	}
 
-	reply, id := f.pick(rec)
+	reply, id := f.pick(rec, refused)
 	if reply.Func != nil {
 		fn := reply.Func
 		reply = fn(rec)
@@ -359,6 +375,9 @@ func (f *FakeLLM) handleChat(w http.ResponseWriter, r *http.Request) {
 		if reply.Model != "" && reply.Model != rec.Model {
 			reply = modelNotFound(rec.Model)
 		}
+	}
+	if f.profile != nil && refused == nil {
+		reply = f.profile.shape(reply)
 	}
 
 	if !f.wait(r.Context(), reply) {
@@ -407,8 +426,9 @@ func (f *FakeLLM) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// pick records the request and chooses its reply.
-func (f *FakeLLM) pick(rec Recorded) (Reply, string) {
+// pick records the request and chooses its reply; refused, when set, is
+// the reply (the profile's server refused the request).
+func (f *FakeLLM) pick(rec Recorded, refused *Reply) (Reply, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.discard {
@@ -423,6 +443,8 @@ func (f *FakeLLM) pick(rec Recorded) (Reply, string) {
 	switch {
 	case rec.DecodeError != "":
 		return Reply{Status: http.StatusBadRequest, ErrorMessage: "fake: invalid request body: " + rec.DecodeError}, id
+	case refused != nil:
+		return *refused, id
 	case f.outage != nil:
 		return *f.outage, id
 	case f.rejectStreamO && rec.HasStreamOptions:
@@ -643,6 +665,9 @@ type wireDelta struct {
 	Role      string         `json:"role,omitempty"`
 	Content   string         `json:"content,omitempty"`
 	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+	// A profile's reasoning (profiles.go), in the field its server uses.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
 }
 
 type wireChoice struct {
@@ -658,7 +683,7 @@ type wireChunk struct {
 	Created int64        `json:"created"`
 	Model   string       `json:"model"`
 	Choices []wireChoice `json:"choices"`
-	Usage   *wireUsage   `json:"usage,omitempty"`
+	Usage   any          `json:"usage,omitempty"` // wireUsage, or a profile's shape of it
 }
 
 func (r Reply) finishReason() string {
@@ -717,12 +742,20 @@ func completion(rec Recorded, r Reply, id string) any {
 		})
 	}
 	finish := r.finishReason()
-	u := r.usage(rec)
 	return wireChunk{
 		ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: rec.Model,
 		Choices: []wireChoice{{Message: msg, FinishReason: &finish}},
-		Usage:   &u,
+		Usage:   r.wireUsage(rec, nil),
 	}
+}
+
+// wireUsage is the usage object of r, in p's shape (nil: the fake's own).
+func (r Reply) wireUsage(rec Recorded, p *Profile) any {
+	u := r.usage(rec)
+	if r.Usage == nil {
+		return p.wireUsage(u, 0, 0)
+	}
+	return p.wireUsage(u, r.Usage.CachedTokens, r.Usage.ReasoningTokens)
 }
 
 func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, reply Reply, id string) {
@@ -731,8 +764,9 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	created := time.Now().Unix()
+	comment := f.profile.sseComment()
 	send := func(payload []byte) bool {
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", payload); err != nil {
+		if _, err := fmt.Fprintf(w, "%sdata: %s\n\n", comment, payload); err != nil {
 			return false
 		}
 		if flusher != nil {
@@ -769,6 +803,9 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 	if !chunk(wireDelta{Role: "assistant"}, nil) {
 		return
 	}
+	if d, ok := f.profile.thought(); ok && !chunk(d, nil) {
+		return
+	}
 	for _, frag := range fragments {
 		if !token(wireDelta{Content: frag}, frag) {
 			return
@@ -787,7 +824,7 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 	if pieces <= 0 {
 		pieces = 3
 	}
-	for _, tc := range toolCallChunks(reply.calls(), pieces) {
+	for _, tc := range f.profile.wireCalls(toolCallChunks(reply.calls(), pieces)) {
 		if !token(wireDelta{ToolCalls: []wireToolCall{tc}}, *tc.Function.Arguments) {
 			return
 		}
@@ -797,10 +834,9 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 		return
 	}
 	if rec.IncludeUsage {
-		u := reply.usage(rec)
 		b, _ := json.Marshal(wireChunk{
 			ID: id, Object: "chat.completion.chunk", Created: created, Model: rec.Model,
-			Choices: []wireChoice{}, Usage: &u,
+			Choices: []wireChoice{}, Usage: reply.wireUsage(rec, f.profile),
 		})
 		if !send(b) {
 			return
