@@ -43,6 +43,8 @@ func fill(v reflect.Value, name string, n *int) {
 		v.SetInt(int64(1000 + *n))
 	case reflect.Int64: // time.Duration
 		v.SetInt(int64(time.Duration(*n)*time.Second + 250*time.Millisecond))
+	case reflect.Float64: // llm.temperature, prices
+		v.SetFloat(float64(*n) + 0.25)
 	case reflect.Pointer: // channels.discord.shard_id
 		v.Set(reflect.New(v.Type().Elem()))
 		fill(v.Elem(), name, n)
