@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -95,6 +96,10 @@ type Client struct {
 	// noStreamOptions is set once the server rejected stream_options; later
 	// calls leave it out (and get no usage).
 	noStreamOptions atomic.Bool
+
+	// thinkHold holds the models seen to emit </think> without an opener
+	// (reasoning.go): their answers are held until </think>.
+	thinkHold sync.Map
 }
 
 // New validates cfg and returns a client. Errors name the offending field.
@@ -173,6 +178,7 @@ func (c *Client) Model() string { return c.cfg.Model }
 type callState struct {
 	onDelta  func(Delta)
 	calls    map[string]bool // Request.StreamCalls
+	tools    []ToolSpec      // Request.Tools: calls written as text are recovered to these
 	streamed bool            // some text or call fragment was handed to onDelta
 	waited   time.Duration   // total wait between retries so far
 }
@@ -187,7 +193,7 @@ func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta))
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: build request: %w", err)
 	}
-	call := &callState{onDelta: onDelta}
+	call := &callState{onDelta: onDelta, tools: req.Tools}
 	if onDelta == nil {
 		call.onDelta = func(Delta) {}
 	} else if len(req.StreamCalls) > 0 {
@@ -305,8 +311,13 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	}
 	defer stream.Close()
 
+	_, holds := c.thinkHold.Load(model)
 	var (
-		text   strings.Builder
+		think  = newThinkFilter(holds)
+		hold   = &callHold{on: len(call.tools) > 0}
+		rc     strings.Builder // reasoning_content, which may be handed back (reasoning.go)
+		rother strings.Builder // reasoning from the reasoning field
+		thinks bool            // Delta.Thinking was handed out
 		calls  = map[int]*ToolCall{}
 		handed = map[int]int{} // bytes of a streamed call's arguments handed to onDelta
 		finish string
@@ -314,7 +325,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		chunks int
 	)
 	for {
-		chunk, err := stream.Recv()
+		chunk, err := recvChunk(stream)
 		if errors.Is(err, io.EOF) && chunks == 0 && !hdr.sawDone {
 			// Not one chunk and no [DONE]: what came was not an event
 			// stream, whatever its content type said.
@@ -332,15 +343,32 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		chunks++
 		if u := chunk.Usage; u != nil {
 			usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+			if d := u.CompletionTokensDetails; d != nil {
+				usage.ReasoningTokens = d.ReasoningTokens
+			}
 		}
-		for _, ch := range chunk.Choices {
+		for i, ch := range chunk.Choices {
 			if ch.FinishReason != "" {
 				finish = string(ch.FinishReason)
 			}
+			rc.WriteString(ch.Delta.ReasoningContent)
+			if ch.Delta.ReasoningContent == "" && i < len(chunk.reasoning) {
+				rother.WriteString(chunk.reasoning[i])
+			}
 			if ch.Delta.Content != "" {
-				text.WriteString(ch.Delta.Content)
-				call.streamed = true
-				call.onDelta(Delta{Text: ch.Delta.Content})
+				out, retract := think.feed(ch.Delta.Content)
+				if retract {
+					// Reasoning after all: take back what was handed out,
+					// and hold this model's answers from now on.
+					c.thinkHold.Store(model, true)
+					hold = &callHold{on: hold.on}
+					call.onDelta(Delta{Retract: true})
+				}
+				handOut(call, hold.feed(out))
+			}
+			if !thinks && rc.Len()+rother.Len()+think.reasoning.Len() > 0 {
+				thinks = true
+				call.onDelta(Delta{Thinking: true})
 			}
 			for _, d := range ch.Delta.ToolCalls {
 				i := 0 // key by Index: ids and names come only in a call's first fragment
@@ -374,7 +402,10 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		}
 	}
 
-	msg := Message{Role: RoleAssistant, Content: text.String()}
+	handOut(call, hold.feed(think.end()))
+	msg := Message{Role: RoleAssistant, Content: think.visible.String(), Reasoning: rc.String()}
+	resp := Response{FinishReason: finish, Usage: usage, Model: model,
+		Reasoning: strings.TrimSpace(rc.String() + rother.String() + think.reasoning.String())}
 	for _, i := range slices.Sorted(maps.Keys(calls)) {
 		tc := *calls[i]
 		if tc.ID == "" {
@@ -385,7 +416,65 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		}
 		msg.ToolCalls = append(msg.ToolCalls, tc)
 	}
-	return Response{Message: msg, FinishReason: finish, Usage: usage, Model: model}, nil
+	held := hold.end()
+	if len(msg.ToolCalls) == 0 && hold.on {
+		recovered, rest, malformed := recoverCalls(msg.Content, call.tools)
+		switch {
+		case recovered != nil:
+			msg.Content, msg.ToolCalls, held = rest, recovered, ""
+			c.log.Info("llm: recovered tool calls written as text", "model", model, "calls", len(recovered))
+		case malformed != "":
+			msg.Content, resp.MalformedCall, held = "", malformed, ""
+			c.log.Warn("llm: malformed tool call written as text", "model", model, "err", malformed)
+		}
+	}
+	if len(msg.ToolCalls) == 0 {
+		handOut(call, held) // not call text after all: the answer's rest
+	}
+	resp.Message = msg
+	return resp, nil
+}
+
+// handOut hands a fragment of answer text to the caller.
+func handOut(call *callState, s string) {
+	if s != "" {
+		call.streamed = true
+		call.onDelta(Delta{Text: s})
+	}
+}
+
+// streamChunk is a streamed chunk with what go-openai does not decode: the
+// reasoning field of each choice's delta (OpenRouter, Ollama).
+type streamChunk struct {
+	openai.ChatCompletionStreamResponse
+	reasoning []string // by choice
+}
+
+// recvChunk reads the next chunk of stream.
+func recvChunk(stream *openai.ChatCompletionStream) (streamChunk, error) {
+	raw, err := stream.RecvRaw()
+	if err != nil {
+		return streamChunk{}, err
+	}
+	var c streamChunk
+	if err := json.Unmarshal(raw, &c.ChatCompletionStreamResponse); err != nil {
+		return streamChunk{}, err
+	}
+	if bytes.Contains(raw, []byte(`"reasoning"`)) {
+		var r struct {
+			Choices []struct {
+				Delta struct {
+					Reasoning string `json:"reasoning"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal(raw, &r) == nil {
+			for _, ch := range r.Choices {
+				c.reasoning = append(c.reasoning, ch.Delta.Reasoning)
+			}
+		}
+	}
+	return c, nil
 }
 
 // callID names a call the server gave no id, by its index.
