@@ -36,13 +36,14 @@ type Reply struct {
 	// fragments, interleaved across calls when there are several. An empty
 	// ID becomes "call_<n>".
 	ToolCalls    []llm.ToolCall
-	FinishReason string // default "stop", or "tool_calls" when ToolCalls are set
+	FinishReason string     // default "stop", or "tool_calls" when ToolCalls are set
+	Usage        *llm.Usage // default: rough numbers computed from the sizes of request and reply
+
 	// Reasoning is streamed before the text, in the delta field named
 	// ReasoningField (default "reasoning_content", as DeepSeek, vLLM and
 	// llama.cpp send it; "reasoning" as OpenRouter and Ollama do).
 	Reasoning      string
 	ReasoningField string
-	Usage          *llm.Usage // default: rough numbers computed from the sizes of request and reply
 
 	Status       int    // non-zero: answer with this HTTP error instead
 	ErrorCode    string // e.g. "context_length_exceeded", "rate_limit_exceeded"; empty: JSON null
