@@ -312,6 +312,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	defer stream.Close()
 
 	_, holds := c.thinkHold.Load(model)
+	holds = holds || opensThinkInPrompt(model)
 	var (
 		think  = newThinkFilter(holds)
 		hold   = &callHold{on: len(call.tools) > 0}

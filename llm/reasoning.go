@@ -144,6 +144,20 @@ func (f *thinkFilter) end() string {
 	return rest
 }
 
+// opensThinkInPrompt reports whether model is known to have a template
+// that opens the <think> block in the prompt (DeepSeek-R1 and its
+// distills, QwQ), so its answers are held until </think> from the first.
+// Other models are learnt when they do it (Client.thinkHold).
+func opensThinkInPrompt(model string) bool {
+	m := strings.ToLower(model)
+	for _, s := range []string{"deepseek-r1", "r1-distill", "qwq"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // partialSuffix is the length of the longest proper start of tag that s
 // ends with.
 func partialSuffix(s, tag string) int {

@@ -292,3 +292,15 @@ func TestAnswersThatAreNotCalls(t *testing.T) {
 		})
 	}
 }
+
+// A model known to open <think> in its prompt (DeepSeek-R1's distills,
+// QwQ) is held from its first answer: nothing is handed out to take back.
+func TestReasoningHeldForKnownModels(t *testing.T) {
+	const secret = "SECRET-CHAIN-OF-THOUGHT"
+	h := newHarness(t, func(c *llm.Config) { c.Model = "DeepSeek-R1-Distill-Qwen-7B" })
+	h.fake.Push(testkit.Reply{TextChunks: []string{"Okay, ", secret, "\n</think>\n\n", "Hello", " there!"}})
+	resp, s := run(t, h, userSays("hi"))
+	if resp.Message.Content != "Hello there!" || s.retracts != 0 || strings.Contains(s.everything(), secret) {
+		t.Errorf("content = %q, handed out %q with %d retracts", resp.Message.Content, s.everything(), s.retracts)
+	}
+}
