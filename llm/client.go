@@ -356,6 +356,9 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 			if ch.Delta.ReasoningContent == "" && i < len(chunk.reasoning) {
 				rother.WriteString(chunk.reasoning[i])
 			}
+			if rc.Len()+rother.Len() > 0 {
+				think.separated()
+			}
 			if ch.Delta.Content != "" {
 				out, retract := think.feed(ch.Delta.Content)
 				if retract {

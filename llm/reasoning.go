@@ -59,6 +59,15 @@ func newThinkFilter(hold bool) *thinkFilter {
 	return f
 }
 
+// separated tells the filter that the server sends the reasoning in a
+// field of its own: a hold with nothing held yet is released, so the
+// answer streams (a server with a reasoning parser never sends </think>).
+func (f *thinkFilter) separated() {
+	if f.mode == thinkHold && f.pending == "" {
+		f.mode = thinkStart
+	}
+}
+
 // feed takes the next content fragment and returns the answer text that
 // may be handed out now. retract reports that the answer text handed out
 // so far was reasoning after all (a </think> without an opener came): the

@@ -304,3 +304,14 @@ func TestReasoningHeldForKnownModels(t *testing.T) {
 		t.Errorf("content = %q, handed out %q with %d retracts", resp.Message.Content, s.everything(), s.retracts)
 	}
 }
+
+// The same model behind a server that separates its reasoning (Ollama,
+// vLLM with a reasoning parser) never sends </think>: its answer streams.
+func TestReasoningFieldReleasesTheHold(t *testing.T) {
+	h := newHarness(t, func(c *llm.Config) { c.Model = "deepseek-r1:7b" })
+	h.fake.Push(testkit.Reply{Reasoning: "hmm", ReasoningField: "reasoning", TextChunks: []string{"Hello", " there", "!"}})
+	resp, s := run(t, h, userSays("hi"))
+	if resp.Message.Content != "Hello there!" || !slices.Equal(s.fragments, []string{"Hello", " there", "!"}) {
+		t.Errorf("content = %q, fragments %q; want the answer streamed as it came", resp.Message.Content, s.fragments)
+	}
+}
