@@ -370,7 +370,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 				}
 				handOut(call, hold.feed(out))
 			}
-			if !thinks && rc.Len()+rother.Len()+think.reasoning.Len() > 0 {
+			if !thinks && (rc.Len()+rother.Len()+think.reasoning.Len() > 0 || think.holding()) {
 				thinks = true
 				call.onDelta(Delta{Thinking: true})
 			}

@@ -68,6 +68,9 @@ func (f *thinkFilter) separated() {
 	}
 }
 
+// holding reports whether text is held as likely reasoning (thinkHold).
+func (f *thinkFilter) holding() bool { return f.mode == thinkHold && f.pending != "" }
+
 // feed takes the next content fragment and returns the answer text that
 // may be handed out now. retract reports that the answer text handed out
 // so far was reasoning after all (a </think> without an opener came): the

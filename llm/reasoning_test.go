@@ -303,6 +303,9 @@ func TestReasoningHeldForKnownModels(t *testing.T) {
 	if resp.Message.Content != "Hello there!" || s.retracts != 0 || strings.Contains(s.everything(), secret) {
 		t.Errorf("content = %q, handed out %q with %d retracts", resp.Message.Content, s.everything(), s.retracts)
 	}
+	if !s.thinking {
+		t.Error("no Thinking delta while the reasoning was held")
+	}
 }
 
 // The same model behind a server that separates its reasoning (Ollama,
