@@ -76,6 +76,10 @@ func (f *thinkFilter) holding() bool { return f.mode == thinkHold && f.pending !
 // so far was reasoning after all (a </think> without an opener came): the
 // caller takes it back.
 func (f *thinkFilter) feed(s string) (out string, retract bool) {
+	if f.mode == thinkVisible && f.pending == "" && !strings.Contains(s, "<") {
+		f.visible.WriteString(s) // no tag can begin in s
+		return s, false
+	}
 	f.pending += s
 	var b strings.Builder
 	for f.pending != "" {

@@ -40,6 +40,13 @@ func (h *callHold) feed(s string) string {
 	if !h.on {
 		return s
 	}
+	if !h.held && h.pending == "" && !strings.ContainsAny(s, "{[<`") {
+		// No call can begin in s: only the line state changes.
+		if i := strings.LastIndexFunc(s, func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' }); i >= 0 {
+			h.midLine = s[i] != '\n'
+		}
+		return h.out(s)
+	}
 	h.pending += s
 	if h.held {
 		return ""
