@@ -41,7 +41,9 @@ type Reply struct {
 
 	// Reasoning is streamed before the text, in the delta field named
 	// ReasoningField (default "reasoning_content", as DeepSeek, vLLM and
-	// llama.cpp send it; "reasoning" as OpenRouter and Ollama do).
+	// llama.cpp send it; "reasoning" as OpenRouter and Ollama do), one
+	// word a chunk, paced by ChunkDelay and told to OnChunk with an empty
+	// fragment.
 	Reasoning      string
 	ReasoningField string
 
