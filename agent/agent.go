@@ -254,6 +254,11 @@ type turnState struct {
 	emptyRetry bool
 	approved   map[string]bool // the calls the user approved, by approvalKey
 	pending    []llm.ToolCall  // calls waiting for approval
+
+	// callHint, when set, is the hint the next model call carries after a
+	// tool call written as text that could not be used (callRetried).
+	callHint    string
+	callRetried bool
 }
 
 func (st *turnState) emit(a *Agent, ev Event) {
@@ -467,12 +472,33 @@ func (a *Agent) loop(ctx context.Context, st *turnState, maxSteps int, log *slog
 		if ruleStop {
 			return a.wrapUp(ctx, st, StopToolRule, "The tool rules of the active skills leave no tool to call now.")
 		}
+		hint := st.callHint
+		if hint != "" { // for this call only, like wrapUp's nudge
+			st.cur = append(st.cur, entry{Message: SystemNote(hint), hidden: true})
+		}
 		resp, reason, err := a.call(ctx, st, step, ts.Specs(), true)
+		if hint != "" {
+			st.cur, st.callHint = st.cur[:len(st.cur)-1], ""
+		}
 		if err != nil {
 			return reason, err
 		}
 		msg := resp.Message
 		msg.Role = llm.RoleAssistant
+
+		if len(msg.ToolCalls) == 0 && resp.MalformedCall != "" {
+			// A tool call written as text that is no call: never stored,
+			// never sent. Retry once with a hint, then apologise.
+			if !st.callRetried {
+				st.callRetried = true
+				st.callHint = "Your last answer was a tool call written as text, and it could not be used: " + resp.MalformedCall +
+					". Call tools only through the tool-calling interface, with a JSON object of arguments, or answer in plain text."
+				st.emit(a, Event{Kind: EventRetry, Step: step, Text: "malformed tool call written as text: " + resp.MalformedCall})
+				continue
+			}
+			st.final = "Sorry, I got stuck trying to use my tools for that. Could you rephrase it?"
+			return StopInvalidResponse, fmt.Errorf("agent: the model wrote an unusable tool call as text twice: %s", resp.MalformedCall)
+		}
 
 		if len(msg.ToolCalls) == 0 {
 			if strings.TrimSpace(msg.Content) == "" {
@@ -703,10 +729,18 @@ func (a *Agent) call(ctx context.Context, st *turnState, step int, specs []llm.T
 		req := llm.Request{Messages: msgs, Tools: specs, MaxTokens: a.cfg.MaxOutputTokens}
 		st.reqTokens, st.reqBytes = EstimateTokens(msgs, specs), requestBytes(msgs, specs)
 		var replies replyDecoders // the text of send_message calls, as they stream
+		thinking := false
 		if offers(specs, sendMessage) {
 			req.StreamCalls, replies = []string{sendMessage}, replyDecoders{}
 		}
 		resp, err := a.cfg.Model.Complete(ctx, req, func(d llm.Delta) {
+			if d.Thinking && !thinking { // its text is never an event
+				thinking = true
+				st.emit(a, Event{Kind: EventThinking, Step: step})
+			}
+			if d.Retract {
+				st.emit(a, Event{Kind: EventRetry, Step: step, Text: "the text so far was the model's reasoning: taken back"})
+			}
 			if d.Text != "" {
 				st.emit(a, Event{Kind: EventTextDelta, Step: step, Text: d.Text})
 			}

@@ -56,6 +56,9 @@ const (
 	EventTurnStart   EventKind = "turn_start"
 	EventTextDelta   EventKind = "text_delta"   // a fragment of streamed model text
 	EventInterimText EventKind = "interim_text" // text that came with tool calls; never sent to the chat
+	// EventThinking: the model began reasoning in this call (once per
+	// call). Its reasoning is never an event, a reply or a preview.
+	EventThinking EventKind = "thinking"
 	// EventReplyDelta is a fragment of the text argument of a send_message
 	// call while the model streams it (CallID names the call; Text is the
 	// fragment, decoded from JSON). The call may still fail or be refused:

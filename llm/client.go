@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -113,6 +114,9 @@ type Client struct {
 
 	provider string // Config.Provider or detected (provider.go)
 	quirks   quirks // learnt from the server's refusals
+	// thinkHold holds the models seen to emit </think> without an opener
+	// (reasoning.go): their answers are held until </think>.
+	thinkHold sync.Map
 }
 
 // New validates cfg and returns a client. Errors name the offending field.
@@ -216,6 +220,7 @@ func (c *Client) Provider() string { return c.provider }
 type callState struct {
 	onDelta  func(Delta)
 	calls    map[string]bool // Request.StreamCalls
+	tools    []ToolSpec      // Request.Tools: calls written as text are recovered to these
 	streamed bool            // some text or call fragment was handed to onDelta
 	waited   time.Duration   // total wait between retries so far
 	history  []Message       // the request's messages: answer ids are made unique among them
@@ -232,7 +237,7 @@ const maxAdaptations = 4
 // retries and falls back as Config describes. Errors are *Error, or wrap
 // ctx.Err() when ctx ended.
 func (c *Client) Complete(ctx context.Context, req Request, onDelta func(Delta)) (Response, error) {
-	call := &callState{onDelta: onDelta, history: req.Messages, forced: req.ForceTool != ""}
+	call := &callState{onDelta: onDelta, tools: req.Tools, history: req.Messages, forced: req.ForceTool != ""}
 	if onDelta == nil {
 		call.onDelta = func(Delta) {}
 	} else if len(req.StreamCalls) > 0 {
@@ -389,8 +394,14 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 	}
 	defer stream.Close()
 
+	_, holds := c.thinkHold.Load(model)
+	holds = holds || opensThinkInPrompt(model)
 	var (
-		text   strings.Builder
+		think  = newThinkFilter(holds)
+		hold   = &callHold{on: len(call.tools) > 0}
+		rc     strings.Builder // reasoning_content, which may be handed back (reasoning.go)
+		rother strings.Builder // reasoning from the reasoning field
+		thinks bool            // Delta.Thinking was handed out
 		calls  = map[int]*ToolCall{}
 		handed = map[int]int{} // bytes of a streamed call's arguments handed to onDelta
 		finish string
@@ -412,7 +423,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		return id
 	}
 	for {
-		chunk, err := stream.Recv()
+		chunk, err := recvChunk(stream)
 		if errors.Is(err, io.EOF) && chunks == 0 && !hdr.sawDone {
 			// Not one chunk and no [DONE]: what came was not an event
 			// stream, whatever its content type said.
@@ -430,15 +441,35 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		chunks++
 		if u := chunk.Usage; u != nil {
 			usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+			if d := u.CompletionTokensDetails; d != nil {
+				usage.ReasoningTokens = d.ReasoningTokens
+			}
 		}
-		for _, ch := range chunk.Choices {
+		for i, ch := range chunk.Choices {
 			if ch.FinishReason != "" {
 				finish = string(ch.FinishReason)
 			}
+			rc.WriteString(ch.Delta.ReasoningContent)
+			if ch.Delta.ReasoningContent == "" && i < len(chunk.reasoning) {
+				rother.WriteString(chunk.reasoning[i])
+			}
+			if rc.Len()+rother.Len() > 0 {
+				think.separated()
+			}
 			if ch.Delta.Content != "" {
-				text.WriteString(ch.Delta.Content)
-				call.streamed = true
-				call.onDelta(Delta{Text: ch.Delta.Content})
+				out, retract := think.feed(ch.Delta.Content)
+				if retract {
+					// Reasoning after all: take back what was handed out,
+					// and hold this model's answers from now on.
+					c.thinkHold.Store(model, true)
+					hold = &callHold{on: hold.on}
+					call.onDelta(Delta{Retract: true})
+				}
+				handOut(call, hold.feed(out))
+			}
+			if !thinks && (rc.Len()+rother.Len()+think.reasoning.Len() > 0 || think.holding()) {
+				thinks = true
+				call.onDelta(Delta{Thinking: true})
 			}
 			for _, d := range ch.Delta.ToolCalls {
 				i := 0 // key by Index: ids and names come only in a call's first fragment
@@ -474,7 +505,10 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		}
 	}
 
-	msg := Message{Role: RoleAssistant, Content: text.String()}
+	handOut(call, hold.feed(think.end()))
+	msg := Message{Role: RoleAssistant, Content: think.visible.String(), Reasoning: rc.String()}
+	resp := Response{FinishReason: finish, Usage: usage, Model: model,
+		Reasoning: strings.TrimSpace(rc.String() + rother.String() + think.reasoning.String())}
 	for _, i := range slices.Sorted(maps.Keys(calls)) {
 		tc := *calls[i]
 		tc.ID = idOf(i)
@@ -483,7 +517,68 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		}
 		msg.ToolCalls = append(msg.ToolCalls, tc)
 	}
-	return Response{Message: msg, FinishReason: finish, Usage: usage, Model: model}, nil
+	held := hold.end()
+	if len(msg.ToolCalls) == 0 && hold.on {
+		recovered, rest, malformed := recoverCalls(msg.Content, call.tools)
+		switch {
+		case recovered != nil:
+			for i := range recovered {
+				recovered[i].ID = assigner.assign("") // unique in the history, in the provider's form
+			}
+			msg.Content, msg.ToolCalls, held = rest, recovered, ""
+			c.log.Info("llm: recovered tool calls written as text", "model", model, "calls", len(recovered))
+		case malformed != "":
+			msg.Content, resp.MalformedCall, held = "", malformed, ""
+			c.log.Warn("llm: malformed tool call written as text", "model", model, "err", malformed)
+		}
+	}
+	if len(msg.ToolCalls) == 0 {
+		handOut(call, held) // not call text after all: the answer's rest
+	}
+	resp.Message = msg
+	return resp, nil
+}
+
+// handOut hands a fragment of answer text to the caller.
+func handOut(call *callState, s string) {
+	if s != "" {
+		call.streamed = true
+		call.onDelta(Delta{Text: s})
+	}
+}
+
+// streamChunk is a streamed chunk with what go-openai does not decode: the
+// reasoning field of each choice's delta (OpenRouter, Ollama).
+type streamChunk struct {
+	openai.ChatCompletionStreamResponse
+	reasoning []string // by choice
+}
+
+// recvChunk reads the next chunk of stream.
+func recvChunk(stream *openai.ChatCompletionStream) (streamChunk, error) {
+	raw, err := stream.RecvRaw()
+	if err != nil {
+		return streamChunk{}, err
+	}
+	var c streamChunk
+	if err := json.Unmarshal(raw, &c.ChatCompletionStreamResponse); err != nil {
+		return streamChunk{}, err
+	}
+	if bytes.Contains(raw, []byte(`"reasoning"`)) {
+		var r struct {
+			Choices []struct {
+				Delta struct {
+					Reasoning string `json:"reasoning"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal(raw, &r) == nil {
+			for _, ch := range r.Choices {
+				c.reasoning = append(c.reasoning, ch.Delta.Reasoning)
+			}
+		}
+	}
+	return c, nil
 }
 
 // classify turns what go-openai returned into an *Error, or into a wrapped

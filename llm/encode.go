@@ -231,6 +231,10 @@ func (e *encoder) appendMessage(out []byte, m Message, first bool) ([]byte, erro
 		out = append(out, `,"content":`...)
 		out = appendString(out, m.Content)
 	}
+	if m.Role == RoleAssistant && m.Reasoning != "" && len(m.ToolCalls) > 0 { // handed back within a tool loop (reasoning.go)
+		out = append(out, `,"reasoning_content":`...)
+		out = appendString(out, m.Reasoning)
+	}
 	if m.Role != RoleTool && m.Name != "" { // on a tool result the API identifies the call by id
 		out = append(out, `,"name":`...)
 		out = appendString(out, m.Name)

@@ -26,6 +26,12 @@ type Message struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"` // on RoleTool: the call it answers
 	Name       string     `json:"name,omitempty"`         // on RoleTool: the tool's name
 	Images     []Image    `json:"images,omitempty"`       // on RoleUser: image inputs (vision models)
+	// Reasoning, on RoleAssistant, is the reasoning_content the server
+	// sent with this message. It is never stored, shown or sent to the
+	// chat; the request carries it back only on an assistant message with
+	// tool calls (see reasoning.go for the rule), and the agent keeps it
+	// only within the turn that produced it.
+	Reasoning string `json:"-"`
 }
 
 // Image is an image input attached to a user message.
@@ -100,6 +106,16 @@ type Response struct {
 	FinishReason string
 	Usage        Usage
 	Model        string // the model that answered (after fallbacks)
+	// Reasoning is the model's reasoning, from any of the forms servers
+	// send it in (reasoning_content, reasoning, <think> blocks in the
+	// content), kept out of Message.Content. For logs and tests only:
+	// never shown to a user.
+	Reasoning string
+	// MalformedCall is set when tools were offered and the content was
+	// plainly a tool call written as text that could not be recovered
+	// (not JSON, or a tool not offered): it says what is wrong, and
+	// Message.Content is empty (the call text is never a reply).
+	MalformedCall string
 }
 
 // Delta is a piece of a streamed answer, handed to the caller as it arrives:
@@ -116,6 +132,13 @@ type Delta struct {
 	ToolID    string
 	ToolName  string
 	ToolArgs  string
+
+	// Thinking: the model is reasoning (a reasoning fragment arrived; its
+	// text is never handed out).
+	Thinking bool
+	// Retract: the answer text handed out so far was reasoning after all
+	// (a </think> without an opener came); the caller takes it back.
+	Retract bool
 }
 
 // ErrContextLength is matched (errors.Is) by errors that mean the request did

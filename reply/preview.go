@@ -153,6 +153,7 @@ func (p *previewer) event(ctx context.Context, ev agent.Event) {
 	now := time.Now()
 	switch ev.Kind {
 	case agent.EventTextDelta, agent.EventReplyDelta:
+		delete(p.tools, thinkingKey) // the model writes: it thought
 		if !p.stream || ev.Text == "" {
 			return
 		}
@@ -164,7 +165,18 @@ func (p *previewer) event(ctx context.Context, ev agent.Event) {
 		}
 		s := p.writing(key, now)
 		s.buf.WriteString(ev.Text)
+	case agent.EventThinking:
+		// Only that it thinks, as a progress line: its reasoning is
+		// never shown.
+		if !p.progress {
+			return
+		}
+		if p.toolsFrom.IsZero() {
+			p.toolsFrom = now
+		}
+		p.tools[thinkingKey], p.line = thinkingLabel, thinkingLabel
 	case agent.EventUsage: // the model call ended: its texts are whole, its step's tools begin
+		delete(p.tools, thinkingKey)
 		for _, s := range p.slots {
 			s.complete = s.complete || s.key != ""
 		}

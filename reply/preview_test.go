@@ -604,6 +604,51 @@ func TestPreviewOff(t *testing.T) {
 	})
 }
 
+// While the model reasons for longer than the progress delay, the chat
+// shows that it thinks, never what: the line becomes the reply's preview
+// when the answer's first words come, and then the reply.
+func TestThinkingLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ch := newLiveChannel(false)
+		liveRun(t, ch, channels.Group, true, func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
+			tt.OnEvent(agent.Event{Kind: agent.EventThinking})
+			elapse(3 * time.Second) // reasoning, which is never an event
+			stream(tt, agent.EventTextDelta, "", answer, 100*time.Millisecond)
+			tt.OnEvent(agent.Event{Kind: agent.EventUsage})
+			_, _ = tt.Chat.Send(ctx, answer)
+			return endTurn
+		})
+		ops := ch.calls(true)
+		got := kinds(ops)
+		if len(got) < 3 || got[0] != "send out-1 [p] thinking…" || ops[0].at != 2*time.Second {
+			t.Fatalf("calls %q (first at %s); want the thinking line 2 s in", got, ops[0].at)
+		}
+		if !strings.HasPrefix(got[1], "edit out-1 [p] The answer") {
+			t.Errorf("calls %q; want the line edited into the reply's preview", got)
+		}
+		if ch.count("send") != 1 || got[len(got)-1] != "edit out-1 [r] "+answer {
+			t.Fatalf("calls %q; want the line's message edited into the reply, and no other message", got)
+		}
+	})
+	// A quick thinker shows no line at all.
+	synctest.Test(t, func(t *testing.T) {
+		ch := newLiveChannel(false)
+		liveRun(t, ch, channels.Group, true, func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
+			tt.OnEvent(agent.Event{Kind: agent.EventThinking})
+			elapse(time.Second)
+			stream(tt, agent.EventTextDelta, "", answer, 100*time.Millisecond)
+			tt.OnEvent(agent.Event{Kind: agent.EventUsage})
+			_, _ = tt.Chat.Send(ctx, answer)
+			return endTurn
+		})
+		for _, op := range kinds(ch.calls(true)) {
+			if strings.Contains(op, "thinking") {
+				t.Fatalf("calls %q; want no thinking line for a second of reasoning", kinds(ch.calls(true)))
+			}
+		}
+	})
+}
+
 // A preview never needs more than one message: a text longer than the
 // channel's message shows its beginning and the cursor (a preview sent split
 // would leave parts behind when the reply takes its place).

@@ -29,6 +29,14 @@ var progressLabels = map[string]string{
 	"react":           "",
 }
 
+// thinkingLabel is the progress line while the model reasons (its
+// reasoning is never shown); thinkingKey stands for it among the running
+// calls.
+const (
+	thinkingLabel = "thinking…"
+	thinkingKey   = "\x00thinking"
+)
+
 // progressMaxChars bounds a progress line made from a tool's description.
 const progressMaxChars = 60
 

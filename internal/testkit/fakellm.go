@@ -39,6 +39,14 @@ type Reply struct {
 	FinishReason string     // default "stop", or "tool_calls" when ToolCalls are set
 	Usage        *llm.Usage // default: rough numbers computed from the sizes of request and reply
 
+	// Reasoning is streamed before the text, in the delta field named
+	// ReasoningField (default "reasoning_content", as DeepSeek, vLLM and
+	// llama.cpp send it; "reasoning" as OpenRouter and Ollama do), one
+	// word a chunk, paced by ChunkDelay and told to OnChunk with an empty
+	// fragment.
+	Reasoning      string
+	ReasoningField string
+
 	Status       int    // non-zero: answer with this HTTP error instead
 	ErrorCode    string // e.g. "context_length_exceeded", "rate_limit_exceeded"; empty: JSON null
 	ErrorMessage string // default: a message that fits Status and ErrorCode
@@ -529,6 +537,8 @@ type wireMessage struct {
 	Name       string          `json:"name"`
 	ToolCalls  []wireToolCall  `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
+	// ReasoningContent is reasoning handed back (llm.Message.Reasoning).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type wireRequest struct {
@@ -598,7 +608,7 @@ func decodeRequest(raw []byte) Recorded {
 	}
 	rec.Messages = make([]llm.Message, 0, len(req.Messages))
 	for _, m := range req.Messages {
-		msg := llm.Message{Role: llm.Role(m.Role), Name: m.Name, ToolCallID: m.ToolCallID}
+		msg := llm.Message{Role: llm.Role(m.Role), Name: m.Name, ToolCallID: m.ToolCallID, Reasoning: m.ReasoningContent}
 		msg.Content, msg.Images = decodeContent(m.Content)
 		for _, tc := range m.ToolCalls {
 			call := llm.ToolCall{ID: tc.ID, Name: tc.Function.Name}
@@ -659,13 +669,20 @@ type wireUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CompletionDetails carries reasoning_tokens (Usage.ReasoningTokens).
+	CompletionDetails *wireCompletionDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type wireCompletionDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 type wireDelta struct {
 	Role      string         `json:"role,omitempty"`
 	Content   string         `json:"content,omitempty"`
 	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
-	// A profile's reasoning (profiles.go), in the field its server uses.
+	// The reasoning fields: a profile's (profiles.go), in the field its
+	// server uses, or Reply.Reasoning.
 	ReasoningContent string `json:"reasoning_content,omitempty"`
 	Reasoning        string `json:"reasoning,omitempty"`
 }
@@ -718,7 +735,11 @@ func (r Reply) calls() []llm.ToolCall {
 // usage is Reply.Usage or a rough count: about four bytes a token.
 func (r Reply) usage(rec Recorded) wireUsage {
 	if r.Usage != nil {
-		return wireUsage{r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.TotalTokens}
+		u := wireUsage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens, TotalTokens: r.Usage.TotalTokens}
+		if r.Usage.ReasoningTokens > 0 {
+			u.CompletionDetails = &wireCompletionDetails{ReasoningTokens: r.Usage.ReasoningTokens}
+		}
+		return u
 	}
 	prompt := 0
 	for _, m := range rec.Messages {
@@ -729,12 +750,12 @@ func (r Reply) usage(rec Recorded) wireUsage {
 		completion += 2 + (len(c.Name)+len(c.Arguments))/4
 	}
 	completion = max(completion, 1)
-	return wireUsage{prompt, completion, prompt + completion}
+	return wireUsage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
 }
 
 func completion(rec Recorded, r Reply, id string) any {
 	content, _ := json.Marshal(r.text())
-	msg := &wireMessage{Role: "assistant", Content: content}
+	msg := &wireMessage{Role: "assistant", Content: content, ReasoningContent: r.Reasoning}
 	for _, c := range r.calls() {
 		args := c.Arguments
 		msg.ToolCalls = append(msg.ToolCalls, wireToolCall{
@@ -805,6 +826,15 @@ func (f *FakeLLM) stream(w http.ResponseWriter, r *http.Request, rec Recorded, r
 	}
 	if d, ok := f.profile.thought(); ok && !chunk(d, nil) {
 		return
+	}
+	for _, frag := range splitText(reply.Reasoning) {
+		d := wireDelta{ReasoningContent: frag}
+		if reply.ReasoningField == "reasoning" {
+			d = wireDelta{Reasoning: frag}
+		}
+		if !token(d, "") {
+			return
+		}
 	}
 	for _, frag := range fragments {
 		if !token(wireDelta{Content: frag}, frag) {

@@ -45,7 +45,9 @@ type Profile struct {
 	ReasoningField string
 	Thought        string
 	// RejectReasoningInput refuses a request that sends reasoning_content
-	// back in an assistant message (DeepSeek's reasoner).
+	// back in an assistant message of an earlier turn, before the last user
+	// message (DeepSeek's reasoner; within the turn's tool calls its
+	// thinking mode takes it back).
 	RejectReasoningInput bool
 	// Usage is the shape of the usage object: UsageOpenAI (cached and
 	// reasoning tokens in prompt_tokens_details and
@@ -258,7 +260,13 @@ func (p *Profile) check(r *http.Request, rec *Recorded) *Reply {
 		}
 	}
 	if p.RejectReasoningInput {
-		for _, m := range params.Messages {
+		lastUser := -1
+		for i, m := range params.Messages {
+			if m["role"] == "user" {
+				lastUser = i
+			}
+		}
+		for _, m := range params.Messages[:max(lastUser, 0)] {
 			if _, ok := m["reasoning_content"]; ok {
 				return bad("invalid_request_error",
 					"The reasoning_content is an intermediate result for display purposes only and will not be included in the context for inference. Please remove the reasoning_content from your message to reduce network traffic.")
