@@ -314,7 +314,7 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 		chunks int
 	)
 	for {
-		chunk, err := stream.Recv()
+		chunk, err := recvChunk(stream)
 		if errors.Is(err, io.EOF) && chunks == 0 && !hdr.sawDone {
 			// Not one chunk and no [DONE]: what came was not an event
 			// stream, whatever its content type said.
@@ -330,8 +330,8 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 			return Response{}, c.classify(ctx, actx, model, err, hdr, true)
 		}
 		chunks++
-		if u := chunk.Usage; u != nil {
-			usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		if chunk.usage != nil {
+			usage = *chunk.usage
 		}
 		for _, ch := range chunk.Choices {
 			if ch.FinishReason != "" {
