@@ -79,6 +79,18 @@ type LLM struct {
 	MaxOutputTokens       int    `yaml:"max_output_tokens"`   // 0 leaves it to the server
 	Vision                bool   `yaml:"vision"`              // the model accepts image input
 	TranscriptionModel    string `yaml:"transcription_model"` // voice messages are transcribed with it; empty: off
+	// Prices, per model name, turn tokens into an estimated cost on the
+	// dashboard, in /status and /usage; none: tokens only.
+	Prices   map[string]Price `yaml:"prices,omitempty"`
+	Currency string           `yaml:"currency"` // what Prices are in, shown beside costs
+}
+
+// Price is what a million tokens of each kind cost on one model
+// (llm.prices.NAME).
+type Price struct {
+	Input  float64 `yaml:"input"`  // prompt tokens not served from the cache
+	Cached float64 `yaml:"cached"` // prompt tokens served from the provider's cache
+	Output float64 `yaml:"output"` // completion tokens, reasoning included
 }
 
 // Store configures the database: a SQLite file (the embedded default) or
@@ -333,6 +345,7 @@ const (
 	// model thinking: servers send their first bytes within seconds, and
 	// keep-alive comments or chunks while they work.
 	defaultStreamIdleTimeout = 60 * time.Second
+	defaultCurrency          = "USD" // as the providers publish their prices
 	// modelRetryWaits is the most one model call waits between retries
 	// (llm.DefaultMaxRetryWait), for the consistency warning.
 	modelRetryWaits = 60 * time.Second
@@ -484,6 +497,8 @@ func Default() *Config {
 			RequestTimeout: defaultRequestTimeout,
 
 			StreamIdleTimeout: defaultStreamIdleTimeout,
+			Prices:            map[string]Price{},
+			Currency:          defaultCurrency,
 		},
 		Store: Store{Driver: defaultStoreDriver, Path: defaultStorePath},
 		Agent: Agent{

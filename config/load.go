@@ -273,6 +273,12 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, key string) {
 		default:
 			w.decodeScalar(n, t, key, "a whole number")
 		}
+	case t.Kind() == reflect.Float64:
+		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!float" && n.ShortTag() != "!!int") {
+			w.errorf(n.Line, key, "%s: expected a number such as 0.40, got %s", key, w.describe(n))
+			return
+		}
+		w.decodeScalar(n, t, key, "a number")
 	case t.Kind() == reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
 			w.errorf(n.Line, key, "%s: expected true or false, got %s", key, w.describe(n))

@@ -146,6 +146,8 @@ func fill(v reflect.Value) {
 		v.SetInt(1)
 	case v.Kind() == reflect.Bool:
 		v.SetBool(true)
+	case v.Kind() == reflect.Float64:
+		v.SetFloat(0.25)
 	default:
 		panic("fill: no value for " + v.Type().String())
 	}
