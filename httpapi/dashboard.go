@@ -180,6 +180,7 @@ type overview struct {
 	Live     []TurnActivity
 	Recent   []turnRow
 	Chart    chart
+	Cost     *costChart // nil without prices
 	Range    string
 	Skills   *Skills
 	MCP      []mcpclient.ServerStatus
@@ -220,6 +221,9 @@ func (s *Server) overviewData(r *http.Request) (*overview, error) {
 		ov.Range = "24h"
 	}
 	if ov.Chart, err = s.usageChart(ctx, ov.Range); err != nil {
+		return nil, err
+	}
+	if ov.Cost, err = s.costData(ctx); err != nil {
 		return nil, err
 	}
 	if s.opts.Skills != nil {

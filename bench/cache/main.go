@@ -14,7 +14,9 @@
 // requests came (turns seconds apart, so the "Now:" line of the system
 // prompt's context tail changes only when the minute does), and as if each
 // turn came in another minute (the line differs every turn, as in a
-// conversation of people). The usage it reports is the first; the table
+// conversation of people), and, as a what-if, with the context tail sent
+// after the history instead of in the system message. The usage it
+// reports is the first; the table
 // checks that `/status` shows the same share as the fake served. Rows: the
 // share of the prompt tokens of the turns' requests that were cached, of
 // all requests (summaries and learning's forced calls too), the share of
@@ -115,6 +117,25 @@ func promptBytes(rec testkit.Recorded, each func(llm.Message) llm.Message) []byt
 // nowLine is the context tail's clock line.
 var nowLine = regexp.MustCompile(`(?m)^- Now: .*$`)
 
+// tailAfterHistory is the request as it would be with the system prompt's
+// context tail (its clock line differing every turn) moved from the system
+// message to a system message just before the last user message: what a
+// prompt built for the cache would send.
+func tailAfterHistory(rec testkit.Recorded, turn int) testkit.Recorded {
+	if len(rec.Messages) < 2 || rec.Messages[0].Role != llm.RoleSystem {
+		return rec
+	}
+	stable, tail, ok := strings.Cut(rec.Messages[0].Content, "\n\n# Context\n")
+	if !ok {
+		return rec
+	}
+	tail = nowLine.ReplaceAllString(tail, fmt.Sprintf("- Now: minute %d", turn))
+	msgs := append([]llm.Message{{Role: llm.RoleSystem, Content: stable}}, rec.Messages[1:len(rec.Messages)-1]...)
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: "# Context\n" + tail}, rec.Messages[len(rec.Messages)-1])
+	rec.Messages = msgs
+	return rec
+}
+
 // tally sums a kind of request's tokens.
 type tally struct{ requests, tokens, cached int }
 
@@ -128,8 +149,10 @@ func (t *tally) add(tokens, cached int) {
 type meter struct {
 	mu                sync.Mutex
 	asRun, perMinute  *prefixCache
+	tailLast          *prefixCache
 	turns, all        tally // as run
 	turnsMin, allMin  tally // each turn in its own minute
+	turnsTail         tally // each turn in its own minute, the tail after the history
 	stable            []string
 	problems          []string
 	requestsPerTurn   map[int]int
@@ -148,11 +171,13 @@ func (m *meter) answer(rec testkit.Recorded) testkit.Reply {
 		}
 		return msg
 	}))
+	_, cachedTail := m.tailLast.serve(promptBytes(tailAfterHistory(rec, req.Turn), nil))
 	m.all.add(tokens, cached)
 	m.allMin.add(tokens, cachedMin)
 	if req.Kind == convo.Turn {
 		m.turns.add(tokens, cached)
 		m.turnsMin.add(tokens, cachedMin)
+		m.turnsTail.add(tokens, cachedTail)
 		stable, _, _ := strings.Cut(rec.Messages[0].Content, "\n\n# Context\n")
 		m.stable = append(m.stable, stable)
 		if cached > 0 && m.firstCachedTurnAt == 0 {
@@ -186,7 +211,7 @@ func run(turns, block int, keep bool, out, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m := &meter{asRun: newPrefixCache(block), perMinute: newPrefixCache(block)}
+	m := &meter{asRun: newPrefixCache(block), perMinute: newPrefixCache(block), tailLast: newPrefixCache(block)}
 	rig.Model.SetDefault(&testkit.Reply{Func: m.answer})
 	start := time.Now()
 	for t := 1; t <= turns; t++ {
@@ -236,6 +261,8 @@ func (m *meter) write(w io.Writer, turns, block int, status string, wall time.Du
 	fmt.Fprintln(w, "|---|---|---|")
 	fmt.Fprintf(w, "| prompt tokens of the turns' requests served from the cache | %d of %d: %s | %d: %s |\n",
 		m.turns.cached, m.turns.tokens, pct(m.turns.cached, m.turns.tokens), m.turnsMin.cached, pct(m.turnsMin.cached, m.turnsMin.tokens))
+	fmt.Fprintf(w, "| the same, were the context tail sent after the history (a what-if: the fake moves it) | | %d: %s |\n",
+		m.turnsTail.cached, pct(m.turnsTail.cached, m.turnsTail.tokens))
 	fmt.Fprintf(w, "| of all %d requests (turns, summaries, learning's forced calls) | %d of %d: %s | %d: %s |\n",
 		m.all.requests, m.all.cached, m.all.tokens, pct(m.all.cached, m.all.tokens), m.allMin.cached, pct(m.allMin.cached, m.allMin.tokens))
 	fmt.Fprintf(w, "| consecutive turns whose static prefix and summary are byte-identical | %d of %d: %s | |\n",
