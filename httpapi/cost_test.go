@@ -38,6 +38,17 @@ func TestDashboardCost(t *testing.T) {
 		}
 	}
 
+	// The turn's page: its tokens of each kind, by step, and its cost.
+	code, page = s.do("GET", "/turns/1", "", nil)
+	for _, want := range []string{
+		"41000 (40000 prompt, 30000 of them cached; 1000 completion, 400 of them reasoning), about 0.0430 EUR",
+		`<tr><td>1</td><td>40000</td><td>30000</td><td>1000</td><td>400</td></tr>`,
+	} {
+		if code != http.StatusOK || !strings.Contains(page, want) {
+			t.Errorf("turn page (%d) lacks %q", code, want)
+		}
+	}
+
 	plain := newStack(t, nil)
 	plain.fake.Push(testkit.Reply{Text: "Free.", Usage: &llm.Usage{PromptTokens: 10, CompletionTokens: 1, TotalTokens: 11}})
 	plain.chat("bob", "And now?")

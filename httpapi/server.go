@@ -92,6 +92,7 @@ type Store interface {
 	Messages(ctx context.Context, sessionID int64) ([]store.Message, error)
 	UsageSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]store.UsagePoint, error)
 	UsageByDay(ctx context.Context, since time.Time) ([]store.DayUsage, error) // the cost chart (cost.go)
+	StepUsages(ctx context.Context, turnID int64) ([]store.StepUsage, error)   // a turn's tokens by step
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
 	LastInbound(ctx context.Context, chatID int64) ([]byte, error)
 	// Search (the dashboard's search box).
