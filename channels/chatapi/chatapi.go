@@ -767,8 +767,13 @@ func finishReason(stop agent.StopReason) string {
 	return "stop"
 }
 
-func usageJSON(u llm.Usage) map[string]int {
-	return map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
+// usageJSON is the turn's usage as OpenAI writes one, with the prompt
+// tokens served from the model's cache and the reasoning tokens in their
+// details.
+func usageJSON(u llm.Usage) map[string]any {
+	return map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens,
+		"prompt_tokens_details":     map[string]int{"cached_tokens": u.CachedTokens},
+		"completion_tokens_details": map[string]int{"reasoning_tokens": u.ReasoningTokens}}
 }
 
 var (

@@ -62,7 +62,8 @@ func pushPacedTurn(fake *testkit.FakeLLM, clock *tokenClock) {
 	if clock != nil {
 		r.OnChunk = clock.onChunk
 	}
-	fake.Push(r, testkit.Reply{Text: "Sent it.", Usage: &llm.Usage{PromptTokens: 70, CompletionTokens: 3, TotalTokens: 73}})
+	fake.Push(r, testkit.Reply{Text: "Sent it.", Usage: &llm.Usage{PromptTokens: 70, CompletionTokens: 3, TotalTokens: 73,
+		CachedTokens: 64, ReasoningTokens: 2}})
 }
 
 // A send_message call streams to the client as the model writes it, read
@@ -87,7 +88,7 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 	defer stream.Close()
 	var content strings.Builder
 	var firstChunk time.Time
-	chunks, total := 0, 0
+	chunks, total, cached, reasoning := 0, 0, 0, 0
 	finish := ""
 	for {
 		resp, err := stream.Recv()
@@ -97,8 +98,11 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Usage != nil {
-			total = resp.Usage.TotalTokens
+		if u := resp.Usage; u != nil {
+			total = u.TotalTokens
+			if u.PromptTokensDetails != nil && u.CompletionTokensDetails != nil {
+				cached, reasoning = u.PromptTokensDetails.CachedTokens, u.CompletionTokensDetails.ReasoningTokens
+			}
 		}
 		for _, c := range resp.Choices {
 			if c.Delta.Content != "" {
@@ -115,8 +119,8 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 	}
 	lag := firstChunk.Sub(clock.firstToken())
 	t.Logf("first token → first content chunk (go-openai SSE reader): %v; %d content chunks", lag, chunks)
-	if content.String() != streamedReply || finish != "stop" || total != 133 {
-		t.Errorf("streamed %q, finish %q, total %d", content.String(), finish, total)
+	if content.String() != streamedReply || finish != "stop" || total != 133 || cached != 64 || reasoning != 2 {
+		t.Errorf("streamed %q, finish %q, total %d, cached %d, reasoning %d", content.String(), finish, total, cached, reasoning)
 	}
 	if chunks < 5 {
 		t.Errorf("%d content chunks, want one per piece of the call (about 10)", chunks)
