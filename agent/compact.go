@@ -16,18 +16,29 @@ const (
 	// fitRatio: compaction starts when a request would fill more than 90% of
 	// the window, leaving room for the answer.
 	fitRatio = 0.9
-	// oldResultStubAt: layer 2 replaces earlier turns' tool results longer
-	// than this with a stub.
+	// oldResultStubAt: tool results longer than this are replaced with a
+	// stub in turns older than resultTurns, and in every earlier turn at
+	// layer 2.
 	oldResultStubAt = 500
+	// resultTurns is how many of the latest earlier turns keep their tool
+	// results whole while the history is within the budget: the turn a
+	// follow-up question is about. Older results are stubbed at every
+	// size of history (the answers that used them stay); a result turns
+	// into its stub once, when its turn ages past this, so the request
+	// changes there and stays the same from then on.
+	resultTurns = 1
 	// summaryMaxChars caps a model-written summary (~1000 tokens).
 	summaryMaxChars = 4000
 	// keepTurns is how many recent earlier turns layer 3 keeps verbatim.
 	keepTurns = 2
 	// foldTo: a fold for the history budget leaves the history at about
-	// this share of the budget, so that the next fold (and the next change
-	// of the summary, and of the prompt's cached prefix with it) is many
-	// turns away.
-	foldTo = 0.5
+	// this share of the budget (counting the new summary at its largest),
+	// so that the next fold (and the next change of the summary, and of
+	// the prompt's cached prefix with it) is many turns away, while the
+	// latest turns stay verbatim: with the default budget (5,000 tokens)
+	// a chat of ~240-byte messages keeps 15 to 35 turns and folds about
+	// every 20 (bench/economy).
+	foldTo = 0.6
 )
 
 // Compaction layers, cheapest first.
@@ -333,7 +344,11 @@ func (a *Agent) renderHist(st *turnState) []llm.Message {
 	out := make([]llm.Message, 0, len(st.hist))
 	seen := map[string]bool{}
 	limit := requestResultCap(a.cfg.ContextWindow)
-	for _, e := range st.hist {
+	recent := 0 // hist[recent:] are the resultTurns latest earlier turns
+	if starts := turnStarts(st.hist); len(starts) > resultTurns {
+		recent = starts[len(starts)-resultTurns]
+	}
+	for i, e := range st.hist {
 		m := e.Message
 		if st.layer >= layerRedundant {
 			if m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0 {
@@ -347,7 +362,7 @@ func (a *Agent) renderHist(st *turnState) []llm.Message {
 				seen[key] = true
 			}
 		}
-		if st.layer >= layerStubs && m.Role == llm.RoleTool && len(m.Content) > oldResultStubAt {
+		if (st.layer >= layerStubs || i < recent) && m.Role == llm.RoleTool && len(m.Content) > oldResultStubAt {
 			m.Content = fmt.Sprintf("[earlier tool result omitted: %d characters]", len(m.Content))
 		}
 		if m.Role == llm.RoleTool {

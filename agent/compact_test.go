@@ -59,10 +59,11 @@ func TestReactiveCompactionOnContextLengthError(t *testing.T) {
 }
 
 // F21: with big old tool results, layer 2 suffices and no summary call is
-// made (proactive: the estimate exceeds 90% of the window).
+// made (proactive: the estimate exceeds 90% of the window, with the
+// latest earlier turns' results, which are whole until layer 2).
 func TestProactiveCompactionStubsOldResults(t *testing.T) {
-	h := newHarness(t, withTools(bigTool(4800)), func(c *agent.Config) { c.ContextWindow = 5000 })
-	seedToolTurns(t, h, 4)
+	h := newHarness(t, withTools(bigTool(4800)), func(c *agent.Config) { c.ContextWindow = 3000 })
+	seedToolTurns(t, h, 3)
 	before := h.fake.Calls()
 	h.fake.Push(testkit.Reply{Text: "ok"})
 	res := h.run("what did we read?")
@@ -80,8 +81,8 @@ func TestProactiveCompactionStubsOldResults(t *testing.T) {
 		t.Fatalf("highest layer = %d; want 2", maxLayer)
 	}
 	req := h.fake.Requests()[h.fake.Calls()-1]
-	if got := agent.EstimateTokens(req.Messages, req.Tools); got > 4500 {
-		t.Fatalf("request estimate %d tokens exceeds 90%% of 5000", got)
+	if got := agent.EstimateTokens(req.Messages, req.Tools); got > 2700 {
+		t.Fatalf("request estimate %d tokens exceeds 90%% of 3000", got)
 	}
 	stubs := 0
 	for _, m := range req.Messages {
@@ -246,5 +247,61 @@ func TestPromptPrefixStable(t *testing.T) {
 	}
 	if p := (agent.Prompt{Prefix: prefix}).PrefixHash(); p != (agent.Prompt{Prefix: h.agent.Prefix()}).PrefixHash() {
 		t.Fatal("prefix hash not stable")
+	}
+}
+
+// Issue 32: every request carries the tool results of the latest earlier
+// turn (resultTurns) whole and older large results as stubs, without any
+// budget or window pressure (no compaction layer, no summary call); a
+// result turns into its stub once, so consecutive requests share every
+// message before the result that just aged, and the stored copies stay
+// whole.
+func TestOldToolResultsStubbedByAge(t *testing.T) {
+	h := newHarness(t, withTools(bigTool(2000)))
+	seedToolTurns(t, h, 5)
+	h.fake.Push(testkit.Reply{Text: "ok"})
+	if res := h.run("what did we read?"); res.StopReason != agent.StopEndTurn {
+		t.Fatalf("stop = %s (%v)", res.StopReason, res.Err)
+	}
+	if evs := h.eventsOf(agent.EventCompactionEnd); len(evs) != 0 {
+		t.Fatalf("compaction ran: %+v", evs)
+	}
+	reqs := h.fake.Requests()
+	results := func(r testkit.Recorded) []string {
+		var out []string
+		for _, m := range r.Messages {
+			if m.Role == llm.RoleTool {
+				out = append(out, m.Content)
+			}
+		}
+		return out
+	}
+	last := results(reqs[len(reqs)-1])
+	if len(last) != 5 {
+		t.Fatalf("%d tool results in the last request; want 5", len(last))
+	}
+	for i, c := range last {
+		stub := strings.HasPrefix(c, "[earlier tool result omitted: ")
+		if whole := strings.HasPrefix(c, fmt.Sprintf("page %d: ", i+1)) && len(c) > 2000; stub == whole || stub != (i < 4) {
+			t.Fatalf("result %d of 5 is %.40q; want a stub for the first 4, whole for the last", i+1, c)
+		}
+	}
+	// The request before (the second step of the fifth seeded turn) had
+	// results 1 to 3 stubbed, 4 whole: the two requests differ first at
+	// result 4.
+	prev, cur := reqs[len(reqs)-2].Messages, reqs[len(reqs)-1].Messages
+	for i := 1; i < len(prev); i++ {
+		if prev[i].Content != cur[i].Content {
+			if prev[i].Role != llm.RoleTool || !strings.HasPrefix(prev[i].Content, "page 4: ") {
+				t.Fatalf("the requests differ first at message %d (%.30q), not at the result that aged", i, prev[i].Content)
+			}
+			break
+		}
+	}
+	msgs, _ := h.store.Messages(t.Context(), h.session)
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool && len(m.Content) < 2000 {
+			t.Fatalf("a stored result was modified: %d chars", len(m.Content))
+		}
 	}
 }

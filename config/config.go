@@ -377,12 +377,13 @@ const (
 	// About 12k tokens: a whole web page or log tail fits, a runaway dump
 	// does not fill the context window.
 	defaultToolResultMaxChars = 50000
-	// defaultHistoryBudget: about 48 KB of conversation, the last few dozen
+	// defaultHistoryBudget: about 20 KB of conversation, the last 15 to 35
 	// exchanges verbatim, with the rolling summary and recalled memories
-	// for the rest; a request stays near 16k tokens with the static
-	// prompt and tools however long the conversation grows, instead of
-	// approaching the 128k window.
-	defaultHistoryBudget = 12000
+	// for the rest; a request stays under 30 KB (~7k tokens) with the
+	// static prompt and tools however long the conversation grows, and a
+	// 300-turn chat sends 0.56× the model bytes it sent with 12,000
+	// (bench/economy, issue 32).
+	defaultHistoryBudget = 5000
 	// defaultApprovalTimeout leaves time to notice a request, yet a stale
 	// one does not run hours later by surprise.
 	defaultApprovalTimeout = time.Hour

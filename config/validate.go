@@ -77,7 +77,7 @@ func (c *Config) Validate() error {
 	v.positive("channels.max_input_chars", c.Channels.MaxInputChars, "such as 32000")
 	v.positive("agent.tool_result_max_chars", c.Agent.ToolResultMaxChars, "such as 50000")
 	v.notNegative("agent.turn_token_budget", c.Agent.TurnTokenBudget, "0 means unlimited")
-	v.notNegative("agent.history_budget", c.Agent.HistoryBudget, "such as 12000; 0 leaves only llm.context_window")
+	v.notNegative("agent.history_budget", c.Agent.HistoryBudget, "such as 5000; 0 leaves only llm.context_window")
 	v.notNegative("agent.user_daily_token_budget", c.Agent.UserDailyTokenBudget, "0 means unlimited")
 	v.positiveDuration("agent.approval_timeout", c.Agent.ApprovalTimeout, "1h")
 	v.positive("agent.plan_step_max_steps", c.Agent.PlanStepMaxSteps, "such as 10")

@@ -327,6 +327,7 @@ func (p *previewer) due(now time.Time) (*slot, string, time.Time) {
 		if p.clean != nil {
 			text = p.clean(text)
 		}
+		text = p.fitted(text)
 		switch {
 		case s.busy != nil || text == s.shown || text == "":
 			continue
@@ -342,6 +343,25 @@ func (p *previewer) due(now time.Time) (*slot, string, time.Time) {
 		return s, text, time.Time{}
 	}
 	return nil, "", at
+}
+
+// fitted is text cut to what the channel shows as one message (see fits),
+// ending in the cursor: a preview sent split would leave its other parts
+// behind when the reply claims or removes it.
+func (p *previewer) fitted(text string) string {
+	if p.fits(text) {
+		return text
+	}
+	r := []rune(text)
+	lo, hi := 0, len(r) // the longest prefix that fits with the cursor
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; p.fits(string(r[:mid]) + previewCursor) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return strings.TrimRight(string(r[:lo]), " \n") + previewCursor
 }
 
 // show makes one preview call for s: a draft, a new preview message or an

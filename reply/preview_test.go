@@ -603,3 +603,37 @@ func TestPreviewOff(t *testing.T) {
 		}
 	})
 }
+
+// A preview never needs more than one message: a text longer than the
+// channel's message shows its beginning and the cursor (a preview sent split
+// would leave parts behind when the reply takes its place).
+func TestPreviewFitsOneMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ch := newLiveChannel(false)
+		ch.oneMsg = 40
+		liveRun(t, ch, channels.Group, true, func(ctx context.Context, tt agent.Turn, _ int) agent.Result {
+			stream(tt, agent.EventTextDelta, "", answer, 100*time.Millisecond)
+			tt.OnEvent(agent.Event{Kind: agent.EventUsage})
+			if _, err := tt.Chat.Send(ctx, answer); err != nil {
+				t.Errorf("send: %v", err)
+			}
+			return endTurn
+		})
+		previews := 0
+		for _, op := range ch.calls(true) {
+			if !op.preview {
+				continue
+			}
+			previews++
+			if len(op.text) > ch.oneMsg || !strings.HasSuffix(op.text, " …") {
+				t.Errorf("preview %v: want at most %d bytes, ending in the cursor", op, ch.oneMsg)
+			}
+		}
+		if previews == 0 {
+			t.Fatalf("no preview shown; calls %q", kinds(ch.calls(true)))
+		}
+		if got := chatHolds(ch.calls(false)); !slices.Equal(got, []string{answer}) {
+			t.Errorf("the chat holds %q, want only the reply", got)
+		}
+	})
+}

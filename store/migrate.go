@@ -19,7 +19,7 @@ type migration struct {
 	sql     string
 }
 
-// migrations are applied in order, each in its own transaction.
+// migrations are applied in order, the pending ones in one transaction.
 var migrations = []migration{
 	{1, "conversations, turns and inbox", migration1},
 	{2, "summaries and state", migration2},
@@ -169,7 +169,7 @@ type migrator interface {
 }
 
 // migrate applies the migrations newer than the database's schema version.
-// Each runs in its own transaction that re-reads the version first. On
+// They run in one transaction that re-reads the version first. On
 // SQLite the transaction is IMMEDIATE, so two processes opening the same
 // file at once apply each migration once. On Postgres, where DDL takes no
 // lock on tables that do not exist yet, the whole run holds an advisory
@@ -217,34 +217,37 @@ func migrateOn(ctx context.Context, db migrator, d *dialect, ms []migration, now
 		if m.version != i+1 {
 			return fmt.Errorf("migrate: migration %q has version %d, want %d", m.name, m.version, i+1)
 		}
-		if m.version <= have {
-			continue
-		}
-		if err := applyMigration(ctx, db, d, m, nowMS); err != nil {
-			return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
-		}
 	}
-	return nil
+	if have == len(ms) {
+		return nil
+	}
+	return applyMigrations(ctx, db, d, ms, nowMS)
 }
 
-func applyMigration(ctx context.Context, db migrator, d *dialect, m migration, nowMS int64) error {
+// applyMigrations applies the migrations newer than the version it reads
+// in its transaction, all in that one transaction: an upgrade (or a fresh
+// store's schema) is whole or not at all, and costs one commit, not one a
+// version.
+func applyMigrations(ctx context.Context, db migrator, d *dialect, ms []migration, nowMS int64) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("migrate: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
 	var have int
 	if err := tx.QueryRowContext(ctx, sqlMaxSchemaVersion).Scan(&have); err != nil {
-		return err
+		return fmt.Errorf("migrate: %w", err)
 	}
-	if have >= m.version {
-		return nil // another process got here first
+	for _, m := range ms[min(have, len(ms)):] { // another process may have got here first
+		if _, err := tx.ExecContext(ctx, d.ddl(m.sql)); err != nil {
+			return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, d.rebind(sqlInsertVersion), m.version, m.name, nowMS); err != nil {
+			return fmt.Errorf("migrate: version %d (%s): %w", m.version, m.name, err)
+		}
 	}
-	if _, err := tx.ExecContext(ctx, d.ddl(m.sql)); err != nil {
-		return err
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, d.rebind(sqlInsertVersion), m.version, m.name, nowMS); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return nil
 }
