@@ -91,6 +91,10 @@ type LLM struct {
 	Temperature *float64 `yaml:"temperature"`
 	// Models are per-model settings, by model name (Azure: deployment).
 	Models map[string]LLMModel `yaml:"models"`
+	// Prices, per model name, turn tokens into an estimated cost on the
+	// dashboard, in /status and /usage; none: tokens only.
+	Prices   map[string]Price `yaml:"prices,omitempty"`
+	Currency string           `yaml:"currency"` // what Prices are in, shown beside costs
 }
 
 // LLMModel is the settings of one model (llm.models.NAME). Unset fields
@@ -115,6 +119,14 @@ func (l LLM) ClientConfig() llm.Config {
 		}
 	}
 	return c
+}
+
+// Price is what a million tokens of each kind cost on one model
+// (llm.prices.NAME).
+type Price struct {
+	Input  float64 `yaml:"input"`  // prompt tokens not served from the cache
+	Cached float64 `yaml:"cached"` // prompt tokens served from the provider's cache
+	Output float64 `yaml:"output"` // completion tokens, reasoning included
 }
 
 // Store configures the database: a SQLite file (the embedded default) or
@@ -369,6 +381,7 @@ const (
 	// model thinking: servers send their first bytes within seconds, and
 	// keep-alive comments or chunks while they work.
 	defaultStreamIdleTimeout = 60 * time.Second
+	defaultCurrency          = "USD" // as the providers publish their prices
 	// modelRetryWaits is the most one model call waits between retries
 	// (llm.DefaultMaxRetryWait), for the consistency warning.
 	modelRetryWaits = 60 * time.Second
@@ -522,6 +535,8 @@ func Default() *Config {
 
 			StreamIdleTimeout: defaultStreamIdleTimeout,
 			Models:            map[string]LLMModel{},
+			Prices:            map[string]Price{},
+			Currency:          defaultCurrency,
 		},
 		Store: Store{Driver: defaultStoreDriver, Path: defaultStorePath},
 		Agent: Agent{

@@ -200,7 +200,7 @@ func TestLoadRejectsBadReferences(t *testing.T) {
 		},
 		{ // keys are never expanded, so a reference in a key is an unknown key
 			doc("llm:", "  ${KEY}: x"),
-			`config.yaml:2: unknown key "llm.${KEY}"; llm takes base_url, api_key, model, context_window, fallback_models, max_retries, request_timeout, stream_idle_timeout, max_concurrent_requests, max_output_tokens, vision, transcription_model, provider, api_version, temperature, models`,
+			`config.yaml:2: unknown key "llm.${KEY}"; llm takes base_url, api_key, model, context_window, fallback_models, max_retries, request_timeout, stream_idle_timeout, max_concurrent_requests, max_output_tokens, vision, transcription_model, provider, api_version, temperature, models, prices, currency`,
 		},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -51,6 +52,17 @@ func (c *Config) Validate() error {
 		v.add("llm.max_output_tokens", fmt.Sprintf("must be less than llm.context_window (%d), or no room is left for the prompt; lower it, or set 0 to leave it to the server", c.LLM.ContextWindow))
 	}
 	c.validateModels(v)
+	for _, name := range sortedNames(c.LLM.Prices) {
+		p := c.LLM.Prices[name]
+		for _, k := range []struct {
+			kind string
+			n    float64
+		}{{"input", p.Input}, {"cached", p.Cached}, {"output", p.Output}} {
+			if k.n < 0 || math.IsNaN(k.n) || math.IsInf(k.n, 0) {
+				v.add("llm.prices."+name+"."+k.kind, fmt.Sprintf("%v is not a price: write what a million tokens cost, 0 or more, such as 0.40", k.n))
+			}
+		}
+	}
 
 	// store, agent, skills
 	c.validateStore(v)

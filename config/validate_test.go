@@ -69,6 +69,9 @@ func TestValidate(t *testing.T) {
 		{"max_output_tokens fills the window", func(c *Config) { c.LLM.ContextWindow = 1000; c.LLM.MaxOutputTokens = 1000 },
 			[]string{"llm.max_output_tokens: must be less than llm.context_window (1000), or no room is left for the prompt; lower it, or set 0 to leave it to the server"}},
 		{"max_output_tokens fits", func(c *Config) { c.LLM.MaxOutputTokens = 4096 }, nil},
+		{"a negative price", func(c *Config) { c.LLM.Prices = map[string]Price{"gpt-x": {Input: 0.4, Cached: -1, Output: 1.6}} },
+			[]string{"llm.prices.gpt-x.cached: -1 is not a price: write what a million tokens cost, 0 or more, such as 0.40"}},
+		{"prices", func(c *Config) { c.LLM.Prices = map[string]Price{"gpt-x": {Input: 0.4, Cached: 0.1, Output: 1.6}} }, nil},
 
 		// store, agent, skills
 		{"store.path empty", func(c *Config) { c.Store.Path = "" },

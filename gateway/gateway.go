@@ -319,6 +319,7 @@ func (g *Gateway) buildRouter(context.Context) error {
 		MaxConcurrentTurns: cfg.Agent.MaxConcurrentTurns,
 		TurnTimeout:        cfg.Agent.TurnTimeout,
 		ModelName:          cfg.LLM.Model,
+		Prices:             pricesOf(cfg),
 		Vision:             cfg.LLM.Vision,
 		Transcribe:         transcriber(g.model, cfg.LLM.TranscriptionModel),
 		Location:           g.loc,

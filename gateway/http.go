@@ -36,6 +36,7 @@ func (g *Gateway) startHTTP(sup *supervisor, hook func(path string) http.Handler
 		Logger:      g.log,
 		Redact:      g.redact.String,
 		ChannelHook: hook,
+		Prices:      pricesOf(cfg),
 	})
 	if err != nil {
 		return nil, err

@@ -30,6 +30,8 @@ type chart struct {
 	Prompt        int
 	Completion    int
 	Turns         int
+	Cached        int    // prompt tokens served from the provider's cache
+	Reasoning     int    // completion tokens spent on reasoning
 	Span          string // "24 hours" or "14 days"
 	Bucket        string // "hour" or "day"
 }
@@ -79,6 +81,8 @@ func (s *Server) usageChart(ctx context.Context, rng string) (chart, error) {
 		c.Completion += p.Usage.CompletionTokens
 		c.Total += p.Usage.TotalTokens
 		c.Turns += p.Turns
+		c.Cached += p.Usage.CachedTokens
+		c.Reasoning += p.Usage.ReasoningTokens
 	}
 	peak := 0
 	for _, b := range by {
@@ -106,6 +110,14 @@ func (s *Server) usageChart(ctx context.Context, rng string) (chart, error) {
 		c.YLabels = append(c.YLabels, axisLabel{X: chartLeft - 6, Y: base - chartPlotH*f/4 + 4, Text: numText(v)})
 	}
 	return c, nil
+}
+
+// CachedShare is the percent of the prompt tokens served from the cache.
+func (c chart) CachedShare() int {
+	if c.Prompt == 0 {
+		return 0
+	}
+	return c.Cached * 100 / c.Prompt
 }
 
 // niceCeil rounds n up to 1, 2 or 5 times a power of ten (at least 10), so

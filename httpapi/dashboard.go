@@ -180,6 +180,7 @@ type overview struct {
 	Live     []TurnActivity
 	Recent   []turnRow
 	Chart    chart
+	Cost     *costChart // nil without prices
 	Range    string
 	Skills   *Skills
 	MCP      []mcpclient.ServerStatus
@@ -220,6 +221,9 @@ func (s *Server) overviewData(r *http.Request) (*overview, error) {
 		ov.Range = "24h"
 	}
 	if ov.Chart, err = s.usageChart(ctx, ov.Range); err != nil {
+		return nil, err
+	}
+	if ov.Cost, err = s.costData(ctx); err != nil {
 		return nil, err
 	}
 	if s.opts.Skills != nil {
@@ -400,8 +404,15 @@ func (s *Server) turnPage(_ http.ResponseWriter, r *http.Request) (string, any, 
 	if err != nil {
 		return "", nil, err
 	}
+	steps, err := s.opts.Store.StepUsages(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
 	data := map[string]any{"Title": fmt.Sprintf("Turn %d", id), "Head": s.head(r), "Turn": t, "Messages": msgs,
-		"Tools": toolUses(msgs)}
+		"Tools": toolUses(msgs), "StepUsage": steps}
+	if cost, ok := s.opts.Prices.Cost(t.Model, t.Usage); ok {
+		data["Cost"] = s.opts.Prices.Format(cost)
+	}
 	if c, err := s.opts.Store.ChatByID(ctx, t.ChatID); err == nil {
 		data["Chat"], data["Label"] = c, s.chatLabel(ctx, c)
 	}

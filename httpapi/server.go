@@ -51,6 +51,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/cluster"
 	"github.com/switchboard-gateway/switchboard/mcpclient"
 	"github.com/switchboard-gateway/switchboard/metrics"
+	"github.com/switchboard-gateway/switchboard/pricing"
 	"github.com/switchboard-gateway/switchboard/store"
 )
 
@@ -90,6 +91,8 @@ type Store interface {
 	Session(ctx context.Context, id int64) (store.Session, error)
 	Messages(ctx context.Context, sessionID int64) ([]store.Message, error)
 	UsageSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]store.UsagePoint, error)
+	UsageByDay(ctx context.Context, since time.Time) ([]store.DayUsage, error) // the cost chart (cost.go)
+	StepUsages(ctx context.Context, turnID int64) ([]store.StepUsage, error)   // a turn's tokens by step
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
 	LastInbound(ctx context.Context, chatID int64) ([]byte, error)
 	// Search (the dashboard's search box).
@@ -221,6 +224,9 @@ type Options struct {
 	// or nil. It is served for POST and GET without http.token: the
 	// channel authenticates its platform's requests itself.
 	ChannelHook func(path string) http.Handler
+	// Prices (llm.prices) add the estimated cost by day to the overview;
+	// nil: tokens only.
+	Prices *pricing.Table
 
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -439,11 +439,8 @@ func (c *Client) attempt(ctx context.Context, call *callState, model string, bas
 			return Response{}, c.classify(ctx, actx, model, err, hdr, true)
 		}
 		chunks++
-		if u := chunk.Usage; u != nil {
-			usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
-			if d := u.CompletionTokensDetails; d != nil {
-				usage.ReasoningTokens = d.ReasoningTokens
-			}
+		if chunk.usage != nil {
+			usage = *chunk.usage
 		}
 		for i, ch := range chunk.Choices {
 			if ch.FinishReason != "" {
@@ -545,40 +542,6 @@ func handOut(call *callState, s string) {
 		call.streamed = true
 		call.onDelta(Delta{Text: s})
 	}
-}
-
-// streamChunk is a streamed chunk with what go-openai does not decode: the
-// reasoning field of each choice's delta (OpenRouter, Ollama).
-type streamChunk struct {
-	openai.ChatCompletionStreamResponse
-	reasoning []string // by choice
-}
-
-// recvChunk reads the next chunk of stream.
-func recvChunk(stream *openai.ChatCompletionStream) (streamChunk, error) {
-	raw, err := stream.RecvRaw()
-	if err != nil {
-		return streamChunk{}, err
-	}
-	var c streamChunk
-	if err := json.Unmarshal(raw, &c.ChatCompletionStreamResponse); err != nil {
-		return streamChunk{}, err
-	}
-	if bytes.Contains(raw, []byte(`"reasoning"`)) {
-		var r struct {
-			Choices []struct {
-				Delta struct {
-					Reasoning string `json:"reasoning"`
-				} `json:"delta"`
-			} `json:"choices"`
-		}
-		if json.Unmarshal(raw, &r) == nil {
-			for _, ch := range r.Choices {
-				c.reasoning = append(c.reasoning, ch.Delta.Reasoning)
-			}
-		}
-	}
-	return c, nil
 }
 
 // classify turns what go-openai returned into an *Error, or into a wrapped

@@ -92,7 +92,7 @@ func NewReplica(version, replica string) *Metrics {
 		Help:    "Time of model calls (retries and streaming included), by model and outcome.",
 		Buckets: []float64{0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 180}}, []string{"model", "outcome"})
 	m.modelTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_model_tokens_total",
-		Help: "Tokens reported by the model server, by model and kind (prompt or completion)."}, []string{"model", "kind"})
+		Help: "Tokens reported by the model server, by model and kind (prompt, completion; cached, a part of prompt; reasoning, a part of completion)."}, []string{"model", "kind"})
 	m.jobs = &jobsCollector{desc: prometheus.NewDesc("switchboard_background_jobs_total",
 		"Background jobs finished (scheduled jobs, learning, ...), by job and outcome.", []string{"job", "outcome"}, nil),
 		counts: map[[2]string]uint64{}, sources: map[string]func() map[string]uint64{}}
@@ -417,6 +417,8 @@ func (o *Model) Complete(ctx context.Context, req llm.Request, onDelta func(llm.
 	}
 	o.m.modelTokens.WithLabelValues(model, "prompt").Add(float64(resp.Usage.PromptTokens))
 	o.m.modelTokens.WithLabelValues(model, "completion").Add(float64(resp.Usage.CompletionTokens))
+	o.m.modelTokens.WithLabelValues(model, "cached").Add(float64(resp.Usage.CachedTokens))
+	o.m.modelTokens.WithLabelValues(model, "reasoning").Add(float64(resp.Usage.ReasoningTokens))
 	return resp, nil
 }
 

@@ -79,7 +79,8 @@ func (s scriptedModel) Complete(ctx context.Context, _ llm.Request, _ func(llm.D
 
 func TestObservedModel(t *testing.T) {
 	m := New("dev")
-	ok := m.ObserveModel(scriptedModel{resp: llm.Response{Model: "gpt-x", Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 4, TotalTokens: 14}}}, "main")
+	ok := m.ObserveModel(scriptedModel{resp: llm.Response{Model: "gpt-x", Usage: llm.Usage{PromptTokens: 10, CompletionTokens: 4, TotalTokens: 14,
+		CachedTokens: 6, ReasoningTokens: 3}}}, "main")
 	if _, err := ok.Complete(t.Context(), llm.Request{}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +103,10 @@ func TestObservedModel(t *testing.T) {
 		t.Fatalf("a cancelled call counted as a failure: %+v", h)
 	}
 
-	if got := testutil.ToFloat64(m.modelTokens.WithLabelValues("gpt-x", "prompt")); got != 10 {
-		t.Errorf("prompt tokens = %v, want 10", got)
-	}
-	if got := testutil.ToFloat64(m.modelTokens.WithLabelValues("gpt-x", "completion")); got != 4 {
-		t.Errorf("completion tokens = %v, want 4", got)
+	for kind, want := range map[string]float64{"prompt": 10, "completion": 4, "cached": 6, "reasoning": 3} {
+		if got := testutil.ToFloat64(m.modelTokens.WithLabelValues("gpt-x", kind)); got != want {
+			t.Errorf("%s tokens = %v, want %v", kind, got, want)
+		}
 	}
 	out := scrape(t, m)
 	for _, want := range []string{

@@ -49,6 +49,8 @@ func (r *Router) immediate(ctx context.Context, inboxID int64, in channels.Inbou
 		text = r.stop(ctx, in)
 	case "status":
 		text = r.status(ctx, in)
+	case "usage":
+		text = r.usageReport(ctx, in, args)
 	case "tasks":
 		text = noTasks
 		if r.cfg.Tasks != nil {
@@ -166,6 +168,7 @@ func (r *Router) status(ctx context.Context, in channels.Inbound) string {
 	sess, err := r.cfg.Store.CurrentSession(ctx, chat.ID)
 	if err == nil {
 		fmt.Fprintf(&b, "Conversation #%d: %d messages since %s\n", sess.ID, sess.Messages, sess.StartedAt.UTC().Format(statusTime))
+		b.WriteString(r.sessionUsageLine(ctx, sess.ID))
 	}
 	// The last turn of this conversation (not of one /new ended).
 	if turns, terr := r.cfg.Store.Turns(ctx, chat.ID, 1); terr == nil && len(turns) > 0 && (err != nil || turns[0].SessionID == sess.ID) {

@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/llm"
+	"github.com/switchboard-gateway/switchboard/pricing"
 	"github.com/switchboard-gateway/switchboard/reply"
 	"github.com/switchboard-gateway/switchboard/store"
 
@@ -78,6 +79,9 @@ type Store interface {
 	// a reminder recorded in the conversation as a job turn.
 	Turns(ctx context.Context, chatID int64, limit int) ([]store.Turn, error)
 	SummaryCoverage(ctx context.Context, sessionID int64) (store.SummaryCoverage, error)
+	// Tokens: a conversation's for /status, all users' by day for /usage.
+	SessionUsage(ctx context.Context, sessionID int64) (int, llm.Usage, error)
+	UsageByDay(ctx context.Context, since time.Time) ([]store.DayUsage, error)
 	RunningTurns(ctx context.Context) ([]store.Turn, error)
 	RunningTurnsOf(ctx context.Context, channel, chatKey string) ([]store.Turn, error)
 	BeginTurn(ctx context.Context, t store.TurnStart, first []llm.Message) (int64, []int64, error)
@@ -109,6 +113,10 @@ type Config struct {
 	Transcribe func(ctx context.Context, name string, audio []byte) (string, error)
 	ModelName  string // for /status
 	Location   *time.Location
+
+	// Prices turn tokens into an estimated cost in /status and /usage;
+	// nil: tokens only.
+	Prices *pricing.Table
 	// MaxInputChars caps an inbound message's text
 	// (channels.max_input_chars): past it the chat is told in one sentence
 	// and the message is not stored (input.go). 0:

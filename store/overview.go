@@ -36,7 +36,7 @@ const (
 	// Buckets are whole multiples of the bucket length since the epoch, so
 	// they line up across calls.
 	sqlUsageSeries = `SELECT (started_at / ?) * ? AS bucket, COUNT(*),
-			SUM(prompt_tokens), SUM(completion_tokens), SUM(total_tokens)
+			SUM(prompt_tokens), SUM(completion_tokens), SUM(total_tokens), SUM(cached_tokens), SUM(reasoning_tokens)
 		FROM turns WHERE started_at >= ? GROUP BY bucket ORDER BY bucket`
 	// Users the bot learned something about: a profile entry or a memory of
 	// their own (user keys), the most recently learned first.
@@ -114,7 +114,8 @@ func (s *Store) UsageSeries(ctx context.Context, since time.Time, bucket time.Du
 	for rows.Next() {
 		var p UsagePoint
 		var start int64
-		if err := rows.Scan(&start, &p.Turns, &p.Usage.PromptTokens, &p.Usage.CompletionTokens, &p.Usage.TotalTokens); err != nil {
+		if err := rows.Scan(&start, &p.Turns, &p.Usage.PromptTokens, &p.Usage.CompletionTokens, &p.Usage.TotalTokens,
+			&p.Usage.CachedTokens, &p.Usage.ReasoningTokens); err != nil {
 			return nil, fmt.Errorf("store: usage series: %w", err)
 		}
 		p.Start = fromMS(start)

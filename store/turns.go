@@ -102,7 +102,9 @@ const (
 	sqlStepTurn = `UPDATE turns SET steps = ?,
 			prompt_tokens = prompt_tokens + ?,
 			completion_tokens = completion_tokens + ?,
-			total_tokens = total_tokens + ?
+			total_tokens = total_tokens + ?,
+			cached_tokens = cached_tokens + ?,
+			reasoning_tokens = reasoning_tokens + ?
 		WHERE id = ? AND status = 'running'
 		RETURNING session_id`
 	sqlFinishTurn = `UPDATE turns SET status = ?, stop_reason = ?, error = ?, model = ?,
@@ -118,14 +120,15 @@ const (
 	sqlTurnStatus  = `SELECT status FROM turns WHERE id = ?`
 	sqlTurnColumns = `id, chat_id, session_id, COALESCE(inbox_id, 0), user_id, channel, kind, status, stop_reason, error, model,
 		steps, prompt_tokens, completion_tokens, total_tokens, started_at, ended_at, duration_ms, delivery,
-		request_tokens, request_bytes`
+		request_tokens, request_bytes, cached_tokens, reasoning_tokens`
 	sqlTurnByID      = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE id = ?`
 	sqlTurnsOfChat   = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE chat_id = ? ORDER BY id DESC LIMIT ?`
 	sqlRunningTurns  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE status = 'running' ORDER BY id`
 	sqlTurnForInbox  = `SELECT ` + sqlTurnColumns + ` FROM turns WHERE inbox_id = ? ORDER BY id DESC LIMIT 1`
 	sqlRunningOfChat = `SELECT ` + sqlTurnColumns + ` FROM turns
 		WHERE status = 'running' AND chat_id = (SELECT id FROM chats WHERE channel = ? AND chat_key = ?) ORDER BY id`
-	sqlUsageSince = `SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(total_tokens), 0)
+	sqlUsageSince = `SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(total_tokens), 0),
+			COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(reasoning_tokens), 0)
 		FROM turns WHERE user_id = ? AND started_at >= ?`
 	sqlMsgColumns = `id, session_id, COALESCE(turn_id, 0), role, content, tool_calls, tool_call_id, name, images, hidden, created_at`
 	sqlMessages   = `SELECT ` + sqlMsgColumns + ` FROM messages WHERE session_id = ? AND id > ? ORDER BY id`
@@ -196,11 +199,14 @@ func (s *Store) CommitStep(ctx context.Context, turnID int64, step int, msgs []S
 		// session; a failing message below rolls this update back too.
 		var sessionID int64
 		err := tx.QueryRowContext(ctx, sqlStepTurn, step, usage.PromptTokens, usage.CompletionTokens,
-			usage.TotalTokens, turnID).Scan(&sessionID)
+			usage.TotalTokens, usage.CachedTokens, usage.ReasoningTokens, turnID).Scan(&sessionID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notRunning(ctx, tx, turnID)
 		}
 		if err != nil {
+			return err
+		}
+		if err := addStepUsage(ctx, tx, turnID, step, usage); err != nil {
 			return err
 		}
 		now := s.nowMS()
@@ -343,7 +349,8 @@ func scanTurn(r rowScanner) (Turn, error) {
 	var ended, dur sql.NullInt64
 	if err := r.Scan(&t.ID, &t.ChatID, &t.SessionID, &t.InboxID, &t.UserID, &t.Channel, &t.Kind, &t.Status,
 		&t.StopReason, &t.Error, &t.Model, &t.Steps, &t.Usage.PromptTokens, &t.Usage.CompletionTokens,
-		&t.Usage.TotalTokens, &started, &ended, &dur, &t.Delivery, &t.RequestTokens, &t.RequestBytes); err != nil {
+		&t.Usage.TotalTokens, &started, &ended, &dur, &t.Delivery, &t.RequestTokens, &t.RequestBytes,
+		&t.Usage.CachedTokens, &t.Usage.ReasoningTokens); err != nil {
 		return Turn{}, err
 	}
 	t.StartedAt = fromMS(started)
@@ -442,7 +449,7 @@ func (s *Store) TurnForInbox(ctx context.Context, inboxID int64) (Turn, bool, er
 func (s *Store) UsageSince(ctx context.Context, userID string, since time.Time) (llm.Usage, error) {
 	var u llm.Usage
 	err := s.db.QueryRowContext(ctx, sqlUsageSince, userID, since.UnixMilli()).
-		Scan(&u.PromptTokens, &u.CompletionTokens, &u.TotalTokens)
+		Scan(&u.PromptTokens, &u.CompletionTokens, &u.TotalTokens, &u.CachedTokens, &u.ReasoningTokens)
 	if err != nil {
 		return llm.Usage{}, fmt.Errorf("store: usage of user %q: %w", userID, err)
 	}

@@ -190,7 +190,8 @@ func (a *API) Send(ctx context.Context, m channels.Outbound) (string, error) {
 // when the turn ends.
 func (a *API) TurnEvent(in channels.Inbound, ev agent.Event) {
 	switch ev.Kind {
-	case agent.EventTurnStart, agent.EventDone, agent.EventReplyDelta, agent.EventToolStart, agent.EventToolEnd:
+	case agent.EventTurnStart, agent.EventDone, agent.EventReplyDelta, agent.EventToolStart, agent.EventToolEnd,
+		agent.EventTextDelta, agent.EventInterimText, agent.EventRetry:
 	default:
 		return
 	}
@@ -206,6 +207,12 @@ func (a *API) TurnEvent(in channels.Inbound, ev agent.Event) {
 		return
 	case agent.EventReplyDelta:
 		w.speculate(ev.CallID, ev.Text)
+		return
+	case agent.EventTextDelta:
+		w.plainDelta(ev.Step, ev.Text)
+		return
+	case agent.EventInterimText, agent.EventRetry:
+		w.interim()
 		return
 	case agent.EventToolStart:
 		w.progressed(ev)
@@ -339,28 +346,36 @@ func (w *waiter) finish(u llm.Usage, stop agent.StopReason, errMsg string) {
 	w.poke()
 }
 
-// speculate adds a fragment of a send_message call's text as it streams.
-func (w *waiter) speculate(callID, frag string) {
+// changeLive changes a streamed answer's content and wakes its stream; a
+// request that does not stream, or has ended, ignores it.
+func (w *waiter) changeLive(change func(*liveText)) {
 	w.mu.Lock()
 	if w.done || w.live == nil {
 		w.mu.Unlock()
 		return
 	}
-	w.live.speculate(callID, frag)
+	change(w.live)
 	w.mu.Unlock()
 	w.poke()
 }
 
+// speculate adds a fragment of a send_message call's text as it streams.
+func (w *waiter) speculate(callID, frag string) {
+	w.changeLive(func(l *liveText) { l.speculate(callID, frag) })
+}
+
+// plainDelta adds a fragment of the model's plain text as it streams.
+func (w *waiter) plainDelta(step int, frag string) {
+	w.changeLive(func(l *liveText) { l.plainDelta(step, frag) })
+}
+
+// interim marks the plain text streamed so far as interim: tool calls
+// came with it, or the model is asked again.
+func (w *waiter) interim() { w.changeLive(func(l *liveText) { l.interim() }) }
+
 // settled forgets a call that ran (sent or refused).
 func (w *waiter) settled(callID string) {
-	w.mu.Lock()
-	if w.done || w.live == nil {
-		w.mu.Unlock()
-		return
-	}
-	w.live.settled(callID)
-	w.mu.Unlock()
-	w.poke()
+	w.changeLive(func(l *liveText) { l.settled(callID) })
 }
 
 // takeLive returns the content pieces the stream writes next, and whether
@@ -752,8 +767,13 @@ func finishReason(stop agent.StopReason) string {
 	return "stop"
 }
 
-func usageJSON(u llm.Usage) map[string]int {
-	return map[string]int{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens}
+// usageJSON is the turn's usage as OpenAI writes one, with the prompt
+// tokens served from the model's cache and the reasoning tokens in their
+// details.
+func usageJSON(u llm.Usage) map[string]any {
+	return map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens, "total_tokens": u.TotalTokens,
+		"prompt_tokens_details":     map[string]int{"cached_tokens": u.CachedTokens},
+		"completion_tokens_details": map[string]int{"reasoning_tokens": u.ReasoningTokens}}
 }
 
 var (

@@ -1,6 +1,10 @@
 package chatapi
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/switchboard-gateway/switchboard/fallback"
+)
 
 // What a streamed answer writes, and when.
 //
@@ -15,10 +19,16 @@ import "strings"
 //   - A message the turn sends is confirmed: what of it was not written yet
 //     is written then. A send_message call that was written as it streamed
 //     therefore adds nothing when it is sent.
-//   - The model's plain text (agent.EventTextDelta) is not written as it
-//     streams: until its model call ends, it may be interim text that tool
-//     calls follow, which is never sent. It is written when the turn sends
-//     it (the fallback), in one piece.
+//   - The model's plain text (agent.EventTextDelta) is written as it
+//     streams too, as the fallback would send it: without its leading and
+//     trailing blanks, nothing while it may still be the no-reply marker,
+//     and nothing after a message was sent (the fallback then sends
+//     nothing). When the fallback sends it, only what was not written yet
+//     is written. If tool calls follow it (agent.EventInterimText, or a
+//     send_message call begins), it was interim text, never sent: what
+//     was written stays in the stream, and the next message follows it
+//     after a blank line, the one other case where the stream holds more
+//     than the non-streamed answer.
 //   - Text is written only where it continues what was written before:
 //     speculative text that does not continue the stream (because it
 //     differs from what an earlier, refused call wrote) waits to be sent.
@@ -38,6 +48,15 @@ type liveText struct {
 	calls   []liveCall      // send_message calls under way, in the order they began
 	ran     map[string]bool // calls sent or settled: a late fragment adds nothing
 	pending []string        // pieces of out not taken by the stream yet
+	sent    bool            // a message was sent: plain text is no longer written
+	plain   *plainRun       // the model's plain text of the current call, if any
+}
+
+// plainRun is the model's plain text of one model call.
+type plainRun struct {
+	step int
+	text string // all of it so far, as streamed
+	at   int    // where its written part begins in out; -1: nothing written yet
 }
 
 type liveCall struct{ id, text string }
@@ -64,6 +83,7 @@ func (l *liveText) speculate(id, frag string) {
 	if l.ran[id] {
 		return
 	}
+	l.interim() // plain text before a call is interim text
 	i := 0
 	for i < len(l.calls) && l.calls[i].id != id {
 		i++
@@ -89,6 +109,18 @@ func (l *liveText) advance() {
 // confirm writes a message the turn sent (the first call under way, when
 // one streamed, or a text the turn sent otherwise).
 func (l *liveText) confirm(text string) {
+	l.sent = true
+	if p := l.plain; p != nil {
+		l.plain = nil
+		if p.at >= 0 {
+			if rest, ok := strings.CutPrefix(text, l.out[p.at:]); ok && len(l.calls) == 0 {
+				l.write(rest) // the fallback sends the text that streamed
+				l.mark = len(l.out)
+				return
+			}
+			l.mark = len(l.out) // something else is sent: the written text was interim
+		}
+	}
 	target := l.out[:l.mark] + l.sep() + text
 	if rest, ok := strings.CutPrefix(target, l.out); ok {
 		l.write(rest)
@@ -121,6 +153,46 @@ func (l *liveText) forget(id string) {
 		l.ran = map[string]bool{}
 	}
 	l.ran[id] = true
+}
+
+// plainDelta adds a fragment of the model's plain text of a step.
+func (l *liveText) plainDelta(step int, frag string) {
+	if l.sent {
+		return
+	}
+	if l.plain != nil && l.plain.step != step {
+		l.interim()
+	}
+	if l.plain == nil {
+		l.plain = &plainRun{step: step, at: -1}
+	}
+	p := l.plain
+	p.text += frag
+	s := strings.TrimSpace(p.text) // as the fallback sends it; trailing blanks wait for more text
+	if strings.HasPrefix(fallback.NoReply, s) {
+		return // nothing yet, or perhaps the no-reply marker
+	}
+	if p.at < 0 {
+		if len(l.calls) > 0 {
+			return // a send_message call streams first; the text waits to be sent
+		}
+		l.write(l.sep())
+		p.at = len(l.out)
+	}
+	l.write(s[len(l.out)-p.at:])
+}
+
+// interim ends the plain text of a model call that turned out to come with
+// tool calls: what of it was written stays, and the next message follows
+// it after a blank line.
+func (l *liveText) interim() {
+	if l.plain == nil {
+		return
+	}
+	if l.plain.at >= 0 {
+		l.mark = len(l.out)
+	}
+	l.plain = nil
 }
 
 // take returns the pieces decided since the last take.

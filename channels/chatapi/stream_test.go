@@ -62,7 +62,8 @@ func pushPacedTurn(fake *testkit.FakeLLM, clock *tokenClock) {
 	if clock != nil {
 		r.OnChunk = clock.onChunk
 	}
-	fake.Push(r, testkit.Reply{Text: "Sent it.", Usage: &llm.Usage{PromptTokens: 70, CompletionTokens: 3, TotalTokens: 73}})
+	fake.Push(r, testkit.Reply{Text: "Sent it.", Usage: &llm.Usage{PromptTokens: 70, CompletionTokens: 3, TotalTokens: 73,
+		CachedTokens: 64, ReasoningTokens: 2}})
 }
 
 // A send_message call streams to the client as the model writes it, read
@@ -87,7 +88,7 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 	defer stream.Close()
 	var content strings.Builder
 	var firstChunk time.Time
-	chunks, total := 0, 0
+	chunks, total, cached, reasoning := 0, 0, 0, 0
 	finish := ""
 	for {
 		resp, err := stream.Recv()
@@ -97,8 +98,11 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.Usage != nil {
-			total = resp.Usage.TotalTokens
+		if u := resp.Usage; u != nil {
+			total = u.TotalTokens
+			if u.PromptTokensDetails != nil && u.CompletionTokensDetails != nil {
+				cached, reasoning = u.PromptTokensDetails.CachedTokens, u.CompletionTokensDetails.ReasoningTokens
+			}
 		}
 		for _, c := range resp.Choices {
 			if c.Delta.Content != "" {
@@ -115,8 +119,8 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 	}
 	lag := firstChunk.Sub(clock.firstToken())
 	t.Logf("first token → first content chunk (go-openai SSE reader): %v; %d content chunks", lag, chunks)
-	if content.String() != streamedReply || finish != "stop" || total != 133 {
-		t.Errorf("streamed %q, finish %q, total %d", content.String(), finish, total)
+	if content.String() != streamedReply || finish != "stop" || total != 133 || cached != 64 || reasoning != 2 {
+		t.Errorf("streamed %q, finish %q, total %d, cached %d, reasoning %d", content.String(), finish, total, cached, reasoning)
 	}
 	if chunks < 5 {
 		t.Errorf("%d content chunks, want one per piece of the call (about 10)", chunks)
@@ -140,13 +144,23 @@ func TestStreamsReplyAsModelWrites(t *testing.T) {
 // while a stream that waited for the send would miss by the whole reply
 // (360 ms here) every time.
 func TestOpenAINodeClientStreamsLive(t *testing.T) {
+	nodeStreamsLive(t, pushPacedTurn, streamedReply, 133, 2)
+}
+
+// nodeStreamsLive scripts a warm-up turn and three paced turns (push),
+// streams them through the npm client (stream.mjs), and checks each
+// stream's content (want), total tokens and number of content chunks (at
+// least minChunks), and the median time from the model's first token to
+// the client's first content chunk against firstTokenBudget.
+func nodeStreamsLive(t *testing.T, push func(*testkit.FakeLLM, *tokenClock), want string, total, minChunks int) {
+	t.Helper()
 	const runs = 3
 	s := newStack(t, testToken)
 	s.fake.Push(testkit.Reply{Text: "Warm."})
 	clocks := make([]*tokenClock, runs)
 	for i := range clocks {
 		clocks[i] = &tokenClock{}
-		pushPacedTurn(s.fake, clocks[i])
+		push(s.fake, clocks[i])
 	}
 	t.Setenv("SB_STREAMS", fmt.Sprint(runs))
 	out := testkit.NodeScript(t, openaiClientDir, "stream.mjs", s.url+"/v1", testToken)
@@ -172,11 +186,11 @@ func TestOpenAINodeClientStreamsLive(t *testing.T) {
 		for _, c := range r.Chunks {
 			content.WriteString(c.Content)
 		}
-		if content.String() != streamedReply || r.Finish != "stop" || r.Total != 133 {
+		if content.String() != want || r.Finish != "stop" || r.Total != total {
 			t.Errorf("stream %d: npm client got %q, finish %q, total %d", i, content.String(), r.Finish, r.Total)
 		}
-		if len(r.Chunks) < 2 {
-			t.Fatalf("stream %d: %d content chunks, want more than one", i, len(r.Chunks))
+		if len(r.Chunks) < minChunks {
+			t.Fatalf("stream %d: %d content chunks, want at least %d", i, len(r.Chunks), minChunks)
 		}
 		firstMs := float64(clocks[i].firstToken().UnixNano()) / 1e6
 		lags[i] = time.Duration(math.Round((r.Chunks[0].At - firstMs) * 1e6))
@@ -186,6 +200,10 @@ func TestOpenAINodeClientStreamsLive(t *testing.T) {
 	// Two processes' wall clocks: allow for a millisecond of rounding.
 	if median := lags[runs/2]; median < -time.Millisecond || median > firstTokenBudget {
 		t.Errorf("first content chunk a median %v after the model's first token (%v), want within %v", median, lags, firstTokenBudget)
+	}
+	push(s.fake, nil)
+	if plain, _ := s.chat("node-plain", "Tell me something."); plain != want {
+		t.Errorf("non-streamed answer %q, want %q", plain, want)
 	}
 }
 
@@ -204,28 +222,38 @@ func streamedContent(events []map[string]any) string {
 	return b.String()
 }
 
-// What the model streams but the turn does not send (interim text beside
-// tool calls, a refused send_message call the model then repeats, text
-// after a delivered reply) leaves the streamed content equal to the
-// non-streamed answer.
+// What the model streams but the turn does not send (a refused
+// send_message call the model then repeats, text after a delivered reply,
+// the no-reply marker) leaves the streamed content equal to the
+// non-streamed answer; interim text beside tool calls streams as the model
+// writes it, so the stream holds it too, before the answer.
 func TestStreamEqualsAnswer(t *testing.T) {
 	send := func(id, args string) testkit.Reply {
 		return testkit.Reply{ArgPieces: 4, ToolCalls: []llm.ToolCall{testkit.Call(id, "send_message", args)}}
 	}
 	tests := []struct {
-		name    string
-		replies []testkit.Reply
-		want    string
+		name     string
+		replies  []testkit.Reply
+		want     string
+		streamed string // "": want
 	}{
 		{"interim text, a tool, then the reply", []testkit.Reply{
 			{Text: "Let me check the clock first. ", ToolCalls: []llm.ToolCall{testkit.Call("t", "current_time", `{}`)}},
-			send("s", `{"text":"It is tea time."}`), {Text: "Done."}}, "It is tea time."},
+			send("s", `{"text":"It is tea time."}`), {Text: "Done."}}, "It is tea time.",
+			"Let me check the clock first.\n\nIt is tea time."},
+		{"interim text, a tool, then plain text", []testkit.Reply{
+			{Text: "Checking.", ToolCalls: []llm.ToolCall{testkit.Call("t", "current_time", `{}`)}},
+			{Text: "It is tea time."}}, "It is tea time.", "Checking.\n\nIt is tea time."},
 		{"a refused call, then the same text again", []testkit.Reply{
 			send("s1", `{"text":"Hi there","format":"markdown"}`),
-			send("s2", `{"text":"Hi there, Ada."}`), {Text: "ok"}}, "Hi there, Ada."},
+			send("s2", `{"text":"Hi there, Ada."}`), {Text: "ok"}}, "Hi there, Ada.", ""},
 		{"two messages", []testkit.Reply{
-			send("s1", `{"text":"One."}`), send("s2", `{"text":"Two."}`), {Text: "NO_REPLY"}}, "One.\n\nTwo."},
-		{"plain text", []testkit.Reply{{Text: "Just plain text."}}, "Just plain text."},
+			send("s1", `{"text":"One."}`), send("s2", `{"text":"Two."}`), {Text: "NO_REPLY"}}, "One.\n\nTwo.", ""},
+		{"plain text", []testkit.Reply{{Text: "Just plain text."}}, "Just plain text.", ""},
+		{"plain text with blanks around", []testkit.Reply{{TextChunks: []string{"\n ", "Spaced", " out", ".\n", "\n"}}},
+			"Spaced out.", ""},
+		{"the no-reply marker in pieces", []testkit.Reply{{TextChunks: []string{"NO", "_RE", "PLY", "\n"}}}, "", ""},
+		{"text that starts like the marker", []testkit.Reply{{TextChunks: []string{"NO", " problem", "."}}}, "NO problem.", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,9 +262,36 @@ func TestStreamEqualsAnswer(t *testing.T) {
 			events, done := s.streamChat("streamed", "hi")
 			s.fake.Push(tt.replies...)
 			plain, _ := s.chat("plain", "hi")
-			if got := streamedContent(events); !done || got != tt.want || plain != tt.want {
-				t.Errorf("streamed %q (done %v), not streamed %q; want %q", got, done, plain, tt.want)
+			streamed := tt.streamed
+			if streamed == "" {
+				streamed = tt.want
+			}
+			if got := streamedContent(events); !done || got != streamed || plain != tt.want {
+				t.Errorf("streamed %q (done %v), not streamed %q; want %q streamed, %q not", got, done, plain, streamed, tt.want)
 			}
 		})
 	}
+}
+
+// plainPieces is the plain-text answer the paced model writes in pieces.
+var plainPieces = []string{"A plain ", "answer, ", "no tools, ", "written ", "piece ", "by piece ", "as the ", "model ", "thinks of ", "it."}
+
+// pushPacedPlain scripts a turn whose model answers in plain text, in
+// pieces 40 ms apart.
+func pushPacedPlain(fake *testkit.FakeLLM, clock *tokenClock) {
+	r := testkit.Reply{TextChunks: plainPieces, ChunkDelay: 40 * time.Millisecond,
+		Usage: &llm.Usage{PromptTokens: 30, CompletionTokens: 20, TotalTokens: 50}}
+	if clock != nil {
+		r.OnChunk = clock.onChunk
+	}
+	fake.Push(r)
+}
+
+// A plain-text answer (no send_message call) streams to the client as the
+// model writes it through the official openai npm client: more than five
+// content chunks, the first within 50 ms of the model's first token (the
+// median of three runs, as in TestOpenAINodeClientStreamsLive), and all of
+// them the answer a request without streaming gets.
+func TestOpenAINodeClientStreamsPlainText(t *testing.T) {
+	nodeStreamsLive(t, pushPacedPlain, strings.Join(plainPieces, ""), 50, 6)
 }

@@ -38,6 +38,9 @@ type Reply struct {
 	ToolCalls    []llm.ToolCall
 	FinishReason string     // default "stop", or "tool_calls" when ToolCalls are set
 	Usage        *llm.Usage // default: rough numbers computed from the sizes of request and reply
+	// UsageJSON, when set, is sent verbatim as the usage object (a
+	// provider's own fields: DeepSeek's prompt_cache_hit_tokens, …).
+	UsageJSON json.RawMessage
 
 	// Reasoning is streamed before the text, in the delta field named
 	// ReasoningField (default "reasoning_content", as DeepSeek, vLLM and
@@ -669,12 +672,24 @@ type wireUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
-	// CompletionDetails carries reasoning_tokens (Usage.ReasoningTokens).
-	CompletionDetails *wireCompletionDetails `json:"completion_tokens_details,omitempty"`
+	// OpenAI's details, sent when Reply.Usage has cached or reasoning tokens.
+	PromptDetails     *wireDetails `json:"prompt_tokens_details,omitempty"`
+	CompletionDetails *wireDetails `json:"completion_tokens_details,omitempty"`
+	raw               json.RawMessage
 }
 
-type wireCompletionDetails struct {
-	ReasoningTokens int `json:"reasoning_tokens"`
+type wireDetails struct {
+	CachedTokens    int `json:"cached_tokens,omitempty"`
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+}
+
+// MarshalJSON writes Reply.UsageJSON when there is one.
+func (u wireUsage) MarshalJSON() ([]byte, error) {
+	if u.raw != nil {
+		return u.raw, nil
+	}
+	type plain wireUsage
+	return json.Marshal(plain(u))
 }
 
 type wireDelta struct {
@@ -734,10 +749,16 @@ func (r Reply) calls() []llm.ToolCall {
 
 // usage is Reply.Usage or a rough count: about four bytes a token.
 func (r Reply) usage(rec Recorded) wireUsage {
+	if r.UsageJSON != nil {
+		return wireUsage{raw: r.UsageJSON}
+	}
 	if r.Usage != nil {
 		u := wireUsage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens, TotalTokens: r.Usage.TotalTokens}
+		if r.Usage.CachedTokens > 0 {
+			u.PromptDetails = &wireDetails{CachedTokens: r.Usage.CachedTokens}
+		}
 		if r.Usage.ReasoningTokens > 0 {
-			u.CompletionDetails = &wireCompletionDetails{ReasoningTokens: r.Usage.ReasoningTokens}
+			u.CompletionDetails = &wireDetails{ReasoningTokens: r.Usage.ReasoningTokens}
 		}
 		return u
 	}
