@@ -35,6 +35,8 @@ type rig struct {
 	// fail, when set, makes Deliver fail (the store is down).
 	mu   sync.Mutex
 	fail error
+	// refused gets one value per Deliver that failed.
+	refused chan struct{}
 	logs *bytes.Buffer
 	lmu  *sync.Mutex
 }
@@ -44,7 +46,7 @@ type rigOption func(*Options)
 func newRig(t *testing.T, opts ...rigOption) *rig {
 	t.Helper()
 	r := &rig{t: t, imap: mailfake.NewIMAP(t, testUser, testPass), smtp: mailfake.NewSMTP(t, testUser, testPass),
-		key: mailfake.NewDKIMKey(t, "example.org", "sel"), in: make(chan channels.Inbound, 100), logs: &bytes.Buffer{}, lmu: &sync.Mutex{}}
+		key: mailfake.NewDKIMKey(t, "example.org", "sel"), in: make(chan channels.Inbound, 100), refused: make(chan struct{}, 100), logs: &bytes.Buffer{}, lmu: &sync.Mutex{}}
 	records := r.key.Records()
 	o := Options{IMAPAddr: r.imap.Addr(), IMAPTLS: TLSNone, SMTPAddr: r.smtp.Addr(), SMTPTLS: TLSNone,
 		Username: testUser, Password: testPass, Address: botAddr, PollInterval: time.Minute,
@@ -77,6 +79,7 @@ func (r *rig) run() {
 			err := r.fail
 			r.mu.Unlock()
 			if err != nil {
+				r.refused <- struct{}{}
 				return err
 			}
 			r.in <- in

@@ -223,6 +223,10 @@ func (a *Adapter) take(ctx context.Context, sink channels.Sink, validity, uid ui
 		log.Info("email: not answered: " + reason)
 		return nil
 	}
+	if m.bodyErr != nil {
+		log.Error("email: dropped a mail whose body cannot be read", "err", m.bodyErr)
+		return nil
+	}
 	if !a.o.AllowUnauthenticated {
 		how, ok := a.proven(ctx, raw, m)
 		if !ok {

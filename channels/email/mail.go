@@ -27,6 +27,8 @@ type parsed struct {
 	header      mail.Header
 	text        string // the new text: HTML made text, quotes and signature cut
 	attachments []channels.Attachment
+	// bodyErr says why the body could not be read (the header could).
+	bodyErr error
 }
 
 // parseMail reads raw; attachments above maxAttach keep a note instead of
@@ -60,10 +62,10 @@ func parseMail(raw []byte, maxAttach int64) (*parsed, error) {
 			break
 		}
 		if err != nil {
-			if plain != "" || html != "" {
-				break // keep what was read before a broken part
+			if plain == "" && html == "" {
+				m.bodyErr = fmt.Errorf("parse: %w", err)
 			}
-			return nil, fmt.Errorf("parse: %w", err)
+			break // keep what was read before a broken part
 		}
 		switch ph := p.Header.(type) {
 		case *mail.InlineHeader:
