@@ -37,8 +37,8 @@ type rig struct {
 	fail error
 	// refused gets one value per Deliver that failed.
 	refused chan struct{}
-	logs *bytes.Buffer
-	lmu  *sync.Mutex
+	logs    *bytes.Buffer
+	lmu     *sync.Mutex
 }
 
 type rigOption func(*Options)
