@@ -37,6 +37,10 @@ package e2e
 //     the same message (its wamid). The Graph API's send has no
 //     idempotency key either: a duplicate is allowed in the same window
 //     as on Telegram, and counted.
+//   - Email (real Dovecot and Postfix, email_chaos_test.go): nothing lost
+//     (a mail is flagged \Seen only after it is stored); SMTP has no
+//     idempotency key, so a duplicate is allowed in the same window, and
+//     counted; it carries the same Message-ID as the first copy.
 //
 // Each cycle's kill point is one of these, chosen by the seed:
 //   - a random time after the start (startup, replay of unfinished messages);
