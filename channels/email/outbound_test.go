@@ -158,8 +158,12 @@ func TestReconnects(t *testing.T) {
 		o.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	})
 	r.run()
-	r.imap.Deliver(t, r.key.Sign(t, hello("c1@example.org", "one")))
+	uid := r.imap.Deliver(t, r.key.Sign(t, hello("c1@example.org", "one")))
 	r.next()
+	// (Dropped before the flag, it would come again: at least once.)
+	if err := r.imap.WaitSeen(t.Context(), t, uid); err != nil {
+		t.Fatal(err)
+	}
 	r.imap.DropConnections()
 	r.imap.Deliver(t, r.key.Sign(t, hello("c2@example.org", "two")))
 	if in := r.next(); in.MessageID != "c2@example.org" {

@@ -50,6 +50,9 @@ func htmlToText(src string) string {
 		block := n.Type == html.ElementNode && blockTags[n.Data]
 		if block {
 			newline(&b)
+			if n.Data == "p" && b.Len() > 0 && !strings.HasSuffix(b.String(), "\n\n") {
+				b.WriteString("\n") // a blank line between paragraphs
+			}
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
 			walk(c, quote)
@@ -128,6 +131,6 @@ func trimReply(text string) string {
 var (
 	// "On Mon, 1 Dec 2026 at 10:00, Alice <a@example.org> wrote:"; also
 	// the German and French forms.
-	wroteRE   = regexp.MustCompile(`^(On|Am|Le)\s.{4,200}\s(wrote|schrieb|a écrit)\s?:$`)
+	wroteRE   = regexp.MustCompile(`^(On|Am|Le)\s.{4,200}\s(wrote|schrieb|a écrit)(\s.{0,200})?\s?:$`)
 	outlookRE = regexp.MustCompile(`^(Sent|Date|To|Gesendet|Envoyé):\s`)
 )
