@@ -50,10 +50,14 @@ func TestParseMail(t *testing.T) {
 		{name: "html only", raw: multipart("", "<html><head><style>p{}</style></head><body><p>Hello <b>there</b>,</p><p>see <a href=\"https://example.org/x\">the page</a>.<br>Bye</p><blockquote>old text</blockquote></body></html>", "", nil),
 			max: 1 << 20, text: "Hello there,\n\nsee the page (https://example.org/x).\nBye"},
 		{name: "3 MB attachment", raw: multipart("see attached", "", "scan.pdf", big), max: 25 << 20, text: "see attached",
-			files: []channels.Attachment{{Kind: channels.File, Name: "scan.pdf", MIME: "application/pdf", Size: 3 << 20}}, wantData: big},
+			files: []channels.Attachment{{Kind: channels.File, Name: "scan.pdf", MIME: "application/pdf", Size: 3 << 20}}},
+		{name: "an image keeps its bytes", raw: bytes.Replace(multipart("look", "", "cat.png", big[:1000]), []byte("application/pdf"), []byte("image/png"), 1),
+			max: 25 << 20, text: "look", files: []channels.Attachment{{Kind: channels.Image, Name: "cat.png", MIME: "image/png", Size: 1000}}, wantData: big[:1000]},
+		{name: "a text file is read", raw: bytes.Replace(multipart("the log", "", "app.log", []byte("line 1\nline 2\n")), []byte("application/pdf"), []byte("application/octet-stream"), 1),
+			max: 25 << 20, text: "the log", files: []channels.Attachment{{Kind: channels.File, Name: "app.log", MIME: "application/octet-stream", Size: 14, Text: "line 1\nline 2\n"}}},
 		{name: "attachment above the cap", raw: multipart("see attached", "", "scan.pdf", big), max: 1 << 20, text: "see attached",
 			files: []channels.Attachment{{Kind: channels.File, Name: "scan.pdf", MIME: "application/pdf", Size: 3 << 20,
-				Note: "larger than the 1 MiB an attachment may have; not downloaded"}}},
+				Note: "larger than the 1 MiB an attachment may have; not read"}}},
 		{name: "latin-1, quoted-printable", raw: []byte("From: b@example.org\r\nSubject: x\r\nContent-Type: text/plain; charset=iso-8859-1\r\n" +
 			"Content-Transfer-Encoding: quoted-printable\r\n\r\nGr=FC=DFe aus K=F6ln\r\n"), max: 1 << 20, text: "Grüße aus Köln"},
 	} {
