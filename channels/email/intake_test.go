@@ -192,3 +192,20 @@ func TestMailIsSeenOnlyOnceStored(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A server without IDLE is scanned every PollInterval.
+func TestPollsWithoutIdle(t *testing.T) {
+	r := newRig(t, func(o *Options) { o.PollInterval = 20 * time.Millisecond })
+	r.imap = mailfake.NewIMAP(t, testUser, testPass, mailfake.WithoutIdle())
+	r.a.o.IMAPAddr = r.imap.Addr()
+	r.run()
+	for _, id := range []string{"p1@example.org", "p2@example.org"} {
+		r.imap.Deliver(t, r.key.Sign(t, hello(id, "hi")))
+		if in := r.next(); in.MessageID != id {
+			t.Errorf("delivered %q, want %q", in.MessageID, id)
+		}
+	}
+	if !strings.Contains(r.log(), "idle=false") {
+		t.Errorf("the adapter used IDLE:\n%s", r.log())
+	}
+}

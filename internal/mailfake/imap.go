@@ -40,9 +40,18 @@ type IMAP struct {
 	flags   waitfor.Changed // notified when flags change
 }
 
+// IMAPOption changes the IMAP fake.
+type IMAPOption func(*imapOptions)
+
+type imapOptions struct{ noIdle bool }
+
+// WithoutIdle makes the server not announce IDLE (as some servers do
+// not), so clients fall back to polling.
+func WithoutIdle() IMAPOption { return func(o *imapOptions) { o.noIdle = true } }
+
 // NewIMAP starts an IMAP server on 127.0.0.1 for user with password; it
 // stops when the test ends.
-func NewIMAP(t testing.TB, user, password string) *IMAP {
+func NewIMAP(t testing.TB, user, password string, opts ...IMAPOption) *IMAP {
 	t.Helper()
 	f := &IMAP{User: user, Password: password, mem: memory.New(), updates: make(chan backend.Update, 64)}
 	f.srv = server.New(f)
@@ -52,7 +61,14 @@ func NewIMAP(t testing.TB, user, password string) *IMAP {
 	if err != nil {
 		t.Fatalf("mailfake: imap listen: %v", err)
 	}
+	var o imapOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	f.ln = ln
+	if o.noIdle {
+		ln = noIdleListener{ln}
+	}
 	go f.srv.Serve(ln) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { f.srv.Close() })
 	return f
@@ -247,3 +263,30 @@ type quietLog struct{}
 
 func (quietLog) Printf(string, ...any) {}
 func (quietLog) Println(...any)        {}
+
+// noIdleListener's connections leave IDLE out of the capabilities the
+// server announces.
+type noIdleListener struct{ net.Listener }
+
+func (l noIdleListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return noIdleConn{c}, nil
+}
+
+type noIdleConn struct{ net.Conn }
+
+func (c noIdleConn) Write(p []byte) (int, error) {
+	lines := bytes.SplitAfter(p, []byte("\r\n"))
+	for i, l := range lines {
+		if bytes.Contains(l, []byte("CAPABILITY ")) && (bytes.HasPrefix(l, []byte("* ")) || bytes.Contains(l, []byte(" OK ["))) {
+			lines[i] = bytes.ReplaceAll(l, []byte(" IDLE"), nil)
+		}
+	}
+	if _, err := c.Conn.Write(bytes.Join(lines, nil)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
