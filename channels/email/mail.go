@@ -205,6 +205,9 @@ func (a *Adapter) inbound(m *parsed, validity, uid uint32) channels.Inbound {
 		text = "Subject: " + strings.TrimSpace(m.subject) + "\n\n" + text
 	}
 	_, domain, _ := strings.Cut(m.from, "@")
+	if m.date.IsZero() {
+		m.date = a.o.Now()
+	}
 	return channels.Inbound{
 		Channel: Name, ChatID: chatID(m.from, threadRoot(m, id)), ChatType: channels.DM, MessageID: id,
 		// UserName is the sender's domain, so that "@example.org" in

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 )
@@ -138,7 +139,7 @@ func FuzzParseMail(f *testing.F) {
 		if strings.Contains(m.from, " ") || !strings.Contains(m.from, "@") {
 			t.Errorf("from %q", m.from)
 		}
-		a := &Adapter{o: Options{Address: botAddr}, domain: "bot.example"}
+		a := &Adapter{o: Options{Address: botAddr, Now: time.Now}, domain: "bot.example"}
 		in := a.inbound(m, 1, 2)
 		if to, _, ok := splitChatID(in.ChatID); !ok || to != m.from {
 			t.Errorf("chat id %q does not split back to %q", in.ChatID, m.from)

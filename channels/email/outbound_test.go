@@ -208,3 +208,23 @@ func TestDoctor(t *testing.T) {
 		t.Errorf("doctor with a wrong password: %+v", got)
 	}
 }
+
+// A chat that is an address (a scheduled job's) gets a new mail, its
+// subject the text's first line.
+func TestSendToAnAddress(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.a.Send(t.Context(), channels.Outbound{ChatID: "Alice@example.org", Text: "## Your morning digest\n\nThree things today."}); err != nil {
+		t.Fatal(err)
+	}
+	m := r.waitMails(1)[0]
+	s := parseSent(t, m)
+	if got := s.header.Get("Subject"); got != "Your morning digest" {
+		t.Errorf("Subject %q", got)
+	}
+	if s.header.Has("In-Reply-To") || s.header.Has("References") || m.To[0] != "alice@example.org" {
+		t.Errorf("a new mail to %v with In-Reply-To %q", m.To, s.header.Get("In-Reply-To"))
+	}
+	if _, err := r.a.Send(t.Context(), channels.Outbound{ChatID: "Alice <alice@example.org>", Text: "x"}); err == nil {
+		t.Error("a chat with a display name: no error")
+	}
+}
