@@ -8,8 +8,8 @@ package mailfake
 
 import (
 	"bytes"
-	"fmt"
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -32,9 +32,9 @@ const memoryUser = "username"
 type IMAP struct {
 	User, Password string
 
-	srv     *server.Server
-	ln      net.Listener
-	mu      sync.Mutex // guards the memory backend, which has no locks of its own
+	srv    *server.Server
+	ln     net.Listener
+	mu     sync.Mutex // guards the memory backend, which has no locks of its own
 	mem    *memory.Backend
 	logins int
 	flags  waitfor.Changed // notified when flags change
