@@ -209,3 +209,19 @@ func TestPollsWithoutIdle(t *testing.T) {
 		t.Errorf("the adapter used IDLE:\n%s", r.log())
 	}
 }
+
+// A mail larger than two attachments at the cap is not read, and is
+// flagged seen with an ERROR.
+func TestHugeMailIsDropped(t *testing.T) {
+	r := newRig(t, func(o *Options) { o.MaxAttachmentBytes = 1 << 10 })
+	r.run()
+	uid := r.imap.Deliver(t, r.key.Sign(t, hello("h1@example.org", strings.Repeat("x", 2<<20))))
+	r.none(uid)
+	if !strings.Contains(r.log(), "larger than a mail may be") {
+		t.Errorf("no ERROR:\n%s", r.log())
+	}
+	r.imap.Deliver(t, r.key.Sign(t, hello("h2@example.org", "small")))
+	if in := r.next(); in.MessageID != "h2@example.org" {
+		t.Errorf("delivered %q", in.MessageID)
+	}
+}
