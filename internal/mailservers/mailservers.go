@@ -123,6 +123,12 @@ func (s *Servers) NewAccount(name, domain string) Account {
 	return Account{Address: addr, Password: s.Password, servers: s}
 }
 
+// Account is the mailbox of address, which may be shared: prefer
+// NewAccount.
+func (s *Servers) Account(address string) Account {
+	return Account{Address: address, Password: s.Password, servers: s}
+}
+
 // Send submits raw (a whole RFC 5322 message) from from to to over SMTP,
 // unauthenticated (the servers relay for loopback clients): how a test
 // plays the outside world, forged senders included.
@@ -160,66 +166,135 @@ type Mail struct {
 // Mails lists the account's INBOX, oldest first; it never marks a mail
 // seen.
 func (a Account) Mails(ctx context.Context) ([]Mail, error) {
-	c, err := client.Dial(a.servers.IMAP)
+	r, err := a.Reader()
 	if err != nil {
-		return nil, fmt.Errorf("imap %s: %w", a.servers.IMAP, err)
+		return nil, err
 	}
-	defer c.Logout()
+	defer r.Close()
 	if d, ok := ctx.Deadline(); ok {
-		c.Timeout = time.Until(d)
+		r.c.Timeout = time.Until(d)
 	}
-	if err := c.Login(a.Address, a.Password); err != nil {
-		return nil, fmt.Errorf("imap %s: login %s: %w", a.servers.IMAP, a.Address, err)
-	}
-	box, err := c.Select("INBOX", true)
-	if err != nil {
-		return nil, fmt.Errorf("imap %s: select INBOX of %s: %w", a.servers.IMAP, a.Address, err)
-	}
-	if box.Messages == 0 {
-		return nil, nil
-	}
-	seq := new(imap.SeqSet)
-	seq.AddRange(1, box.Messages)
-	section := &imap.BodySectionName{Peek: true}
-	ch := make(chan *imap.Message, box.Messages)
-	if err := c.Fetch(seq, []imap.FetchItem{imap.FetchUid, imap.FetchFlags, section.FetchItem()}, ch); err != nil {
-		return nil, fmt.Errorf("imap %s: fetch from %s: %w", a.servers.IMAP, a.Address, err)
-	}
-	var out []Mail
-	for m := range ch {
-		body := m.GetBody(section)
-		if body == nil {
-			return nil, fmt.Errorf("imap %s: mail %d of %s came without its body", a.servers.IMAP, m.Uid, a.Address)
-		}
-		raw, err := io.ReadAll(body)
-		if err != nil {
-			return nil, err
-		}
-		msg, err := mail.ReadMessage(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("mail %d of %s: %w", m.Uid, a.Address, err)
-		}
-		seen := false
-		for _, f := range m.Flags {
-			seen = seen || f == imap.SeenFlag
-		}
-		out = append(out, Mail{UID: m.Uid, Seen: seen, Header: msg.Header, Raw: raw})
-	}
-	return out, nil
+	return r.Read()
 }
 
 // WaitMails waits until the account's INBOX holds at least n mails and
 // returns them; the test fails when ctx ends first.
 func (a Account) WaitMails(t testing.TB, ctx context.Context, n int) []Mail {
 	t.Helper()
+	return a.Wait(t, ctx, fmt.Sprintf("%d mails", n), func(ms []Mail) bool { return len(ms) >= n })
+}
+
+// Wait waits until cond holds for the account's INBOX and returns it; the
+// test fails, naming what, when ctx ends first. (Another process's state:
+// it is polled.)
+func (a Account) Wait(t testing.TB, ctx context.Context, what string, cond func([]Mail) bool) []Mail {
+	t.Helper()
 	var got []Mail
 	var last error
 	err := waitfor.Poll(ctx, 50*time.Millisecond, func() bool {
 		got, last = a.Mails(ctx)
-		return last == nil && len(got) >= n
+		return last == nil && cond(got)
 	})
 	if err != nil {
-		t.Fatalf("%s: %d of %d mails arrived (last error: %v)", a.Address, len(got), n, last)
+		t.Fatalf("%s: waiting for %s: %v; the INBOX holds %d mails (last error: %v)", a.Address, what, err, len(got), last)
 	}
 	return got
 }
+
+// Find returns the mail whose Message-ID is id (with or without <>).
+func Find(ms []Mail, id string) (Mail, bool) {
+	id = "<" + strings.Trim(id, "<>") + ">"
+	for _, m := range ms {
+		if m.Header.Get("Message-Id") == id {
+			return m, true
+		}
+	}
+	return Mail{}, false
+}
+
+// Reader reads an account's INBOX over one IMAP connection, fetching only
+// the mails that are new since its last Read: for tests that watch many
+// mailboxes often.
+type Reader struct {
+	a     Account
+	c     *client.Client
+	last  uint32
+	mails []Mail
+}
+
+// Reader logs in to the account's INBOX.
+func (a Account) Reader() (*Reader, error) {
+	c, err := client.Dial(a.servers.IMAP)
+	if err != nil {
+		return nil, fmt.Errorf("imap %s: %w", a.servers.IMAP, err)
+	}
+	c.Timeout = time.Minute
+	if err := c.Login(a.Address, a.Password); err != nil {
+		c.Logout()
+		return nil, fmt.Errorf("imap %s: login %s: %w", a.servers.IMAP, a.Address, err)
+	}
+	return &Reader{a: a, c: c}, nil
+}
+
+// Read returns every mail of the INBOX, oldest first (flags as first
+// seen); it never marks a mail seen.
+func (r *Reader) Read() ([]Mail, error) {
+	box, err := r.c.Select("INBOX", true)
+	if err != nil {
+		return nil, fmt.Errorf("imap: select INBOX of %s: %w", r.a.Address, err)
+	}
+	if box.UidNext <= r.last+1 || box.Messages == 0 {
+		return r.mails, nil
+	}
+	seq := new(imap.SeqSet)
+	seq.AddRange(r.last+1, 0)
+	section := &imap.BodySectionName{Peek: true}
+	// Fetch runs on while its results are read: go-imap v1 hands it the
+	// server's unsolicited FETCH responses too (flags another session
+	// changed), so a channel that is not drained can block it for good.
+	ch := make(chan *imap.Message, 16)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- r.c.UidFetch(seq, []imap.FetchItem{imap.FetchUid, imap.FetchFlags, section.FetchItem()}, ch)
+	}()
+	var fresh []Mail
+	var bad error
+	for m := range ch {
+		if m.Uid <= r.last {
+			continue // "N:*" names the newest mail even when it is older than N
+		}
+		body := m.GetBody(section)
+		if body == nil {
+			continue // an unsolicited FETCH (flags): the mail comes whole on a later Read
+		}
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			bad = err
+			continue
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			bad = fmt.Errorf("mail %d of %s: %w", m.Uid, r.a.Address, err)
+			continue
+		}
+		seen := false
+		for _, f := range m.Flags {
+			seen = seen || f == imap.SeenFlag
+		}
+		fresh = append(fresh, Mail{UID: m.Uid, Seen: seen, Header: msg.Header, Raw: raw})
+	}
+	if err := <-errc; err != nil {
+		return nil, fmt.Errorf("imap: fetch from %s: %w", r.a.Address, err)
+	}
+	if bad != nil {
+		return nil, bad
+	}
+	for _, m := range fresh {
+		r.mails = append(r.mails, m)
+		r.last = max(r.last, m.UID)
+	}
+	return r.mails, nil
+}
+
+// Close logs out.
+func (r *Reader) Close() { r.c.Logout() }
