@@ -104,6 +104,8 @@ func TestTrimReply(t *testing.T) {
 		{"Am So., 6. Dez. 2026 um 11:00 schrieb Bot <bot@bot.example>:\n> x", "Am So., 6. Dez. 2026 um 11:00 schrieb Bot <bot@bot.example>:\n> x"},
 		{"ja\r\n\r\nAm So., 6. Dez. 2026 um 11:00 schrieb Bot <bot@bot.example>:\r\n> x", "ja"},
 		{"> only a quote", "> only a quote"},
+		{"Thanks!\n\nOn Sun, Dec 6, 2026 at 11:00 AM Switchboard Bot <\nbot@bot.example> wrote:\n> x", "Thanks!"},
+		{"On Monday I can.\nSee you wrote: soon", "On Monday I can.\nSee you wrote: soon"},
 	} {
 		if got := trimReply(tc.in); got != tc.want {
 			t.Errorf("trimReply(%q) = %q\nwant %q", tc.in, got, tc.want)
