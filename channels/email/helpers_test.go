@@ -43,10 +43,22 @@ type rig struct {
 
 type rigOption func(*Options)
 
+var (
+	keyOnce sync.Once
+	keyOrg  *mailfake.DKIMKey
+)
+
+// exampleKey is example.org's signing key, made once: a 2048-bit key
+// takes a while.
+func exampleKey(t *testing.T) *mailfake.DKIMKey {
+	keyOnce.Do(func() { keyOrg = mailfake.NewDKIMKey(t, "example.org", "sel") })
+	return keyOrg
+}
+
 func newRig(t *testing.T, opts ...rigOption) *rig {
 	t.Helper()
 	r := &rig{t: t, imap: mailfake.NewIMAP(t, testUser, testPass), smtp: mailfake.NewSMTP(t, testUser, testPass),
-		key: mailfake.NewDKIMKey(t, "example.org", "sel"), in: make(chan channels.Inbound, 100), refused: make(chan struct{}, 100), logs: &bytes.Buffer{}, lmu: &sync.Mutex{}}
+		key: exampleKey(t), in: make(chan channels.Inbound, 100), refused: make(chan struct{}, 100), logs: &bytes.Buffer{}, lmu: &sync.Mutex{}}
 	records := r.key.Records()
 	o := Options{IMAPAddr: r.imap.Addr(), IMAPTLS: TLSNone, SMTPAddr: r.smtp.Addr(), SMTPTLS: TLSNone,
 		Username: testUser, Password: testPass, Address: botAddr, PollInterval: time.Minute,

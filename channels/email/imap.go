@@ -162,15 +162,24 @@ func (a *Adapter) scan(ctx context.Context, c *client.Client, validity uint32, s
 		if ctx.Err() != nil {
 			return nil
 		}
-		raw, err := fetch(c, uid)
+		size, err := fetchSize(c, uid)
 		if err != nil {
 			return err
 		}
-		if raw == nil {
-			continue // gone meanwhile
-		}
-		if err := a.take(ctx, sink, validity, uid, raw); err != nil {
-			return err
+		if limit := a.maxMail(); size > limit {
+			a.log.Error("email: dropped a mail larger than a mail may be; not read", "uid", fmt.Sprintf("%d:%d", validity, uid),
+				"bytes", size, "limit", limit)
+		} else {
+			raw, err := fetch(c, uid)
+			if err != nil {
+				return err
+			}
+			if raw == nil {
+				continue // gone meanwhile
+			}
+			if err := a.take(ctx, sink, validity, uid, raw); err != nil {
+				return err
+			}
 		}
 		set := new(imap.SeqSet)
 		set.AddNum(uid)
@@ -179,6 +188,29 @@ func (a *Adapter) scan(ctx context.Context, c *client.Client, validity uint32, s
 		}
 	}
 	return nil
+}
+
+// maxMail is the largest mail read: two attachments at the cap, in
+// base64, and some room.
+func (a *Adapter) maxMail() int64 { return a.o.MaxAttachmentBytes*8/3 + 1<<20 }
+
+// fetchSize returns the size of mail uid (0 when it is gone).
+func fetchSize(c *client.Client, uid uint32) (int64, error) {
+	set := new(imap.SeqSet)
+	set.AddNum(uid)
+	ch := make(chan *imap.Message, 1)
+	done := make(chan error, 1)
+	go func() { done <- c.UidFetch(set, []imap.FetchItem{imap.FetchRFC822Size, imap.FetchUid}, ch) }()
+	var size int64
+	for m := range ch {
+		if m.Uid == uid {
+			size = int64(m.Size)
+		}
+	}
+	if err := <-done; err != nil {
+		return 0, fmt.Errorf("email: imap: fetch the size of mail %d: %w", uid, err)
+	}
+	return size, nil
 }
 
 // fetch returns the whole mail uid, without flagging it seen; nil when

@@ -192,3 +192,36 @@ func TestMailIsSeenOnlyOnceStored(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A server without IDLE is scanned every PollInterval.
+func TestPollsWithoutIdle(t *testing.T) {
+	r := newRig(t, func(o *Options) { o.PollInterval = 20 * time.Millisecond })
+	r.imap = mailfake.NewIMAP(t, testUser, testPass, mailfake.WithoutIdle())
+	r.a.o.IMAPAddr = r.imap.Addr()
+	r.run()
+	for _, id := range []string{"p1@example.org", "p2@example.org"} {
+		r.imap.Deliver(t, r.key.Sign(t, hello(id, "hi")))
+		if in := r.next(); in.MessageID != id {
+			t.Errorf("delivered %q, want %q", in.MessageID, id)
+		}
+	}
+	if !strings.Contains(r.log(), "idle=false") {
+		t.Errorf("the adapter used IDLE:\n%s", r.log())
+	}
+}
+
+// A mail larger than two attachments at the cap is not read, and is
+// flagged seen with an ERROR.
+func TestHugeMailIsDropped(t *testing.T) {
+	r := newRig(t, func(o *Options) { o.MaxAttachmentBytes = 1 << 10 })
+	r.run()
+	uid := r.imap.Deliver(t, r.key.Sign(t, hello("h1@example.org", strings.Repeat("x", 2<<20))))
+	r.none(uid)
+	if !strings.Contains(r.log(), "larger than a mail may be") {
+		t.Errorf("no ERROR:\n%s", r.log())
+	}
+	r.imap.Deliver(t, r.key.Sign(t, hello("h2@example.org", "small")))
+	if in := r.next(); in.MessageID != "h2@example.org" {
+		t.Errorf("delivered %q", in.MessageID)
+	}
+}

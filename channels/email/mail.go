@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	_ "github.com/emersion/go-message/charset" // the charsets mail is written in
 	"github.com/emersion/go-message/mail"
@@ -98,7 +100,13 @@ func parseMail(raw []byte, maxAttach int64) (*parsed, error) {
 	return m, nil
 }
 
-// attachment reads one attached file.
+// maxTextAttachment is the largest textual attachment whose text is read.
+const maxTextAttachment = 64 << 10
+
+// attachment reads one attached file, as the other channels give files:
+// images and audio with their bytes (for vision and transcription, up to
+// maxBytes), small text files as text, other files by name, type and size
+// (their bytes are not kept in the store).
 func attachment(name, ct string, body io.Reader, maxBytes int64) channels.Attachment {
 	if name == "" {
 		name = "attachment"
@@ -108,17 +116,34 @@ func attachment(name, ct string, body io.Reader, maxBytes int64) channels.Attach
 	}
 	at := channels.Attachment{Kind: kindOf(ct), Name: name, MIME: ct}
 	data, err := io.ReadAll(io.LimitReader(body, maxBytes+1))
-	switch {
-	case err != nil:
+	if err != nil {
 		at.Note = "could not be read: " + err.Error()
-	case int64(len(data)) > maxBytes:
-		n, _ := io.Copy(io.Discard, body)
-		at.Size = int64(len(data)) + n
-		at.Note = fmt.Sprintf("larger than the %d MiB an attachment may have; not downloaded", maxBytes>>20)
-	default:
-		at.Data, at.Size = data, int64(len(data))
+		return at
+	}
+	n, _ := io.Copy(io.Discard, body)
+	at.Size = int64(len(data)) + n
+	switch {
+	case at.Size > maxBytes:
+		at.Note = fmt.Sprintf("larger than the %d MiB an attachment may have; not read", maxBytes>>20)
+	case at.Kind == channels.Image || at.Kind == channels.Audio:
+		at.Data = data
+	case textual(ct, name) && at.Size <= maxTextAttachment && utf8.Valid(data):
+		at.Text = string(data)
 	}
 	return at
+}
+
+// textual reports a file whose text is worth reading.
+func textual(ct, name string) bool {
+	if strings.HasPrefix(ct, "text/") || strings.HasSuffix(ct, "+json") || strings.HasSuffix(ct, "+xml") ||
+		ct == "application/json" || ct == "application/xml" || ct == "application/yaml" || ct == "application/x-yaml" {
+		return true
+	}
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".txt", ".md", ".csv", ".json", ".yaml", ".yml", ".log", ".xml", ".toml", ".ini":
+		return true
+	}
+	return false
 }
 
 func kindOf(ct string) channels.AttachmentKind {
@@ -180,6 +205,9 @@ func (a *Adapter) inbound(m *parsed, validity, uid uint32) channels.Inbound {
 		text = "Subject: " + strings.TrimSpace(m.subject) + "\n\n" + text
 	}
 	_, domain, _ := strings.Cut(m.from, "@")
+	if m.date.IsZero() {
+		m.date = a.o.Now()
+	}
 	return channels.Inbound{
 		Channel: Name, ChatID: chatID(m.from, threadRoot(m, id)), ChatType: channels.DM, MessageID: id,
 		// UserName is the sender's domain, so that "@example.org" in

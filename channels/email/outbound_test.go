@@ -158,8 +158,12 @@ func TestReconnects(t *testing.T) {
 		o.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	})
 	r.run()
-	r.imap.Deliver(t, r.key.Sign(t, hello("c1@example.org", "one")))
+	uid := r.imap.Deliver(t, r.key.Sign(t, hello("c1@example.org", "one")))
 	r.next()
+	// (Dropped before the flag, it would come again: at least once.)
+	if err := r.imap.WaitSeen(t.Context(), t, uid); err != nil {
+		t.Fatal(err)
+	}
 	r.imap.DropConnections()
 	r.imap.Deliver(t, r.key.Sign(t, hello("c2@example.org", "two")))
 	if in := r.next(); in.MessageID != "c2@example.org" {
@@ -202,5 +206,25 @@ func TestDoctor(t *testing.T) {
 	got := doctor(t.Context(), c, nil)
 	if !got.Failed || !strings.HasPrefix(got.Message, "IMAP: ") || strings.Contains(got.Message, c.Password) {
 		t.Errorf("doctor with a wrong password: %+v", got)
+	}
+}
+
+// A chat that is an address (a scheduled job's) gets a new mail, its
+// subject the text's first line.
+func TestSendToAnAddress(t *testing.T) {
+	r := newRig(t)
+	if _, err := r.a.Send(t.Context(), channels.Outbound{ChatID: "Alice@example.org", Text: "## Your morning digest\n\nThree things today."}); err != nil {
+		t.Fatal(err)
+	}
+	m := r.waitMails(1)[0]
+	s := parseSent(t, m)
+	if got := s.header.Get("Subject"); got != "Your morning digest" {
+		t.Errorf("Subject %q", got)
+	}
+	if s.header.Has("In-Reply-To") || s.header.Has("References") || m.To[0] != "alice@example.org" {
+		t.Errorf("a new mail to %v with In-Reply-To %q", m.To, s.header.Get("In-Reply-To"))
+	}
+	if _, err := r.a.Send(t.Context(), channels.Outbound{ChatID: "Alice <alice@example.org>", Text: "x"}); err == nil {
+		t.Error("a chat with a display name: no error")
 	}
 }

@@ -33,7 +33,7 @@ const maxFileBytes = 18 << 20
 // derived from the chat, the mail answered and the text, so a resend after
 // a crash carries the same one.
 func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error) {
-	r, err := a.replyTo(ctx, m.ChatID, m.ReplyTo)
+	r, err := a.replyTo(ctx, m.ChatID, m.ReplyTo, m.Text)
 	if err != nil {
 		return "", err
 	}
@@ -59,7 +59,7 @@ func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error)
 // SendFile mails a file of the workspace as an attachment (a URL as a
 // link), with the caption as the text.
 func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.OutboundFile) (string, error) {
-	r, err := a.replyTo(ctx, chatID, "")
+	r, err := a.replyTo(ctx, chatID, "", f.Caption)
 	if err != nil {
 		return "", err
 	}
@@ -101,10 +101,15 @@ type reply struct {
 
 // replyTo finds the thread of chat: the mail answered is the one the
 // router marked ctx with, else replyTo, else the thread's newest.
-func (a *Adapter) replyTo(ctx context.Context, chat, replyTo string) (reply, error) {
+func (a *Adapter) replyTo(ctx context.Context, chat, replyTo, text string) (reply, error) {
 	to, root, ok := splitChatID(chat)
 	if !ok {
-		return reply{}, fmt.Errorf("email: %q is not an email chat (address:<message-id>)", chat)
+		if !validAddress(chat) || strings.ContainsAny(chat, " <>:,") {
+			return reply{}, fmt.Errorf("email: %q is neither an email chat (address:<message-id>) nor an address", chat)
+		}
+		// A new mail to an address (a scheduled job's chat): a thread of
+		// its own, its subject the text's first line.
+		return reply{to: strings.ToLower(chat), subject: firstLine(text, 70)}, nil
 	}
 	answered := replyTo
 	if in, ok := channels.InboundOf(ctx); ok && in.ChatID == chat && in.MessageID != "" && !strings.HasPrefix(in.MessageID, "imap:") {
@@ -133,6 +138,22 @@ func (a *Adapter) replyTo(ctx context.Context, chat, replyTo string) (reply, err
 	}
 	r.subject = reSubject(r.subject)
 	return r, nil
+}
+
+// firstLine is the first non-empty line of s without Markdown marks, at
+// most n runes; "A message from your assistant" when there is none.
+func firstLine(s string, n int) string {
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(strings.Trim(strings.TrimSpace(l), "#*_`>-"))
+		if l == "" {
+			continue
+		}
+		if r := []rune(l); len(r) > n {
+			l = string(r[:n-1]) + "…"
+		}
+		return l
+	}
+	return "A message from your assistant"
 }
 
 func dedupe(ids ...string) []string {
@@ -187,8 +208,10 @@ func (a *Adapter) compose(r reply, id, text string, files []outFile) ([]byte, er
 	h.SetAddressList("To", []*mail.Address{{Address: r.to}})
 	h.SetSubject(r.subject)
 	h.SetMessageID(id)
-	h.Set("In-Reply-To", r.inReplyTo)
-	h.Set("References", r.references)
+	if r.inReplyTo != "" {
+		h.Set("In-Reply-To", r.inReplyTo)
+		h.Set("References", r.references)
+	}
 	// RFC 3834: other robots do not answer this one.
 	h.Set("Auto-Submitted", "auto-replied")
 	var html bytes.Buffer

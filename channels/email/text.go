@@ -50,6 +50,9 @@ func htmlToText(src string) string {
 		block := n.Type == html.ElementNode && blockTags[n.Data]
 		if block {
 			newline(&b)
+			if n.Data == "p" && b.Len() > 0 && !strings.HasSuffix(b.String(), "\n\n") {
+				b.WriteString("\n") // a blank line between paragraphs
+			}
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
 			walk(c, quote)
@@ -101,7 +104,8 @@ func trimReply(text string) string {
 	for i, l := range lines {
 		t := strings.TrimSpace(l)
 		if l == "-- " || l == "--" || t == "-----Original Message-----" || t == "________________________________" ||
-			wroteRE.MatchString(t) || (strings.HasPrefix(t, "From: ") && i+1 < len(lines) && outlookRE.MatchString(strings.TrimSpace(lines[i+1]))) ||
+			wroteRE.MatchString(t) || (i+1 < len(lines) && wroteRE.MatchString(t+" "+strings.TrimSpace(lines[i+1])) && onRE.MatchString(t)) ||
+			(strings.HasPrefix(t, "From: ") && i+1 < len(lines) && outlookRE.MatchString(strings.TrimSpace(lines[i+1]))) ||
 			strings.HasPrefix(t, "Sent from my ") || strings.HasPrefix(t, "Get Outlook for ") {
 			cut = i
 			break
@@ -128,6 +132,7 @@ func trimReply(text string) string {
 var (
 	// "On Mon, 1 Dec 2026 at 10:00, Alice <a@example.org> wrote:"; also
 	// the German and French forms.
-	wroteRE   = regexp.MustCompile(`^(On|Am|Le)\s.{4,200}\s(wrote|schrieb|a écrit)\s?:$`)
+	wroteRE   = regexp.MustCompile(`^(On|Am|Le)\s.{4,200}\s(wrote|schrieb|a écrit)(\s.{0,200})?\s?:$`)
+	onRE      = regexp.MustCompile(`^(On|Am|Le)\s`) // such a line wrapped in two
 	outlookRE = regexp.MustCompile(`^(Sent|Date|To|Gesendet|Envoyé):\s`)
 )

@@ -9,6 +9,7 @@ package mailfake
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -31,20 +32,32 @@ const memoryUser = "username"
 type IMAP struct {
 	User, Password string
 
-	srv     *server.Server
-	ln      net.Listener
-	mu      sync.Mutex // guards the memory backend, which has no locks of its own
-	mem     *memory.Backend
-	updates chan backend.Update
-	logins  int
-	flags   waitfor.Changed // notified when flags change
+	srv    *server.Server
+	ln     net.Listener
+	mu     sync.Mutex // guards the memory backend, which has no locks of its own
+	mem    *memory.Backend
+	logins int
+	flags  waitfor.Changed // notified when flags change
+	noIdle bool
+
+	cmu   sync.Mutex
+	conns map[*fakeConn]struct{} // open client connections
 }
+
+// IMAPOption changes the IMAP fake.
+type IMAPOption func(*imapOptions)
+
+type imapOptions struct{ noIdle bool }
+
+// WithoutIdle makes the server not announce IDLE (as some servers do
+// not), so clients fall back to polling.
+func WithoutIdle() IMAPOption { return func(o *imapOptions) { o.noIdle = true } }
 
 // NewIMAP starts an IMAP server on 127.0.0.1 for user with password; it
 // stops when the test ends.
-func NewIMAP(t testing.TB, user, password string) *IMAP {
+func NewIMAP(t testing.TB, user, password string, opts ...IMAPOption) *IMAP {
 	t.Helper()
-	f := &IMAP{User: user, Password: password, mem: memory.New(), updates: make(chan backend.Update, 64)}
+	f := &IMAP{User: user, Password: password, mem: memory.New(), conns: map[*fakeConn]struct{}{}}
 	f.srv = server.New(f)
 	f.srv.AllowInsecureAuth = true
 	f.srv.ErrorLog = quietLog{}
@@ -52,8 +65,12 @@ func NewIMAP(t testing.TB, user, password string) *IMAP {
 	if err != nil {
 		t.Fatalf("mailfake: imap listen: %v", err)
 	}
-	f.ln = ln
-	go f.srv.Serve(ln) //nolint:errcheck // ends with Close
+	var o imapOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f.ln, f.noIdle = ln, o.noIdle
+	go f.srv.Serve(fakeListener{ln, f}) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { f.srv.Close() })
 	return f
 }
@@ -79,12 +96,14 @@ func (f *IMAP) Deliver(t testing.TB, raw []byte) uint32 {
 		t.Fatalf("mailfake: deliver: %v", err)
 	}
 	uid := mb.Messages[len(mb.Messages)-1].Uid
-	status, err := mb.Status([]imap.StatusItem{imap.StatusMessages, imap.StatusUidNext})
+	n := len(mb.Messages)
 	f.mu.Unlock()
-	if err != nil {
-		t.Fatalf("mailfake: status: %v", err)
+	// Tell the clients that idle: "* N EXISTS", as a server does.
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	for c := range f.conns {
+		c.exists(n)
 	}
-	f.updates <- &backend.MailboxUpdate{Update: backend.NewUpdate(memoryUser, "INBOX"), MailboxStatus: status}
 	return uid
 }
 
@@ -110,7 +129,11 @@ func (f *IMAP) Seen(t testing.TB, uid uint32) bool {
 // DropConnections closes every open client connection (the listener stays):
 // a server restart as the clients see it.
 func (f *IMAP) DropConnections() {
-	f.srv.ForEachConn(func(c server.Conn) { c.Close() })
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	for c := range f.conns {
+		c.Conn.Close()
+	}
 }
 
 func (f *IMAP) inbox(t testing.TB) *memory.Mailbox {
@@ -139,9 +162,6 @@ func (f *IMAP) Login(_ *imap.ConnInfo, user, password string) (backend.User, err
 	}
 	return lockedUser{User: u, f: f}, nil
 }
-
-// Updates are the new-mail notifications for IDLE (backend.BackendUpdater).
-func (f *IMAP) Updates() <-chan backend.Update { return f.updates }
 
 // lockedUser and lockedMailbox serialise the memory backend's calls.
 type lockedUser struct {
@@ -247,3 +267,75 @@ type quietLog struct{}
 
 func (quietLog) Printf(string, ...any) {}
 func (quietLog) Println(...any)        {}
+
+// fakeListener wraps the server's connections: it tracks them, tells the
+// idling ones about new mail, and leaves IDLE out of the capabilities
+// when asked to. (go-imap's own update channel races with its
+// connections' state, so the notification is written here instead.)
+type fakeListener struct {
+	net.Listener
+	f *IMAP
+}
+
+func (l fakeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	fc := &fakeConn{Conn: c, f: l.f}
+	l.f.cmu.Lock()
+	l.f.conns[fc] = struct{}{}
+	l.f.cmu.Unlock()
+	return fc, nil
+}
+
+type fakeConn struct {
+	net.Conn
+	f *IMAP
+
+	wmu     sync.Mutex
+	idling  bool // between the server's "+ idling" and its answer to DONE
+	pending int  // a mail count not yet told (it came while not idling)
+}
+
+func (c *fakeConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	out := p
+	if c.f.noIdle {
+		lines := bytes.SplitAfter(p, []byte("\r\n"))
+		for i, l := range lines {
+			if bytes.Contains(l, []byte("CAPABILITY ")) && (bytes.HasPrefix(l, []byte("* ")) || bytes.Contains(l, []byte(" OK ["))) {
+				lines[i] = bytes.ReplaceAll(l, []byte(" IDLE"), nil)
+			}
+		}
+		out = bytes.Join(lines, nil)
+	}
+	c.idling = bytes.HasPrefix(p, []byte("+ idling"))
+	if _, err := c.Conn.Write(out); err != nil {
+		return 0, err
+	}
+	if c.idling && c.pending > 0 {
+		fmt.Fprintf(c.Conn, "* %d EXISTS\r\n", c.pending)
+		c.pending = 0
+	}
+	return len(p), nil
+}
+
+// exists tells an idling client that the mailbox holds n mails.
+func (c *fakeConn) exists(n int) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.idling {
+		fmt.Fprintf(c.Conn, "* %d EXISTS\r\n", n)
+	} else {
+		c.pending = n
+	}
+}
+
+func (c *fakeConn) Close() error {
+	c.f.cmu.Lock()
+	delete(c.f.conns, c)
+	c.f.cmu.Unlock()
+	return c.Conn.Close()
+}
