@@ -453,6 +453,7 @@ func TestEmailServe(t *testing.T) {
 // users and every reply waits in the outbox; after it each mail gets
 // exactly one late reply, in order (runSendOutage).
 func TestEmailSMTPOutageInRealTime(t *testing.T) {
+	t.Parallel() // with the other long real-time tests
 	w := newEmailWorld(t)
 	ledger := newSMTPLedger()
 	proxy := newSMTPTap(w.srv.SMTP, ledger, "")
