@@ -224,6 +224,14 @@ type Reader struct {
 
 // Reader logs in to the account's INBOX.
 func (a Account) Reader() (*Reader, error) {
+	c, err := a.login()
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{a: a, c: c}, nil
+}
+
+func (a Account) login() (*client.Client, error) {
 	c, err := client.Dial(a.servers.IMAP)
 	if err != nil {
 		return nil, fmt.Errorf("imap %s: %w", a.servers.IMAP, err)
@@ -233,15 +241,24 @@ func (a Account) Reader() (*Reader, error) {
 		c.Logout()
 		return nil, fmt.Errorf("imap %s: login %s: %w", a.servers.IMAP, a.Address, err)
 	}
-	return &Reader{a: a, c: c}, nil
+	return c, nil
 }
 
 // Read returns every mail of the INBOX, oldest first (flags as first
-// seen); it never marks a mail seen.
+// seen); it never marks a mail seen. A connection that was closed while
+// idle (go-imap's Timeout) is opened again.
 func (r *Reader) Read() ([]Mail, error) {
 	box, err := r.c.Select("INBOX", true)
 	if err != nil {
-		return nil, fmt.Errorf("imap: select INBOX of %s: %w", r.a.Address, err)
+		r.c.Logout()
+		c, lerr := r.a.login()
+		if lerr != nil {
+			return nil, fmt.Errorf("imap: select INBOX of %s: %w; again: %w", r.a.Address, err, lerr)
+		}
+		r.c = c
+		if box, err = r.c.Select("INBOX", true); err != nil {
+			return nil, fmt.Errorf("imap: select INBOX of %s: %w", r.a.Address, err)
+		}
 	}
 	if box.UidNext <= r.last+1 || box.Messages == 0 {
 		return r.mails, nil
