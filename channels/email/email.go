@@ -232,7 +232,7 @@ func (a *Adapter) Run(ctx context.Context, sink channels.Sink) error {
 		if a.o.Now().Sub(started) > 2*time.Minute {
 			backoff = time.Second // it ran a while: a new loss, not the same one
 		}
-		a.log.Warn("email: imap connection lost; reconnecting", "err", err, "in", backoff)
+		a.log.Warn("email: intake stopped; reconnecting", "err", err, "in", backoff)
 		if a.o.Sleep(ctx, backoff) != nil {
 			return nil
 		}

@@ -30,7 +30,8 @@ func TestMailInReplyOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	id, err := r.a.Send(channels.WithInbound(context.Background(), in), channels.Outbound{ChatID: in.ChatID, Text: "It is **Paris**."})
+	text := "It is **Paris**.\n\n| city | people |\n|---|---|\n| Paris | 2.1 M |\n\n<script>alert(1)</script>"
+	id, err := r.a.Send(channels.WithInbound(context.Background(), in), channels.Outbound{ChatID: in.ChatID, Text: text})
 	if err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -53,10 +54,15 @@ func TestMailInReplyOut(t *testing.T) {
 	if !strings.HasSuffix(id, "@bot.example") {
 		t.Errorf("Message-ID %q is not at the bot's domain", id)
 	}
-	if strings.TrimSpace(s.plain) != "It is **Paris**." {
-		t.Errorf("text/plain %q", s.plain)
+	if strings.ReplaceAll(strings.TrimSpace(s.plain), "\r\n", "\n") != text {
+		t.Errorf("text/plain %q, want the Markdown %q", s.plain, text)
 	}
-	if !strings.Contains(s.htm, "<strong>Paris</strong>") {
-		t.Errorf("text/html %q has no <strong>Paris</strong>", s.htm)
+	for _, want := range []string{"<strong>Paris</strong>", "<td>2.1 M</td>"} {
+		if !strings.Contains(s.htm, want) {
+			t.Errorf("text/html %q has no %s", s.htm, want)
+		}
+	}
+	if strings.Contains(s.htm, "<script>") {
+		t.Errorf("text/html carries the model's raw HTML: %q", s.htm)
 	}
 }

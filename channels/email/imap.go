@@ -117,9 +117,9 @@ func (a *Adapter) session(ctx context.Context, sink channels.Sink) error {
 // wait returns when there may be new mail: a notification during IDLE,
 // or PollInterval passed.
 func (a *Adapter) wait(ctx context.Context, c *client.Client, idle bool, poke chan struct{}) error {
-	timer := time.NewTimer(a.o.PollInterval)
-	defer timer.Stop()
 	if !idle {
+		timer := time.NewTimer(a.o.PollInterval)
+		defer timer.Stop()
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
@@ -131,15 +131,23 @@ func (a *Adapter) wait(ctx context.Context, c *client.Client, idle bool, poke ch
 		return nil
 	default:
 	}
+	// An IDLE is renewed every PollInterval (a rescan that catches what
+	// a notification missed), and within 25 minutes even with a longer
+	// one: servers may end one after 30 (RFC 2177).
+	renew := time.NewTimer(min(a.o.PollInterval, 25*time.Minute))
+	defer renew.Stop()
 	done := make(chan error, 1)
 	stopIdle := make(chan struct{})
 	go func() { done <- c.Idle(stopIdle, &client.IdleOptions{LogoutTimeout: -1}) }()
 	select {
 	case <-ctx.Done():
-	case <-timer.C:
+	case <-renew.C:
 	case <-poke:
 	case err := <-done:
-		return fmt.Errorf("email: imap: idle: %w", err)
+		if err != nil {
+			return fmt.Errorf("email: imap: idle: %w", err)
+		}
+		return nil // the server ended it: scan, and idle again
 	}
 	close(stopIdle)
 	if err := <-done; err != nil && ctx.Err() == nil {

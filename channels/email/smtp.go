@@ -20,6 +20,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/extension"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 )
@@ -195,6 +196,11 @@ func isOwnID(id, domain string) bool {
 	return strings.HasPrefix(id, "sb.") && strings.HasSuffix(strings.ToLower(id), "@"+domain)
 }
 
+// markdown renders replies to HTML: CommonMark with GitHub's tables,
+// strikethrough, task lists and links; raw HTML the model writes is left
+// out (goldmark's default), so a reply cannot carry markup of its own.
+var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
+
 type outFile struct {
 	name string
 	data []byte
@@ -215,7 +221,7 @@ func (a *Adapter) compose(r reply, id, text string, files []outFile) ([]byte, er
 	// RFC 3834: other robots do not answer this one.
 	h.Set("Auto-Submitted", "auto-replied")
 	var html bytes.Buffer
-	if err := goldmark.Convert([]byte(text), &html); err != nil {
+	if err := markdown.Convert([]byte(text), &html); err != nil {
 		html.Reset()
 		html.WriteString("<pre>" + mimeEscape(text) + "</pre>")
 	}
