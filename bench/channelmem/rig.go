@@ -3,26 +3,33 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/email"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
+	"github.com/switchboard-gateway/switchboard/internal/mailservers"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 	"github.com/switchboard-gateway/switchboard/internal/wafake"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
 
-var channelNames = []string{"telegram", "discord", "slack", "whatsapp"}
+var channelNames = []string{"telegram", "discord", "slack", "whatsapp", "email"}
 
 // rig is one `switchboard serve` with the channels of a set enabled, each
 // against its own fake, and the fake model.
@@ -33,6 +40,7 @@ type rig struct {
 	wa    *wafake.Fake
 	model *testkit.FakeLLM
 	proc  *gateway.Process
+	email bool // against the real mail servers of the environment
 }
 
 // startRig writes the configuration of set in dir (the shipped defaults,
@@ -66,6 +74,21 @@ func startRig(ctx context.Context, bin, dir string, set []string) (*rig, error) 
 		w.AccessToken, w.AppSecret, w.VerifyToken = wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken
 		w.AllowUsers = []string{"+15551234567"}
 	}
+	if slices.Contains(set, "email") { // the real servers, as the e2e tests (.ci/mailservers)
+		srv := mailservers.Servers{IMAP: os.Getenv(mailservers.IMAPEnv), SMTP: os.Getenv(mailservers.SMTPEnv), Password: os.Getenv(mailservers.PasswordEnv)}
+		if srv.IMAP == "" || srv.SMTP == "" || srv.Password == "" {
+			r.closeFakes()
+			return nil, fmt.Errorf("email needs the mail servers: start them with .ci/mailservers start DIR and export what it prints")
+		}
+		bot := srv.NewAccount("bench", "switchboard.test")
+		e := config.Section[*email.Config](cfg)
+		e.Enabled = true
+		e.IMAP = email.Server{Address: srv.IMAP, TLS: email.TLSNone}
+		e.SMTP = email.Server{Address: srv.SMTP, TLS: email.TLSNone}
+		e.Username, e.Password, e.Address = bot.Address, bot.Password, bot.Address
+		e.AllowSenders = []string{"@example.org"}
+		r.email = true
+	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		r.closeFakes()
@@ -96,6 +119,11 @@ func (r *rig) connected(ctx context.Context) error {
 	}
 	if r.wa != nil {
 		errs = append(errs, r.wa.WaitCalls(ctx, "phone_number", 1))
+	}
+	if r.email { // its IMAP session is open and idle: only its log tells
+		errs = append(errs, waitfor.Poll(ctx, 20*time.Millisecond, func() bool {
+			return strings.Contains(r.proc.Log(), "email: reading the mailbox")
+		}))
 	}
 	return errors.Join(errs...)
 }
