@@ -127,7 +127,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 		v.Add(key+".device_id", fmt.Sprintf("%q is not a device id (letters, digits, . _ -)", c.DeviceID))
 	}
 	if c.Encryption && !cryptoBuilt {
-		v.Add(key+".encryption", "this binary was built without end-to-end encryption (go build -tags goolm); build with the tag, or set encryption: false")
+		v.Add(key+".encryption", "this binary was built without Matrix encryption: build with `go build -tags goolm`, or set channels.matrix.encryption: false")
 	}
 	mxids(v, key+".allow_users", c.AllowUsers, true)
 	mxids(v, key+".admins", c.Admins, false)

@@ -118,6 +118,11 @@ func (a *Adapter) remember(ctx context.Context, eventID, chatID string, thread i
 // send PUTs one event with txn (encrypted when the room is), with do's
 // retries; the same txn is the same event.
 func (a *Adapter) send(ctx context.Context, room id.RoomID, typ event.Type, content any, txn string) (string, error) {
+	if a.crypto == nil && typ != event.EventReaction {
+		if enc, err := a.states.IsEncrypted(ctx, room); err != nil || enc {
+			return "", fmt.Errorf("matrix: send to %s: the room is encrypted and encryption is off (set channels.matrix.encryption: true); nothing sent", room)
+		}
+	}
 	var eventID string
 	err := a.do(ctx, "send to "+string(room), func() error {
 		resp, err := a.cli.SendMessageEvent(ctx, room, typ, content, mautrix.ReqSendEvent{TransactionID: txn})
