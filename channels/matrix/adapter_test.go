@@ -436,4 +436,3 @@ func TestChatKeys(t *testing.T) {
 		t.Errorf("a room id with a slash read as a thread %q", thread)
 	}
 }
-
