@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,7 +41,7 @@ func (s *sleeps) all() []time.Duration {
 }
 
 // open opens an adapter on f (password login, plaintext) with state.
-func open(t *testing.T, f *fakeHS, state channels.State, dir string, sl *sleeps) *Adapter {
+func open(t testing.TB, f *fakeHS, state channels.State, dir string, sl *sleeps) *Adapter {
 	t.Helper()
 	a, err := Open(t.Context(), Options{Homeserver: f.URL(), UserID: bot, Password: "pw-123456",
 		StatePath: filepath.Join(dir, "state.db"), State: state, Sleep: sl.sleep, SyncTimeout: 5 * time.Second,
@@ -434,5 +435,38 @@ func TestChatKeys(t *testing.T) {
 	}
 	if _, thread := splitChat("!r/x:hs.test"); thread != "" {
 		t.Errorf("a room id with a slash read as a thread %q", thread)
+	}
+}
+
+// Files go both ways: an image sent is uploaded and posted as m.image; a
+// file received is downloaded from the homeserver with the token
+// (authenticated media).
+func TestFiles(t *testing.T) {
+	f := newFakeHS(t)
+	a := open(t, f, nil, t.TempDir(), &sleeps{})
+	path := filepath.Join(t.TempDir(), "chart.png")
+	png := []byte("\x89PNG\r\n\x1a\nfake image")
+	if err := os.WriteFile(path, png, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SendFile(t.Context(), dm, channels.OutboundFile{Path: path, Caption: "the chart"}); err != nil {
+		t.Fatal(err)
+	}
+	ev := f.sent()
+	if len(ev) != 1 || ev[0].Content["msgtype"] != "m.image" || ev[0].Content["body"] != "the chart" || !strings.HasPrefix(ev[0].Content["url"].(string), "mxc://hs.test/") {
+		t.Fatalf("sent %+v", ev)
+	}
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(dmState())}))
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(nil, map[string]any{"type": "m.room.message", "sender": alice, "event_id": "$file", "origin_server_ts": 1,
+		"content": map[string]any{"msgtype": "m.file", "body": "notes.txt", "url": ev[0].Content["url"], "info": map[string]any{"mimetype": "text/plain", "size": len(png)}}})}))
+	s := newSink()
+	stop := run(t, a, s)
+	in := s.next(t)
+	stop()
+	if len(in.Attachments) != 1 || string(in.Attachments[0].Data) != string(png) || in.Attachments[0].Kind != channels.File || in.Attachments[0].Name != "notes.txt" {
+		t.Fatalf("attachments = %+v", in.Attachments)
+	}
+	if len(f.mediaAuth) != 1 || f.mediaAuth[0] != "Bearer tok-123456" {
+		t.Errorf("download auth = %v, want the bot's token (authenticated media)", f.mediaAuth)
 	}
 }

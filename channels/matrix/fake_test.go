@@ -18,22 +18,24 @@ import (
 // homeserver: the same txn is the same event), joins, leaves, typing,
 // redactions, key queries; and failures on demand.
 type fakeHS struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	batches []map[string]any // the /sync answers to give, in order
-	sinces  []string         // the since of each /sync asked
-	wake    chan struct{}    // closed when a batch is queued
-	txns    map[string]string
-	events  []sentEvent
-	joined  []string
-	left    []string
-	typing  int
-	logins  int
-	fail    []failure // the next send answers, in order
-	next    int
-	keys    map[string]any // the /keys/query answer
+	mu        sync.Mutex
+	batches   []map[string]any // the /sync answers to give, in order
+	sinces    []string         // the since of each /sync asked
+	wake      chan struct{}    // closed when a batch is queued
+	txns      map[string]string
+	events    []sentEvent
+	joined    []string
+	left      []string
+	typing    int
+	logins    int
+	fail      []failure // the next send answers, in order
+	next      int
+	keys      map[string]any // the /keys/query answer
+	media     map[string][]byte
+	mediaAuth []string // the Authorization of each download
 }
 
 type sentEvent struct {
@@ -46,8 +48,8 @@ type failure struct {
 	body   string
 }
 
-func newFakeHS(t *testing.T) *fakeHS {
-	f := &fakeHS{t: t, wake: make(chan struct{}), txns: map[string]string{}}
+func newFakeHS(t testing.TB) *fakeHS {
+	f := &fakeHS{t: t, wake: make(chan struct{}), txns: map[string]string{}, media: map[string][]byte{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -88,6 +90,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func (f *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if strings.HasPrefix(r.URL.Path, "/_matrix/media/v3/upload") || strings.HasPrefix(r.URL.Path, "/_matrix/client/v1/media/download/") {
+		f.mediaRoute(w, r, body)
+		return
+	}
 	p := strings.TrimPrefix(r.URL.Path, "/_matrix/client")
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	authed := r.Header.Get("Authorization") == "Bearer tok-123456"
@@ -237,4 +243,25 @@ func joinedRoom(state []map[string]any, timeline ...map[string]any) map[string]a
 
 func joinBatch(rooms map[string]any) map[string]any {
 	return map[string]any{"rooms": map[string]any{"join": rooms}}
+}
+
+// mediaRoute serves uploads and authenticated downloads.
+func (f *fakeHS) mediaRoute(w http.ResponseWriter, r *http.Request, body []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Method == http.MethodPost {
+		mediaID := fmt.Sprintf("m%d", len(f.media)+1)
+		f.media[mediaID] = body
+		writeJSON(w, 200, map[string]any{"content_uri": "mxc://hs.test/" + mediaID})
+		return
+	}
+	f.mediaAuth = append(f.mediaAuth, r.Header.Get("Authorization"))
+	mediaID := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	data, ok := f.media[mediaID]
+	if !ok {
+		writeJSON(w, 404, map[string]any{"errcode": "M_NOT_FOUND", "error": "no such media"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = w.Write(data)
 }
