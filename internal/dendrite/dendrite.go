@@ -90,28 +90,44 @@ func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
 func StartWith(t testing.TB, o Options) *Server {
 	t.Helper()
 	bin := Binaries(t)
+	s, err := Launch(t.Context(), bin, o)
+	if err != nil {
+		t.Fatalf("dendrite: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("dendrite's output (tail):\n%s", s.out.tail(4000))
+		}
+		s.Close()
+	})
+	return s
+}
+
+// Launch runs a dendrite of the binaries in bin, in a new temporary
+// folder, until Close. For programs (bench/channelmem); tests use Start.
+func Launch(ctx context.Context, bin string, o Options) (*Server, error) {
 	dir, err := os.MkdirTemp("", "dendrite-*")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	secret := randomHex(16)
-	if err := writeConfig(t.Context(), bin, dir, secret, o); err != nil {
-		t.Fatalf("dendrite: %v", err)
+	if err := writeConfig(ctx, bin, dir, secret, o); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
 	var lastErr error
 	for range 3 { // a port taken between the probe and dendrite's bind: try another
-		s, err := start(t, bin, dir, secret)
+		s, err := start(ctx, bin, dir, secret)
 		if err == nil {
-			return s
+			return s, nil
 		}
 		lastErr = err
 	}
-	t.Fatalf("dendrite: %v", lastErr)
-	return nil
+	_ = os.RemoveAll(dir)
+	return nil, lastErr
 }
 
-func start(t testing.TB, bin, dir, secret string) (*Server, error) {
+func start(ctx context.Context, bin, dir, secret string) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -127,15 +143,15 @@ func start(t testing.TB, bin, dir, secret string) (*Server, error) {
 		return nil, fmt.Errorf("start %s: %w", s.cmd.Path, err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	err = waitfor.Poll(ctx, 50*time.Millisecond, func() bool {
+	err = waitfor.Poll(wctx, 50*time.Millisecond, func() bool {
 		select {
 		case <-s.done:
 			return true
 		default:
 		}
-		return s.up(ctx)
+		return s.up(wctx)
 	})
 	select {
 	case <-s.done:
@@ -146,13 +162,13 @@ func start(t testing.TB, bin, dir, secret string) (*Server, error) {
 		s.stop()
 		return nil, fmt.Errorf("dendrite did not answer /versions on %s: %w\n%s", addr, err, s.out.tail(4000))
 	}
-	t.Cleanup(func() {
-		s.stop()
-		if t.Failed() {
-			t.Logf("dendrite's output (tail):\n%s", s.out.tail(4000))
-		}
-	})
 	return s, nil
+}
+
+// Close stops the server and removes its folder.
+func (s *Server) Close() {
+	s.stop()
+	_ = os.RemoveAll(s.Dir)
 }
 
 // up reports whether the client API answers.
@@ -194,14 +210,15 @@ func (s *Server) PID() int { return s.cmd.Process.Pid }
 // device.
 func (s *Server) Register(t testing.TB, name string) Account {
 	t.Helper()
-	a, err := s.register(t.Context(), name)
+	a, err := s.RegisterUser(t.Context(), name)
 	if err != nil {
 		t.Fatalf("dendrite: register %s: %v", name, err)
 	}
 	return a
 }
 
-func (s *Server) register(ctx context.Context, name string) (Account, error) {
+// RegisterUser is Register for programs.
+func (s *Server) RegisterUser(ctx context.Context, name string) (Account, error) {
 	cli, err := mautrix.NewClient(s.URL, "", "")
 	if err != nil {
 		return Account{}, err
@@ -306,26 +323,35 @@ func writeConfig(ctx context.Context, bin, dir, secret string, o Options) error 
 // or the cache folder of this version, built there first if need be.
 func Binaries(t testing.TB) string {
 	t.Helper()
+	dir, err := FindOrBuild(t.Context())
+	if err != nil {
+		testkit.Missing(t, "%v", err)
+	}
+	return dir
+}
+
+// FindOrBuild is Binaries for programs.
+func FindOrBuild(ctx context.Context) (string, error) {
 	if dir := os.Getenv(EnvBin); dir != "" {
 		if err := present(dir); err != nil {
-			testkit.Missing(t, "%s=%s: %v (build them: see .ci/run)", EnvBin, dir, err)
+			return "", fmt.Errorf("%s=%s: %w (build them: see .ci/run)", EnvBin, dir, err)
 		}
-		return dir
+		return dir, nil
 	}
 	dir, err := CacheDir()
 	if err != nil {
-		testkit.Missing(t, "dendrite: no cache folder: %v; set %s", err, EnvBin)
+		return "", fmt.Errorf("dendrite: no cache folder: %w; set %s", err, EnvBin)
 	}
 	if err := present(dir); err == nil {
-		return dir
+		return dir, nil
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if err := Build(t.Context(), dir); err != nil {
-		testkit.Missing(t, "dendrite %s could not be built (go install %s/cmd/...@%s): %v; build it into a folder and set %s",
+	if err := Build(ctx, dir); err != nil {
+		return "", fmt.Errorf("dendrite %s could not be built (go install %s/cmd/...@%s): %w; build it into a folder and set %s",
 			Version, Module, Version, err, EnvBin)
 	}
-	return dir
+	return dir, nil
 }
 
 var buildMu sync.Mutex

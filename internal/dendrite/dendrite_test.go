@@ -80,7 +80,7 @@ func TestRegisterNeedsTheSecret(t *testing.T) {
 		t.Fatal("open registration succeeded; want it refused")
 	}
 	s.secret = "wrong"
-	if _, err := s.register(t.Context(), "mallory"); err == nil || !strings.Contains(err.Error(), "403") && !strings.Contains(strings.ToLower(err.Error()), "forbidden") {
+	if _, err := s.RegisterUser(t.Context(), "mallory"); err == nil || !strings.Contains(err.Error(), "403") && !strings.Contains(strings.ToLower(err.Error()), "forbidden") {
 		t.Fatalf("registration with a wrong secret: %v; want it refused", err)
 	}
 }
