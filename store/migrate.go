@@ -36,6 +36,7 @@ var migrations = []migration{
 	{13, "untrusted scheduled jobs", migrationScheduleUntrusted},
 	{14, "the chat of a pairing, and greetings owed to approved users", migrationPairingChat},
 	{15, "delivery statuses", migrationDeliveryStatus},
+	{16, "channel state", migrationChannelState},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

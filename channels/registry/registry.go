@@ -8,6 +8,7 @@ package registry
 import (
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/matrix"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
@@ -20,6 +21,7 @@ var All = []channels.Definition{
 	discord.Definition,
 	slack.Definition,
 	whatsapp.Definition,
+	matrix.Definition,
 }
 
 // Names returns the platforms' names, in order.
