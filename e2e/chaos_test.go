@@ -1103,7 +1103,14 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 		cs := copies[m.id]
 		switch {
 		case !ok:
-			t.Errorf("message %s (posted in cycle %d) never reached the store", m.id, m.cycle)
+			rec.mu.Lock()
+			got, handed := rec.gotFirst[m.platformID]
+			rec.mu.Unlock()
+			how := "no poll's answer held it"
+			if handed {
+				how = fmt.Sprintf("first handed to child %d", got)
+			}
+			t.Errorf("message %s (posted in cycle %d) never reached the store (%s)", m.id, m.cycle, how)
 			if len(cs) == 0 {
 				out.lost++
 			}
