@@ -37,6 +37,13 @@ package e2e
 //     the same message (its wamid). The Graph API's send has no
 //     idempotency key either: a duplicate is allowed in the same window
 //     as on Telegram, and counted.
+//   - Matrix: nothing lost, and exactly once, against a real homeserver
+//     (dendrite, internal/dendrite). The /sync token is stored only after
+//     the batch's messages are, so a dead child's batch comes again to the
+//     next one; each part is PUT with a transaction id derived from the
+//     message and the part, so a send repeated after a restart is the
+//     event the homeserver already has. A warm-up run first: a bot's very
+//     first /sync takes no messages (history).
 //
 // Each cycle's kill point is one of these, chosen by the seed:
 //   - a random time after the start (startup, replay of unfinished messages);
