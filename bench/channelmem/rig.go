@@ -3,26 +3,37 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/matrix"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/dendrite"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
 	"github.com/switchboard-gateway/switchboard/internal/wafake"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
 
-var channelNames = []string{"telegram", "discord", "slack", "whatsapp"}
+var channelNames = []string{"telegram", "discord", "slack", "whatsapp", "matrix"}
 
 // rig is one `switchboard serve` with the channels of a set enabled, each
 // against its own fake, and the fake model.
@@ -31,6 +42,7 @@ type rig struct {
 	dc    *discordfake.Fake
 	sl    *slackfake.Fake
 	wa    *wafake.Fake
+	mx    *matrixHS
 	model *testkit.FakeLLM
 	proc  *gateway.Process
 }
@@ -66,6 +78,17 @@ func startRig(ctx context.Context, bin, dir string, set []string) (*rig, error) 
 		w.AccessToken, w.AppSecret, w.VerifyToken = wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken
 		w.AllowUsers = []string{"+15551234567"}
 	}
+	if slices.Contains(set, "matrix") { // a real homeserver; encryption on (a binary built with -tags goolm)
+		var err error
+		if r.mx, err = startMatrix(ctx); err != nil {
+			r.closeFakes()
+			return nil, err
+		}
+		m := config.Section[*matrix.Config](cfg)
+		m.Enabled, m.Homeserver, m.UserID = true, r.mx.proxy.URL, r.mx.bot.UserID.String()
+		m.AccessToken, m.DeviceID, m.Encryption = r.mx.bot.AccessToken, r.mx.bot.DeviceID.String(), true
+		m.AllowUsers = []string{"@alice:" + dendrite.ServerName}
+	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		r.closeFakes()
@@ -97,6 +120,9 @@ func (r *rig) connected(ctx context.Context) error {
 	if r.wa != nil {
 		errs = append(errs, r.wa.WaitCalls(ctx, "phone_number", 1))
 	}
+	if r.mx != nil { // a long poll with a stored token: past the first sync
+		errs = append(errs, waitfor.Poll(ctx, 50*time.Millisecond, func() bool { return r.mx.syncs.Load() >= 1 }))
+	}
 	return errors.Join(errs...)
 }
 
@@ -127,4 +153,52 @@ func (r *rig) closeFakes() {
 	if r.wa != nil {
 		r.wa.Close()
 	}
+	if r.mx != nil {
+		r.mx.close()
+	}
+}
+
+// matrixHS is a dendrite with the bot's account, and a proxy before it
+// that counts the bot's /sync calls with a token.
+type matrixHS struct {
+	hs    *dendrite.Server
+	bot   dendrite.Account
+	proxy *httptest.Server
+	syncs atomic.Int64
+}
+
+func startMatrix(ctx context.Context) (*matrixHS, error) {
+	bin, err := dendrite.FindOrBuild(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := dendrite.Launch(ctx, bin, dendrite.Options{})
+	if err != nil {
+		return nil, err
+	}
+	m := &matrixHS{hs: hs}
+	if m.bot, err = hs.RegisterUser(ctx, "bot"); err != nil {
+		hs.Close()
+		return nil, fmt.Errorf("register the bot: %w", err)
+	}
+	u, err := url.Parse(hs.URL)
+	if err != nil {
+		hs.Close()
+		return nil, err
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) } // a long poll cut at the stop
+	m.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/sync") && r.URL.Query().Get("since") != "" {
+			m.syncs.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	return m, nil
+}
+
+func (m *matrixHS) close() {
+	m.proxy.CloseClientConnections()
+	m.proxy.Close()
+	m.hs.Close()
 }
