@@ -470,3 +470,19 @@ func TestFiles(t *testing.T) {
 		t.Errorf("download auth = %v, want the bot's token (authenticated media)", f.mediaAuth)
 	}
 }
+
+// With encryption off, an encrypted message is not delivered (nor
+// answered): it cannot be read.
+func TestEncryptedMessageWithEncryptionOffIsNotDelivered(t *testing.T) {
+	f := newFakeHS(t)
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(dmState())}))
+	enc := map[string]any{"type": "m.room.encrypted", "sender": alice, "event_id": "$secret", "origin_server_ts": 1,
+		"content": map[string]any{"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnB", "session_id": "s1", "sender_key": "k", "device_id": "D"}}
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(nil, enc, textEvent("$plain", alice, "readable", nil))}))
+	s := newSink()
+	stop := run(t, open(t, f, nil, t.TempDir(), &sleeps{}), s)
+	if in := s.next(t); in.MessageID != "$plain" {
+		t.Fatalf("delivered %s, want only the readable message", in.MessageID)
+	}
+	stop()
+}
