@@ -19,7 +19,23 @@ require (
 	github.com/yuin/goldmark v1.8.7
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/term v0.48.0
+	maunium.net/go/mautrix v0.33.0
 )
+
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/rs/zerolog v1.35.1 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.3.0 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
+	go.mau.fi/util v0.11.1
+	golang.org/x/exp v0.0.0-20261113113407-e3970619a1a4 // indirect
+)
+
+require github.com/petermattis/goid v0.0.0-20261109124353-7cfa343ad0ab // indirect
 
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2

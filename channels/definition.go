@@ -136,6 +136,12 @@ type BuildEnv struct {
 	// web_fetch for attachments, that also reaches apiBase's host when it
 	// is not the platform's own (platformBase): a fake, a local server.
 	DownloadTransport func(apiBase, platformBase string) http.RoundTripper
+	// State (nil: none) is the channel's own durable state in the store
+	// (a sync token, a kept login).
+	State State
+	// StateDir is the directory beside the store for a channel's own
+	// files (the SQLite store's directory; "" is the working directory).
+	StateDir string
 }
 
 // RoleHolder claims one of several roles among replicas (cluster.Replica).

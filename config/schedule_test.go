@@ -89,7 +89,7 @@ func TestScheduleJobsValidate(t *testing.T) {
 		`config.yaml:12: schedule.jobs[1].chat: must not be empty; set the chat's id on that channel (the console's is "terminal")`,
 		`config.yaml:13: schedule.jobs[1].spec: "@every 10s": the interval must be at least 1m0s`,
 		`config.yaml:14: schedule.jobs[1].timezone: unknown time zone "Mars/Base"; use an IANA name such as "Europe/Berlin", or leave it empty for agent.timezone`,
-		`config.yaml:15: schedule.jobs[1].channel: "sms" is not one of console, telegram, discord, slack, whatsapp, email`,
+		`config.yaml:15: schedule.jobs[1].channel: "sms" is not one of console, telegram, discord, slack, whatsapp, email, matrix`,
 		"config.yaml:16: schedule.jobs[1].prompt: a task needs a prompt (run as an agent turn) and no text",
 		"config.yaml:18: schedule.jobs[1].max_steps: must not be negative, got -1 (0 uses agent.max_steps)",
 		`config.yaml:19: schedule.jobs[2].name: must not be empty; name the job, such as "morning-digest"`,

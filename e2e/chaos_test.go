@@ -41,6 +41,13 @@ package e2e
 //     (a mail is flagged \Seen only after it is stored); SMTP has no
 //     idempotency key, so a duplicate is allowed in the same window, and
 //     counted; it carries the same Message-ID as the first copy.
+//   - Matrix: nothing lost, and exactly once, against a real homeserver
+//     (dendrite, internal/dendrite). The /sync token is stored only after
+//     the batch's messages are, so a dead child's batch comes again to the
+//     next one; each part is PUT with a transaction id derived from the
+//     message and the part, so a send repeated after a restart is the
+//     event the homeserver already has. A warm-up run first: a bot's very
+//     first /sync takes no messages (history).
 //
 // Each cycle's kill point is one of these, chosen by the seed:
 //   - a random time after the start (startup, replay of unfinished messages);
@@ -123,14 +130,19 @@ import (
 	"time"
 
 	_ "github.com/mattn/go-sqlite3"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
+	"github.com/switchboard-gateway/switchboard/channels/matrix"
 	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/dendrite"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
@@ -188,6 +200,7 @@ var chaosRigs = map[string]func(t *testing.T) chaosChannel{
 	"slack":    func(t *testing.T) chaosChannel { return newSlackChaos(t) },
 	"whatsapp": func(t *testing.T) chaosChannel { return newWhatsAppChaos(t) },
 	"email":    func(t *testing.T) chaosChannel { return newEmailChaos(t) },
+	"matrix":   func(t *testing.T) chaosChannel { return newMatrixChaos(t) },
 }
 
 // chaosRun is what the flags set for a run.
@@ -1124,7 +1137,14 @@ func checkChaosAnswers(t *testing.T, ch chaosChannel, w *chaosWorkload, rec *cha
 		cs := copies[m.id]
 		switch {
 		case !ok:
-			t.Errorf("message %s (posted in cycle %d) never reached the store", m.id, m.cycle)
+			rec.mu.Lock()
+			got, handed := rec.gotFirst[m.platformID]
+			rec.mu.Unlock()
+			how := "no poll's answer held it"
+			if handed {
+				how = fmt.Sprintf("first handed to child %d", got)
+			}
+			t.Errorf("message %s (posted in cycle %d) never reached the store (%s)", m.id, m.cycle, how)
 			if len(cs) == 0 {
 				out.lost++
 			}
@@ -1866,3 +1886,176 @@ func (c *whatsappChaos) check(t *testing.T) {
 		}
 	}
 }
+
+// ---- Matrix ----
+
+// matrixChaos is the Matrix rig: a real homeserver (dendrite), the bot's
+// account, one user and one DM room per chat, the bot joined to each
+// before the first child starts, and an observer (the bot's second device,
+// syncing) that reads what the bot sent. Sends carry a transaction id
+// derived from the message and the part, so a send repeated after a
+// restart is the event the homeserver already has: exactly once.
+type matrixChaos struct {
+	hs    *dendrite.Server
+	bot   dendrite.Account
+	users [chaosChats]*mautrix.Client
+	rooms [chaosChats]id.RoomID
+	seen  *mxUser // the bot's second device: every room's events
+	// warm: a child has stored a sync token; before that, a child's first
+	// sync takes no messages (history before the bot's first sync), so the
+	// warm-up posts only once its child syncs with a token.
+	warm atomic.Bool
+}
+
+func newMatrixChaos(t *testing.T) *matrixChaos {
+	hs := dendrite.Start(t)
+	c := &matrixChaos{hs: hs, bot: hs.Register(t, "bot")}
+	botCli := hs.Client(t, c.bot)
+	ctx := waitCtx(t)
+	for i := range c.users {
+		u := hs.Register(t, fmt.Sprintf("user%02d", i))
+		c.users[i] = hs.Client(t, u)
+		room, err := c.users[i].CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", IsDirect: true, Invite: []id.UserID{c.bot.UserID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := botCli.JoinRoomByID(ctx, room.RoomID); err != nil {
+			t.Fatal(err)
+		}
+		c.rooms[i] = room.RoomID
+	}
+	c.seen = observeAs(t, hs, hs.Login(t, c.bot))
+	return c
+}
+
+// observeAs is an mxUser for an account already registered (a new device
+// of it), syncing until the test ends.
+func observeAs(t *testing.T, hs *dendrite.Server, a dendrite.Account) *mxUser {
+	u := &mxUser{Account: a, rooms: map[id.RoomID][]*event.Event{}}
+	u.cli = hs.Client(t, a)
+	syncer := mautrix.NewDefaultSyncer()
+	u.cli.Syncer, u.cli.Store = syncer, mautrix.NewMemorySyncStore()
+	syncer.OnEvent(u.record)
+	u.run(t)
+	return u
+}
+
+func (c *matrixChaos) name() string { return "matrix" }
+
+// events: messages reach the child in a /sync answer (the inbound kill
+// point); the batch's token is stored only after its messages, so a dead
+// child's batch is handed again to the next one.
+func (c *matrixChaos) events() []chaosEvent {
+	return []chaosEvent{evTimer, evModelCall, evSendAccepted, evSendAnswered, evInbound}
+}
+
+func (c *matrixChaos) upstream() string { return c.hs.URL }
+
+// config: the whole client-server API goes through the tap; plaintext
+// rooms, previews off (a preview cut by a kill is an event that answers
+// nothing; previews are tested in matrix_test.go).
+func (c *matrixChaos) config(tapURL string) func(*config.Channels) {
+	return func(ch *config.Channels) {
+		s := channels.SectionOf[*matrix.Config](ch.Sections)
+		s.Enabled, s.Homeserver, s.UserID = true, tapURL, c.bot.UserID.String()
+		s.AccessToken, s.DeviceID = c.bot.AccessToken, c.bot.DeviceID.String()
+		s.Encryption, s.StreamPreview = false, false
+		s.AllowUsers = nil
+		for _, u := range c.users {
+			s.AllowUsers = append(s.AllowUsers, u.UserID.String())
+		}
+	}
+}
+
+// classify: a PUT of a message event is a send; /sync is a poll, and one
+// with a token (since) means the child has stored one: it is ready.
+func (c *matrixChaos) classify(r *http.Request, _ []byte) tapCall {
+	switch {
+	case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/send/m.room.message/"):
+		return tapCall{send: true}
+	case strings.HasSuffix(r.URL.Path, "/sync"):
+		since := r.URL.Query().Get("since") != ""
+		if since {
+			c.warm.Store(true)
+		}
+		return tapCall{updates: true, ready: since}
+	}
+	return tapCall{}
+}
+
+func (c *matrixChaos) sentID(answer []byte) string {
+	var a struct {
+		EventID string `json:"event_id"`
+	}
+	if json.Unmarshal(answer, &a) != nil {
+		return ""
+	}
+	return a.EventID
+}
+
+// handedOver: the users' messages in a /sync answer.
+func (c *matrixChaos) handedOver(answer []byte) []string {
+	var s mautrix.RespSync
+	if json.Unmarshal(answer, &s) != nil {
+		return nil
+	}
+	var ids []string
+	for _, room := range s.Rooms.Join {
+		for _, e := range room.Timeline.Events {
+			if e.Type == event.EventMessage && e.Sender != c.bot.UserID {
+				ids = append(ids, e.ID.String())
+			}
+		}
+	}
+	return ids
+}
+
+// post has the users write in their rooms; before any child stored a
+// sync token it waits until this one has (see warm).
+func (c *matrixChaos) post(ctx context.Context, cyc *chaosCycle, msgs []*chaosMsg) int {
+	if !c.warm.Load() {
+		select {
+		case <-cyc.ready:
+		case <-cyc.killed:
+			return 0
+		case <-ctx.Done():
+			return 0
+		}
+	}
+	for i, m := range msgs {
+		resp, err := c.users[m.chat].SendMessageEvent(ctx, c.rooms[m.chat], event.EventMessage,
+			&event.MessageEventContent{MsgType: event.MsgText, Body: "question " + m.id})
+		if err != nil {
+			return i // only the test's end stops the homeserver
+		}
+		m.cycle, m.chatKey, m.platformID = cyc.n, c.rooms[m.chat].String(), resp.EventID.String()
+	}
+	return len(msgs)
+}
+
+// settle: nothing holds on to a dead child; its tap is closed.
+func (c *matrixChaos) settle(context.Context) error { return nil }
+
+// replies: the bot's messages in the rooms, as its other device saw them.
+func (c *matrixChaos) replies() []chaosReply {
+	var out []chaosReply
+	for _, room := range c.rooms {
+		for _, e := range c.seen.messages(room, c.bot.UserID) {
+			out = append(out, chaosReply{chatKey: room.String(), text: e.Content.AsMessage().Body, platformID: e.ID.String()})
+		}
+	}
+	return out
+}
+
+func (c *matrixChaos) waitReplies(ctx context.Context, done func([]chaosReply) bool) error {
+	return c.seen.changed.Wait(ctx, func() bool { return done(c.replies()) })
+}
+
+func (c *matrixChaos) armLate() bool     { return false }
+func (c *matrixChaos) exactlyOnce() bool { return true }
+func (c *matrixChaos) warmUp() bool      { return true }
+func (c *matrixChaos) secrets() []string {
+	return []string{c.bot.AccessToken, c.bot.Password, e2eAPIKey}
+}
+
+func (c *matrixChaos) check(*testing.T) {}

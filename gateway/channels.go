@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
@@ -36,6 +37,30 @@ type inboxReader interface {
 	LatestInbound(ctx context.Context, channel string) (map[string]string, error)
 	LatestInboundAt(ctx context.Context, channel, chat string) (time.Time, error)
 	SetDeliveryStatus(ctx context.Context, channel, platformMsgID, status, errText string, at time.Time) (bool, error)
+}
+
+// channelStater keeps the channels' own state (channels.State) in the
+// store.
+type channelStater interface {
+	ChannelState(ctx context.Context, channel, key string) (string, bool, error)
+	SetChannelState(ctx context.Context, channel, key, value string) error
+	DeleteChannelState(ctx context.Context, channel, key string) error
+}
+
+// scopedState is one channel's part of a channelStater.
+type scopedState struct {
+	st      channelStater
+	channel string
+}
+
+func (s scopedState) GetState(ctx context.Context, key string) (string, bool, error) {
+	return s.st.ChannelState(ctx, s.channel, key)
+}
+func (s scopedState) SetState(ctx context.Context, key, value string) error {
+	return s.st.SetChannelState(ctx, s.channel, key, value)
+}
+func (s scopedState) DeleteState(ctx context.Context, key string) error {
+	return s.st.DeleteChannelState(ctx, s.channel, key)
 }
 
 // roleHolder claims one of several roles among replicas (cluster.Replica).
@@ -87,6 +112,12 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 		}
 		if roles != nil {
 			env.Roles = roles
+		}
+		if st, ok := inbox.(channelStater); ok {
+			env.State = scopedState{st: st, channel: name}
+		}
+		if cfg.Store.Driver == config.StoreSQLite {
+			env.StateDir = filepath.Dir(cfg.Store.Path)
 		}
 		if onPaced != nil {
 			env.OnPaced = func(outcome string) { onPaced(name, outcome) }

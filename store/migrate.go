@@ -37,6 +37,7 @@ var migrations = []migration{
 	{14, "the chat of a pairing, and greetings owed to approved users", migrationPairingChat},
 	{15, "delivery statuses", migrationDeliveryStatus},
 	{16, "token kinds per step and turn", migrationTokenKinds},
+	{17, "channel state", migrationChannelState},
 }
 
 // Times are INTEGER UTC unix milliseconds everywhere. Optional foreign keys

@@ -36,7 +36,7 @@ const settle = 10 * time.Second
 
 func main() {
 	bin := flag.String("bin", "", "the switchboard binary to measure (empty: build this module's)")
-	sets := flag.String("sets", "telegram,telegram+slack,slack", "comma-separated sets of channels, each channels joined by +: telegram, discord, slack, whatsapp, email (email: the real servers of .ci/mailservers, named in the environment)")
+	sets := flag.String("sets", "telegram,telegram+slack,slack", "comma-separated sets of channels, each channels joined by +: telegram, discord, slack, whatsapp, email, matrix (email: the real servers of .ci/mailservers, named in the environment; matrix: a real dendrite, encryption on, so the binary needs -tags goolm)")
 	runs := flag.Int("runs", 5, "runs of each set")
 	base := flag.String("base", "", "another binary to measure with the first set, as the first row (say, main's)")
 	flag.Parse()

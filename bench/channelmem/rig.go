@@ -4,19 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/bench/internal/gateway"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/channels/email"
+	"github.com/switchboard-gateway/switchboard/channels/matrix"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
+	"github.com/switchboard-gateway/switchboard/internal/dendrite"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/mailservers"
 	"github.com/switchboard-gateway/switchboard/internal/slackfake"
@@ -29,7 +36,7 @@ import (
 
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
 
-var channelNames = []string{"telegram", "discord", "slack", "whatsapp", "email"}
+var channelNames = []string{"telegram", "discord", "slack", "whatsapp", "email", "matrix"}
 
 // rig is one `switchboard serve` with the channels of a set enabled, each
 // against its own fake, and the fake model.
@@ -38,6 +45,7 @@ type rig struct {
 	dc    *discordfake.Fake
 	sl    *slackfake.Fake
 	wa    *wafake.Fake
+	mx    *matrixHS
 	model *testkit.FakeLLM
 	proc  *gateway.Process
 	email bool // against the real mail servers of the environment
@@ -89,6 +97,17 @@ func startRig(ctx context.Context, bin, dir string, set []string) (*rig, error) 
 		e.AllowSenders = []string{"@example.org"}
 		r.email = true
 	}
+	if slices.Contains(set, "matrix") { // a real homeserver; encryption on (a binary built with -tags goolm)
+		var err error
+		if r.mx, err = startMatrix(ctx); err != nil {
+			r.closeFakes()
+			return nil, err
+		}
+		m := config.Section[*matrix.Config](cfg)
+		m.Enabled, m.Homeserver, m.UserID = true, r.mx.proxy.URL, r.mx.bot.UserID.String()
+		m.AccessToken, m.DeviceID, m.Encryption = r.mx.bot.AccessToken, r.mx.bot.DeviceID.String(), true
+		m.AllowUsers = []string{"@alice:" + dendrite.ServerName}
+	}
 	path := filepath.Join(dir, "config.yaml")
 	if err := cfgfile.WriteFile(path, cfg); err != nil {
 		r.closeFakes()
@@ -125,6 +144,9 @@ func (r *rig) connected(ctx context.Context) error {
 			return strings.Contains(r.proc.Log(), "email: reading the mailbox")
 		}))
 	}
+	if r.mx != nil { // a long poll with a stored token: past the first sync
+		errs = append(errs, waitfor.Poll(ctx, 50*time.Millisecond, func() bool { return r.mx.syncs.Load() >= 1 }))
+	}
 	return errors.Join(errs...)
 }
 
@@ -155,4 +177,52 @@ func (r *rig) closeFakes() {
 	if r.wa != nil {
 		r.wa.Close()
 	}
+	if r.mx != nil {
+		r.mx.close()
+	}
+}
+
+// matrixHS is a dendrite with the bot's account, and a proxy before it
+// that counts the bot's /sync calls with a token.
+type matrixHS struct {
+	hs    *dendrite.Server
+	bot   dendrite.Account
+	proxy *httptest.Server
+	syncs atomic.Int64
+}
+
+func startMatrix(ctx context.Context) (*matrixHS, error) {
+	bin, err := dendrite.FindOrBuild(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := dendrite.Launch(ctx, bin, dendrite.Options{})
+	if err != nil {
+		return nil, err
+	}
+	m := &matrixHS{hs: hs}
+	if m.bot, err = hs.RegisterUser(ctx, "bot"); err != nil {
+		hs.Close()
+		return nil, fmt.Errorf("register the bot: %w", err)
+	}
+	u, err := url.Parse(hs.URL)
+	if err != nil {
+		hs.Close()
+		return nil, err
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) } // a long poll cut at the stop
+	m.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/sync") && r.URL.Query().Get("since") != "" {
+			m.syncs.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	return m, nil
+}
+
+func (m *matrixHS) close() {
+	m.proxy.CloseClientConnections()
+	m.proxy.Close()
+	m.hs.Close()
 }

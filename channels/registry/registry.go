@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-gateway/switchboard/channels"
 	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/channels/email"
+	"github.com/switchboard-gateway/switchboard/channels/matrix"
 	"github.com/switchboard-gateway/switchboard/channels/slack"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
 	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
@@ -22,6 +23,7 @@ var All = []channels.Definition{
 	slack.Definition,
 	whatsapp.Definition,
 	email.Definition,
+	matrix.Definition,
 }
 
 // Names returns the platforms' names, in order.
