@@ -968,7 +968,8 @@ type chaosResult struct {
 	// Slack: user messages whose envelope was sent more than once (not
 	// acknowledged in time, or to a child that died before acknowledging);
 	// WhatsApp: user messages whose webhook delivery was posted more than
-	// once (no child up, or one that died before answering 200).
+	// once (no child up, or one that died before answering 200); Matrix:
+	// user messages a /sync answer handed again to a later child.
 	Redelivered int `json:"redelivered_updates"`
 	// CaughtUp: Discord messages a child fetched over REST when READY.
 	CaughtUp      int     `json:"caught_up"`
