@@ -139,13 +139,14 @@ func TestUsageListsInitFlagsOfEveryChannel(t *testing.T) {
   --whatsapp-token TOKEN  --whatsapp-user ID            WhatsApp, --whatsapp-phone-number-id ID,
                                                         --whatsapp-app-secret TOKEN,
                                                         --whatsapp-verify-token TOKEN
-  --telegram-api-endpoint URL  --discord-api-base URL  --slack-api-url URL  --whatsapp-api-base URL
+  --matrix-token TOKEN  --matrix-user ID                Matrix, --matrix-bot-id ID
+  --telegram-api-endpoint URL  --discord-api-base URL  --slack-api-url URL  --whatsapp-api-base URL  --matrix-homeserver URL
                                                         other API servers
   --http-listen ADDR   the HTTP API and dashboard (default 127.0.0.1:8080)
   --non-interactive    ask nothing (flags, then OPENAI_*, TELEGRAM_BOT_TOKEN,
                        DISCORD_BOT_TOKEN, SLACK_BOT_TOKEN, SLACK_APP_TOKEN,
                        WHATSAPP_ACCESS_TOKEN, WHATSAPP_APP_SECRET,
-                       WHATSAPP_VERIFY_TOKEN)
+                       WHATSAPP_VERIFY_TOKEN, MATRIX_ACCESS_TOKEN)
   --force              replace an existing file
 `
 	if !strings.Contains(usage, want) {

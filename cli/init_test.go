@@ -397,6 +397,7 @@ func TestInitInteractive(t *testing.T) {
 		"",                               // Discord: skipped
 		"",                               // Slack: skipped
 		"",                               // WhatsApp: skipped
+		"",                               // Matrix: skipped
 		"",                               // a sign-in token for the dashboard: yes
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer
@@ -497,6 +498,7 @@ func TestInitSlackAsksTheAppToken(t *testing.T) {
 		slackfake.AppToken, // Slack app-level token
 		"U0ADA",            // member id
 		"",                 // WhatsApp: skipped
+		"",                 // Matrix: skipped
 		"n",                // no sign-in token
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer
@@ -560,6 +562,7 @@ func TestInitWhatsApp(t *testing.T) {
 		"",                   // verify token: the one given before
 		"ada",                // not a number: asked again
 		"+15551234567",       // the operator's number
+		"",                   // Matrix: skipped
 		"n",                  // no sign-in token
 	}, "\n") + "\n"
 	var out, errb bytes.Buffer

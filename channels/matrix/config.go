@@ -29,7 +29,8 @@ type Config struct {
 	// allow_users and admins: MXIDs, @alice:example.org.
 	channels.Common `yaml:",inline"`
 
-	// Homeserver is the client-server API's base URL, https://matrix.example.org.
+	// Homeserver is the client-server API's base URL,
+	// https://matrix.example.org; empty: https:// and user_id's server.
 	Homeserver string `yaml:"homeserver"`
 	// UserID is the bot's MXID, @bot:example.org.
 	UserID string `yaml:"user_id"`
@@ -63,7 +64,7 @@ var Definition = channels.Definition{
 	Build:     build,
 	Summary: func(s channels.Section) string {
 		c := s.(*Config)
-		out := ", " + c.UserID + " on " + c.Homeserver
+		out := ", " + c.UserID + " on " + c.homeserver()
 		if c.Encryption {
 			return out + ", end-to-end encryption on"
 		}
@@ -81,7 +82,7 @@ var Definition = channels.Definition{
 		UserQuestion:  "Your Matrix ID, @you:example.org",
 		UserID:        mxidRE,
 		More: []channels.InitSecret{
-			{Key: "user_id", Flag: "user-id", Plain: true,
+			{Key: "user_id", Flag: "bot-id", Plain: true,
 				Usage:    "the bot's Matrix ID, @bot:example.org",
 				Question: "The bot's Matrix ID, @bot:example.org"},
 		},
@@ -116,7 +117,9 @@ func (c *Config) Validate(key string, v channels.Checker) {
 	if !c.Enabled {
 		return
 	}
-	v.URL(key+".homeserver", c.Homeserver, []string{"http", "https"}, "https://matrix.example.org")
+	if c.Homeserver != "" {
+		v.URL(key+".homeserver", c.Homeserver, []string{"http", "https"}, "https://matrix.example.org")
+	}
 	if !mxidRE.MatchString(c.UserID) {
 		v.AddNear(key+".user_id", key+".enabled", fmt.Sprintf("%q is not a Matrix ID such as \"@bot:example.org\" (the bot's account)", c.UserID))
 	}
@@ -178,6 +181,16 @@ func (c *Config) admits(user string) bool {
 	return len(c.AllowServers) == 0 || slices.ContainsFunc(c.AllowServers, func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), server) })
 }
 
+// homeserver is the configured homeserver, or https:// and the server
+// name of user_id (no .well-known lookup).
+func (c *Config) homeserver() string {
+	if c.Homeserver != "" {
+		return c.Homeserver
+	}
+	_, server, _ := strings.Cut(c.UserID, ":")
+	return "https://" + server
+}
+
 // build prepares the adapter; Launch.Build logs in.
 func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 	c := s.(*Config)
@@ -186,7 +199,7 @@ func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 		path = filepath.Join(env.StateDir, DefaultStateFile)
 	}
 	o := Options{
-		Homeserver: c.Homeserver, UserID: c.UserID, AccessToken: c.AccessToken, Password: c.Password,
+		Homeserver: c.homeserver(), UserID: c.UserID, AccessToken: c.AccessToken, Password: c.Password,
 		DeviceID: c.DeviceID, Encryption: c.Encryption, PickleKey: c.PickleKey, StatePath: path,
 		State: env.State, Admit: c.admits, Logger: env.Logger,
 	}
@@ -203,7 +216,7 @@ func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 // says whether the bot's device is cross-signed and how to verify it.
 func doctor(ctx context.Context, s channels.Section, get channels.Getter) channels.Check {
 	c := s.(*Config)
-	base := strings.TrimSuffix(c.Homeserver, "/")
+	base := strings.TrimSuffix(c.homeserver(), "/")
 	var versions struct {
 		Versions []string `json:"versions"`
 	}
@@ -246,7 +259,7 @@ func doctor(ctx context.Context, s channels.Section, get channels.Getter) channe
 // sessions), and how to verify it when not.
 func deviceTrust(ctx context.Context, c *Config, device string) string {
 	how := "verify it from your own Element: the bot's profile → Sessions → " + device + " → Verify, or accept its keys as they are (Element shows its messages with a grey shield)"
-	cli, err := mautrix.NewClient(c.Homeserver, id.UserID(c.UserID), c.AccessToken)
+	cli, err := mautrix.NewClient(c.homeserver(), id.UserID(c.UserID), c.AccessToken)
 	if err != nil {
 		return "device trust unknown (" + err.Error() + "); " + how
 	}

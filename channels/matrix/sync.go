@@ -23,6 +23,10 @@ const (
 	maxPending = 1000
 	// pendingTTL is how long an encrypted event waits for its keys.
 	pendingTTL = 24 * time.Hour
+	// askKeysAfter is how long an encrypted event waits for its keys to
+	// come by themselves (they usually follow the message within a batch
+	// or two) before the sender's devices are asked for them.
+	askKeysAfter = 5 * time.Second
 )
 
 // pendingEvent is an encrypted event that could not be decrypted yet: it
@@ -275,7 +279,7 @@ func (a *Adapter) retryPending(ctx context.Context, sink channels.Sink) error {
 		case !a.crypto.noSession(err) || time.Since(p.Since) > pendingTTL:
 			a.log.Warn("matrix: gave up on an encrypted message", "room", evt.RoomID, "event", eventID, "err", err)
 			a.dropPending(ctx, eventID)
-		case !p.Requested:
+		case !p.Requested && time.Since(p.Since) > askKeysAfter:
 			a.crypto.requestKeys(ctx, &evt)
 			p.Requested = true
 			a.savePending(ctx, eventID, p)

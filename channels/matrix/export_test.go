@@ -1,0 +1,4 @@
+package matrix
+
+// For the external tests.
+const CryptoBuilt = cryptoBuilt
