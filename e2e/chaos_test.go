@@ -107,6 +107,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -985,7 +986,8 @@ type chaosResult struct {
 	// Slack: user messages whose envelope was sent more than once (not
 	// acknowledged in time, or to a child that died before acknowledging);
 	// WhatsApp: user messages whose webhook delivery was posted more than
-	// once (no child up, or one that died before answering 200).
+	// once (no child up, or one that died before answering 200); Matrix:
+	// user messages a /sync answer handed again to a later child.
 	Redelivered int `json:"redelivered_updates"`
 	// CaughtUp: Discord messages a child fetched over REST when READY.
 	CaughtUp      int     `json:"caught_up"`
@@ -1912,20 +1914,46 @@ func newMatrixChaos(t *testing.T) *matrixChaos {
 	c := &matrixChaos{hs: hs, bot: hs.Register(t, "bot")}
 	botCli := hs.Client(t, c.bot)
 	ctx := waitCtx(t)
+	// The users and their rooms, a few at a time (about 0.7 s each).
+	errs := make([]error, len(c.users))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 6)
 	for i := range c.users {
-		u := hs.Register(t, fmt.Sprintf("user%02d", i))
-		c.users[i] = hs.Client(t, u)
-		room, err := c.users[i].CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", IsDirect: true, Invite: []id.UserID{c.bot.UserID}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := botCli.JoinRoomByID(ctx, room.RoomID); err != nil {
-			t.Fatal(err)
-		}
-		c.rooms[i] = room.RoomID
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = c.addUser(ctx, botCli, i)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	c.seen = observeAs(t, hs, hs.Login(t, c.bot))
 	return c
+}
+
+// addUser registers user i and has it open a DM room with the bot, which
+// joins it.
+func (c *matrixChaos) addUser(ctx context.Context, botCli *mautrix.Client, i int) error {
+	u, err := c.hs.RegisterUser(ctx, fmt.Sprintf("user%02d", i))
+	if err != nil {
+		return err
+	}
+	cli, err := mautrix.NewClient(c.hs.URL, u.UserID, u.AccessToken)
+	if err != nil {
+		return err
+	}
+	cli.DeviceID = u.DeviceID
+	room, err := cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", IsDirect: true, Invite: []id.UserID{c.bot.UserID}})
+	if err != nil {
+		return fmt.Errorf("user%02d's room: %w", i, err)
+	}
+	if _, err := botCli.JoinRoomByID(ctx, room.RoomID); err != nil {
+		return fmt.Errorf("the bot joins user%02d's room: %w", i, err)
+	}
+	c.users[i], c.rooms[i] = cli, room.RoomID
+	return nil
 }
 
 // observeAs is an mxUser for an account already registered (a new device

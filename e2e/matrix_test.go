@@ -606,6 +606,9 @@ func TestMatrixCrashBetweenParts(t *testing.T) {
 // room with the Megolm session it kept: no key request from the bot, for
 // that session or any, and one device.
 func TestMatrixEncryptionAcrossRestart(t *testing.T) {
+	if !mxCryptoBuilt {
+		startUserCrypto(t, nil) // Missing: built without goolm
+	}
 	r := newMXRig(t)
 	carol := newMXUser(t, r.hs, "carol", true)
 	rig := newChildRig(t, r.model, r.config(t, r.section(true, carol.UserID)))
