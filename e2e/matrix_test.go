@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -653,5 +654,45 @@ func TestMatrixEncryptionAcrossRestart(t *testing.T) {
 	}
 	if strings.Contains(c2.stderr.String(), "could not be decrypted") {
 		t.Errorf("the restarted serve could not decrypt:\n%s", c2.stderr.String())
+	}
+}
+
+// TestMatrixGapWhileDown: while serve is down, a user writes more messages
+// than a /sync timeline holds; started again, the bot's first sync is
+// limited, and the messages it left out are read by /messages: every one
+// reaches the model.
+func TestMatrixGapWhileDown(t *testing.T) {
+	r := newMXRig(t)
+	alice := newMXUser(t, r.hs, "alice", false)
+	rig := newChildRig(t, r.model, r.config(t, r.section(false, alice.UserID)))
+	r.model.SetDefault(&testkit.Reply{Text: "Noted."})
+
+	c1 := rig.start(t)
+	room := alice.newRoom(t, true, false, r.bot.UserID)
+	alice.waitMember(t, room, r.bot.UserID, event.MembershipJoin)
+	alice.say(t, room, "Before the gap.")
+	alice.waitReplies(t, room, r.bot.UserID, 1)
+	c1.crash(t)
+
+	const n = 45 // more than a sync's timeline (dendrite's default limit: 20)
+	for i := range n {
+		alice.say(t, room, fmt.Sprintf("Gap message %d.", i))
+	}
+	c2 := rig.start(t)
+	defer c2.stop(t)
+	missing := func() []int {
+		var out []int
+		for i := range n {
+			if r.requestsMentioning(fmt.Sprintf("Gap message %d.", i)) == 0 {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	if err := waitfor.Poll(waitCtx(t), 50*time.Millisecond, func() bool { return len(missing()) == 0 }); err != nil {
+		t.Fatalf("messages %v never reached the model\nstderr:\n%s", missing(), c2.stderr.String())
+	}
+	if len(r.net.requests("/messages")) == 0 {
+		t.Errorf("the restarted bot read no /messages: the gap was not filled from the history")
 	}
 }

@@ -3,8 +3,10 @@ package matrix
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -230,6 +232,44 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 10 s")
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising a step
+	}
+}
+
+// A sync whose timeline is limited (the room got more events than it
+// holds while the bot was away) has its gap read by /messages, oldest
+// first, before the timeline: no message is lost.
+func TestLimitedTimelineGapIsRead(t *testing.T) {
+	f := newFakeHS(t)
+	f.history = map[string][]map[string]any{}
+	var want []string
+	for i := range 250 { // three pages of /messages
+		id := fmt.Sprintf("$old%d", i)
+		f.history[dm] = append(f.history[dm], textEvent(id, alice, fmt.Sprint("old ", i), nil))
+		want = append(want, id)
+	}
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(dmState())})) // b1: the first sync, state only
+	limited := joinedRoom(nil, textEvent("$new", alice, "new", nil))
+	limited["timeline"].(map[string]any)["limited"] = true
+	limited["timeline"].(map[string]any)["prev_batch"] = "gap"
+	f.queue(joinBatch(map[string]any{dm: limited}))
+	want = append(want, "$new")
+
+	state := &memState{m: map[string]string{}}
+	s := newSink()
+	a := open(t, f, state, t.TempDir(), &sleeps{})
+	stop := run(t, a, s)
+	defer stop()
+	var got []string
+	for range want {
+		got = append(got, s.next(t).MessageID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("delivered %d messages %q…, want the %d of the gap oldest first, then the timeline's", len(got), got[:3], len(want))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.historyTo) != 3 || f.historyTo[0] != "b1" {
+		t.Errorf("/messages asked with to = %q, want 3 pages, each up to the stored token b1", f.historyTo)
 	}
 }
 

@@ -36,6 +36,11 @@ type fakeHS struct {
 	keys      map[string]any // the /keys/query answer
 	media     map[string][]byte
 	mediaAuth []string // the Authorization of each download
+	// history is each room's events a limited timeline left out, oldest
+	// first, served by /messages backwards from the prev_batch "gap"; the
+	// to of each such request is kept in historyTo.
+	history   map[string][]map[string]any
+	historyTo []string
 }
 
 type sentEvent struct {
@@ -141,6 +146,8 @@ func (f *fakeHS) serve(w http.ResponseWriter, r *http.Request) {
 		f.typing++
 		f.mu.Unlock()
 		writeJSON(w, 200, map[string]any{})
+	case len(parts) == 4 && parts[1] == "rooms" && parts[3] == "messages":
+		f.messages(w, r, parts[2])
 	case p == "/v3/keys/query":
 		f.mu.Lock()
 		k := f.keys
@@ -190,6 +197,34 @@ func (f *fakeHS) sync(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// messages serves a room's history backwards in pages: from "gap" (the
+// prev_batch of a limited timeline) or "gN" (N events already given).
+func (f *fakeHS) messages(w http.ResponseWriter, r *http.Request, room string) {
+	q := r.URL.Query()
+	if q.Get("dir") != "b" {
+		writeJSON(w, 400, map[string]any{"errcode": "M_INVALID_PARAM", "error": "only dir=b in the fake"})
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.historyTo = append(f.historyTo, q.Get("to"))
+	evs := f.history[room]
+	given := 0
+	if from := q.Get("from"); from != "gap" {
+		given, _ = strconv.Atoi(strings.TrimPrefix(from, "g"))
+	}
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	var chunk []map[string]any
+	for i := len(evs) - 1 - given; i >= 0 && len(chunk) < limit; i-- {
+		chunk = append(chunk, evs[i])
+	}
+	resp := map[string]any{"start": q.Get("from"), "chunk": chunk}
+	if given+len(chunk) < len(evs) {
+		resp["end"] = "g" + strconv.Itoa(given+len(chunk))
+	}
+	writeJSON(w, 200, resp)
 }
 
 // send keeps an event by transaction id: the same txn in the same room

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,7 +110,15 @@ func (a *Adapter) batch(ctx context.Context, sink channels.Sink, resp *mautrix.R
 	}
 	first := since == ""
 	for roomID, room := range resp.Rooms.Join {
-		for _, evt := range room.Timeline.Events {
+		events := room.Timeline.Events
+		if room.Timeline.Limited && !first && room.Timeline.PrevBatch != "" {
+			gap, err := a.gap(ctx, roomID, room.Timeline.PrevBatch, since)
+			if err != nil {
+				return err // the token stays: the next sync tries again
+			}
+			events = append(gap, events...)
+		}
+		for _, evt := range events {
 			evt.RoomID = roomID
 			if first || string(evt.Sender) == a.o.UserID || !a.admits(string(evt.Sender)) {
 				continue // history before the bot's first sync; the bot's own; a stranger's
@@ -124,6 +133,53 @@ func (a *Adapter) batch(ctx context.Context, sink channels.Sink, resp *mautrix.R
 		}
 	}
 	return a.retryPending(ctx, sink)
+}
+
+// gapPages bounds the pages of /messages read to fill one room's gap
+// (gapPageSize events each): a bot away for longer answers the newest
+// messages and logs what it skipped.
+const (
+	gapPages    = 20
+	gapPageSize = 100
+)
+
+// gap reads the events of a room that a limited /sync timeline left out:
+// those between the stored token (since) and the timeline's prev_batch,
+// by /messages backwards, returned oldest first. Without it a room that got
+// more events than the sync's timeline holds while the bot was away (or
+// between a crash and the restart) would lose the older messages.
+func (a *Adapter) gap(ctx context.Context, roomID id.RoomID, from, since string) ([]*event.Event, error) {
+	var back []*event.Event
+	for page := 0; ; page++ {
+		if page == gapPages {
+			a.log.Warn("matrix: a room's gap is longer than what is read; the older messages are not answered",
+				"room", roomID, "read", len(back))
+			break
+		}
+		resp, err := a.cli.Messages(ctx, roomID, from, since, mautrix.DirectionBackward, nil, gapPageSize)
+		if err != nil {
+			return nil, a.wrap(err, "matrix: read the messages a sync left out in %s", roomID)
+		}
+		for _, evt := range resp.Chunk {
+			// As the syncer prepares a timeline's events (its class, the
+			// parsed content); one that does not parse is nothing to answer.
+			evt.RoomID, evt.Type.Class = roomID, event.MessageEventType
+			if evt.StateKey != nil {
+				evt.Type.Class = event.StateEventType
+			}
+			if err := evt.Content.ParseRaw(evt.Type); err != nil {
+				a.log.Warn("matrix: an event of a room's gap does not parse; skipped", "room", roomID, "event", evt.ID, "err", err)
+				continue
+			}
+			back = append(back, evt)
+		}
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			break
+		}
+		from = resp.End
+	}
+	slices.Reverse(back)
+	return back, nil
 }
 
 // admits reports whether user may reach the bot (Options.Admit).
