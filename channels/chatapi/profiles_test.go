@@ -199,3 +199,42 @@ func checkParameters(t *testing.T, p testkit.Profile, fake *testkit.FakeLLM) {
 		t.Errorf("no request carried the output cap")
 	}
 }
+
+// A turn's tokens (prompt, cached, completion, reasoning), as the store
+// keeps them per step and /status and the dashboard read them, are what
+// each profile's server wrote in its own usage shape; a server that sends
+// no usage in streams (LM Studio) leaves the turn without counts rather
+// than with made-up ones.
+func TestTurnTokensMatchEveryProfile(t *testing.T) {
+	sent := llm.Usage{PromptTokens: 1200, CompletionTokens: 300, TotalTokens: 1500, CachedTokens: 1024, ReasoningTokens: 120}
+	for _, p := range testkit.Profiles() {
+		t.Run(p.String(), func(t *testing.T) {
+			fake := testkit.NewFakeLLMProfile(t, p)
+			s := newStack(t, testToken, stackExtras{fake: fake, model: func(c *llm.Config) { *c = p.ClientConfig(fake) }})
+			u := sent
+			fake.Push(testkit.Reply{Text: "Counted.", Usage: &u})
+			if got, _ := s.chat("ada", "count my tokens"); got != "Counted." {
+				t.Fatalf("answer %q\nrequests: %s", got, refusals(fake))
+			}
+			var turnID int64
+			if err := s.store.DB().QueryRowContext(t.Context(), `SELECT MAX(id) FROM turns`).Scan(&turnID); err != nil {
+				t.Fatal(err)
+			}
+			steps, err := s.store.StepUsages(t.Context(), turnID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := sent
+			if p.NoStreamUsage {
+				want = llm.Usage{}
+			}
+			var got llm.Usage
+			for _, st := range steps {
+				got = got.Add(st.Usage)
+			}
+			if got != want {
+				t.Errorf("the turn's tokens %+v, want %+v (the %s server's usage fields)", got, want, p)
+			}
+		})
+	}
+}
