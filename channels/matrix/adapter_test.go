@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 )
 
 const (
@@ -226,12 +227,10 @@ func TestSyncTokenAdvancesOnlyAfterDeliver(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10 s")
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising a step
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := waitfor.Poll(ctx, 5*time.Millisecond, cond); err != nil {
+		t.Fatal("condition not met in 10 s")
 	}
 }
 
