@@ -21,7 +21,7 @@ ARG VERSION=dev
 # rebuild after a source change compiles only what changed, not SQLite's C
 # amalgamation (over a minute on two cores) again.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=1 go build -tags goolm -trimpath -ldflags "-X main.version=${VERSION}" -o /out/switchboard .
+    CGO_ENABLED=1 go build -tags=goolm -trimpath -ldflags "-X main.version=${VERSION}" -o /out/switchboard .
 # The state volume's mount point, owned by the runtime user (distroless
 # has no shell to make it there).
 RUN mkdir -p /out/state/skills /out/state/workspace
