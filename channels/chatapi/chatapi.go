@@ -156,6 +156,43 @@ func (a *API) Run(ctx context.Context, sink channels.Sink) error {
 	return nil
 }
 
+// startWait bounds how long a request that comes while the gateway starts
+// (the HTTP server listens a moment before the channels run) waits for the
+// chat API to run, rather than being refused.
+const startWait = 5 * time.Second
+
+// startWaiters counts the requests that waited for the chat API to start
+// (for the tests).
+var startWaiters atomic.Int64
+
+// awaitSink returns the sink requests go to: at once while Run runs; while
+// the gateway starts, once Run first runs (up to startWait); nil when the
+// chat API is not running (shutting down, or it did not start in time).
+func (a *API) awaitSink(ctx context.Context) channels.Sink {
+	a.mu.Lock()
+	sink := a.sink
+	a.mu.Unlock()
+	if sink != nil {
+		return sink
+	}
+	select {
+	case <-a.started:
+		return nil // it ran and stopped: shutting down
+	default:
+	}
+	startWaiters.Add(1)
+	t := time.NewTimer(startWait)
+	defer t.Stop()
+	select {
+	case <-a.started:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sink
+}
+
 // Started is closed when Run first takes requests.
 func (a *API) Started() <-chan struct{} { return a.started }
 
@@ -543,9 +580,7 @@ func (a *API) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		model = a.modelID
 	}
 
-	a.mu.Lock()
-	sink := a.sink
-	a.mu.Unlock()
+	sink := a.awaitSink(r.Context())
 	if sink == nil {
 		httpjson.Error(w, http.StatusServiceUnavailable, "server_error", "not_running", "the chat API is not running (starting or shutting down); try again shortly")
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
+	"github.com/switchboard-gateway/switchboard/internal/waitfor"
 	"github.com/switchboard-gateway/switchboard/llm"
 )
 
@@ -151,5 +152,34 @@ func TestChatAtShutdown(t *testing.T) {
 	r := <-res
 	if r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "shutting_down") {
 		t.Fatalf("waiting request at shutdown: %d %s", r.code, r.body)
+	}
+}
+
+// A request that comes while the gateway starts (the HTTP server listens a
+// moment before the channels run) waits for the chat API to run and is
+// answered, not refused with 503.
+func TestChatWhileStarting(t *testing.T) {
+	runLater := make(chan struct{})
+	s := newStack(t, "", stackExtras{runLater: runLater})
+	s.fake.Push(testkit.Reply{Text: "Here now."})
+	waiting := startWaiters.Load()
+	type result struct {
+		code int
+		body string
+	}
+	res := make(chan result, 1)
+	go func() {
+		code, body := s.do("POST", "/v1/chat/completions", `{"user":"ada","messages":[{"role":"user","content":"early"}]}`, nil)
+		res <- result{code, body}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := waitfor.Poll(ctx, time.Millisecond, func() bool { return startWaiters.Load() > waiting }); err != nil {
+		t.Fatal("the early request never waited for the chat API to start")
+	}
+	close(runLater)
+	r := <-res
+	if r.code != http.StatusOK || !strings.Contains(r.body, "Here now.") {
+		t.Fatalf("early request: %d %s, want 200 with the answer", r.code, r.body)
 	}
 }

@@ -59,6 +59,9 @@ type stackExtras struct {
 	fake      *testkit.FakeLLM
 	model     func(*llm.Config)
 	maxOutput int
+	// runLater, when set, holds the chat API's Run until it is closed
+	// (the gateway starting: the HTTP server listens first).
+	runLater chan struct{}
 }
 
 // newStack starts the gateway with the chat API's routes; with a token,
@@ -111,9 +114,18 @@ func newStack(t *testing.T, token string, extras ...stackExtras) *stack {
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
+		if ex.runLater != nil {
+			select {
+			case <-ex.runLater:
+			case <-runCtx.Done():
+				return
+			}
+		}
 		_ = s.api.Run(runCtx, rt)
 	}()
-	<-s.api.Started()
+	if ex.runLater == nil {
+		<-s.api.Started()
+	}
 	s.stopAPI = func() {
 		stopRun()
 		<-runDone
