@@ -23,7 +23,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/switchboard-gateway/switchboard/channels"
-	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
+	"github.com/switchboard-gateway/switchboard/channels/textsplit"
 )
 
 const (
@@ -40,7 +40,7 @@ const (
 )
 
 // parts renders nothing; it splits Markdown into parts (deterministic).
-func parts(text string) []string { return whatsapp.Split(text, partLimit) }
+func parts(text string) []string { return textsplit.Split(text, partLimit) }
 
 // Fits reports whether text goes out as one event.
 func (a *Adapter) Fits(text string) bool { return len(parts(text)) <= 1 }

@@ -3,13 +3,14 @@ package whatsapp
 import (
 	"regexp"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/switchboard-gateway/switchboard/channels/textsplit"
 )
 
 // WhatsApp's formatting: *bold*, _italic_, ~strike~, ```monospace```,
 // `inline code`, "- " and "1. " lists, "> " quotes. Render turns the
-// Markdown models write into it; Split cuts a text to WhatsApp's length
-// limit.
+// Markdown models write into it; textsplit.Split cuts a text to WhatsApp's
+// length limit.
 
 // maxText is WhatsApp's limit on a text message's body, in characters
 // (counted here in UTF-16 units, which is never fewer).
@@ -90,74 +91,6 @@ func inline(l string) string {
 	return strings.Join(parts, "`")
 }
 
-// units is the length of s in UTF-16 code units.
-func units(s string) int {
-	n := 0
-	for _, r := range s {
-		if r >= 0x10000 {
-			n += 2
-		} else {
-			n++
-		}
-	}
-	return n
-}
-
-// Split cuts text into parts of at most max UTF-16 units: at a blank
-// line, else a line break, else a space, else anywhere (between runes).
-// A code block cut in two is closed and opened again. The same text
-// always gives the same parts.
-func Split(text string, max int) []string {
-	const fence = "```"
-	var out []string
-	reopen := false
-	for text != "" {
-		if reopen {
-			text = fence + "\n" + text
-		}
-		if units(text) <= max {
-			if text = strings.TrimRight(text, " \n"); strings.TrimSpace(text) != "" {
-				out = append(out, text)
-			}
-			break
-		}
-		cut := cutAt(text, max-len("\n"+fence))
-		part, rest := strings.TrimRight(text[:cut], " \n"), strings.TrimLeft(text[cut:], " \n")
-		reopen = strings.Count(part, fence)%2 == 1
-		if reopen {
-			part += "\n" + fence
-		}
-		if strings.TrimSpace(part) != "" {
-			out = append(out, part)
-		}
-		text = rest
-	}
-	return out
-}
-
-// cutAt is the byte offset where a part of at most max units ends.
-func cutAt(text string, max int) int {
-	end, n := 0, 0
-	for i, r := range text {
-		w := 1
-		if r >= 0x10000 {
-			w = 2
-		}
-		if n+w > max {
-			break
-		}
-		n += w
-		end = i + utf8.RuneLen(r)
-	}
-	window := text[:end]
-	for _, sep := range []string{"\n\n", "\n", " "} {
-		if i := strings.LastIndex(window, sep); i > len(window)/3 {
-			return i + len(sep)
-		}
-	}
-	return end
-}
-
 // parts renders Markdown and splits it to WhatsApp's limit; an empty
 // text has none.
-func parts(md string, max int) []string { return Split(Render(md), max) }
+func parts(md string, max int) []string { return textsplit.Split(Render(md), max) }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/switchboard-gateway/switchboard/channels/textsplit"
 )
 
 // FuzzNormalise feeds webhook bodies to the normalisation: it never
@@ -40,9 +42,9 @@ func FuzzNormalise(f *testing.F) {
 		if !utf8.ValidString(text) {
 			return
 		}
-		for _, p := range Split(Render(text), 64) {
-			if units(p) > 64 {
-				t.Fatalf("a part of %d units", units(p))
+		for _, p := range textsplit.Split(Render(text), 64) {
+			if textsplit.Units(p) > 64 {
+				t.Fatalf("a part of %d units", textsplit.Units(p))
 			}
 		}
 	})

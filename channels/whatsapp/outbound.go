@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-gateway/switchboard/channels"
+	"github.com/switchboard-gateway/switchboard/channels/textsplit"
 )
 
 // WhatsApp's limits on interactive reply buttons.
@@ -93,8 +94,8 @@ func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channe
 	if len(ps) == 0 {
 		return "", fmt.Errorf("whatsapp: ask in %s: empty message", m.ChatID)
 	}
-	if last := ps[len(ps)-1]; units(last) > maxButtonBody {
-		ps = append(ps[:len(ps)-1], Split(last, maxButtonBody)...)
+	if last := ps[len(ps)-1]; textsplit.Units(last) > maxButtonBody {
+		ps = append(ps[:len(ps)-1], textsplit.Split(last, maxButtonBody)...)
 	}
 	return a.deliver(ctx, m, ps, groups)
 }
