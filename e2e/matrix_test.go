@@ -162,10 +162,33 @@ func (u *mxUser) membershipLocked(room id.RoomID, who id.UserID) event.Membershi
 	return m
 }
 
-// waitMember waits until who's membership in room is m.
+// waitMember waits until who's membership in room is m: seen in u's sync,
+// or, when a second passes without it there, in the room's state on the
+// server (dendrite under load has once left a join out of a member's sync
+// stream for a minute, though the join had happened).
 func (u *mxUser) waitMember(t *testing.T, room id.RoomID, who id.UserID, m event.Membership) {
 	t.Helper()
-	u.wait(t, fmt.Sprintf("%s to be %s in %s", who, m, room), func() bool { return u.membershipLocked(room, who) == m })
+	ctx := waitCtx(t)
+	seen := func() bool {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return u.membershipLocked(room, who) == m
+	}
+	for {
+		sub, cancel := context.WithTimeout(ctx, time.Second)
+		err := u.changed.Wait(sub, seen)
+		cancel()
+		if err == nil {
+			return
+		}
+		var c event.MemberEventContent
+		if u.cli.StateEvent(ctx, room, event.StateMember, who.String(), &c) == nil && c.Membership == m {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s waited for %s to be %s in %s: %v", u.UserID, who, m, room, context.Cause(ctx))
+		}
+	}
 }
 
 // say sends text to room (encrypted when the room is and u has crypto),
