@@ -18,7 +18,7 @@ import (
 // channel's admins only; any other allowed user sees their own chat's
 // status.
 func TestStatusShowsOperatorMattersToAdminsOnly(t *testing.T) {
-	t.Parallel()
+	parallelBusy(t)
 	tg := tgfake.New(t, tgToken)
 	model := testkit.NewFakeLLM(t)
 	script := newModelScript(model)

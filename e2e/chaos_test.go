@@ -171,6 +171,7 @@ const (
 )
 
 func TestChaos(t *testing.T) {
+	t.Parallel() // beside the tests that wait on the wall clock
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -179,12 +180,11 @@ func TestChaos(t *testing.T) {
 	t.Logf("seed %d, %d cycles per channel, sends delayed up to %s each way; replay with %s", seed, run.cycles, run.sendDelay, run.flags())
 	// Every platform of the registry goes through the kills: one without
 	// a rig here fails the test rather than go untested.
-	// The platforms run side by side (up to -parallel at once): a chaos run
-	// mostly waits for its children, and each rig has its own fakes,
-	// children and store.
+	// The platforms run side by side (one per core at once, parallelBusy):
+	// each rig has its own fakes, children and store.
 	for _, name := range registry.Names() {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
+			parallelBusy(t)
 			rig, ok := chaosRigs[name]
 			if !ok {
 				t.Fatalf("channel %q has no chaos rig: add one to chaosRigs (a fake platform the child serves, its kill points), so that kills show it loses nothing", name)

@@ -6,11 +6,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,7 +72,36 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(crashChildEnv); cfg != "" {
 		os.Exit(runCrashChild(cfg))
 	}
+	waitersRunTogether()
 	os.Exit(testkit.RunTests(m)) // then says which tests skipped and why
+}
+
+// Most parallel tests here wait on the wall clock (outages of 45–60 s
+// while replies sit in the outbox, a server that starts later), but go test
+// runs no more than -parallel (GOMAXPROCS) of them at once, so they queued
+// behind each other and behind the chaos rigs. Unless -parallel is given,
+// waitersRunTogether lets all of them run at once; the tests that keep a
+// core busy or measure wall time under load (the chaos rigs, the live
+// previews) call parallelBusy instead of t.Parallel and hold one of
+// busySlots, one per core, so no more of those run together than before.
+func waitersRunTogether() {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", "32")
+	}
+}
+
+var busySlots = make(chan struct{}, runtime.GOMAXPROCS(0))
+
+// parallelBusy is t.Parallel for a test that keeps a core busy: it runs in
+// the parallel phase with at most one busy test per core at a time.
+func parallelBusy(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	busySlots <- struct{}{}
+	t.Cleanup(func() { <-busySlots })
 }
 
 // runCrashChild is `switchboard serve --config cfg` as the real binary runs it.

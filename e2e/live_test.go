@@ -114,7 +114,7 @@ func askLive(t *testing.T, tg *tgfake.Fake, user, chat int64) (s *telegramServe,
 }
 
 func TestTelegramLiveReply(t *testing.T) {
-	t.Parallel()
+	parallelBusy(t)
 	tg := tgfake.New(t, tgToken)
 	const group int64 = -100424242
 	s, firstToken := askLive(t, tg, tgAlice, group)
@@ -163,7 +163,7 @@ func TestTelegramLiveReply(t *testing.T) {
 }
 
 func TestDiscordLiveReply(t *testing.T) {
-	t.Parallel()
+	parallelBusy(t)
 	s := startDiscordServe(t, allowLocalFetch)
 	ch := s.textChannel()
 	const question = "when is the library open?"
@@ -203,7 +203,7 @@ func TestDiscordLiveReply(t *testing.T) {
 // animated draft (sendMessageDraft); the reply then arrives as exactly one
 // message, and nothing is edited or deleted.
 func TestTelegramLiveReplyDraft(t *testing.T) {
-	t.Parallel()
+	parallelBusy(t)
 	tg := tgfake.New(t, tgToken)
 	s, _ := askLive(t, tg, tgBob, tgBob)
 
@@ -235,7 +235,7 @@ func TestTelegramLiveReplyDraft(t *testing.T) {
 // arrives as a message of its own, once, while the progress line is
 // deleted.
 func TestTelegramLiveReplyPreviewsFail(t *testing.T) {
-	t.Parallel()
+	parallelBusy(t)
 	tg := tgfake.New(t, tgToken)
 	for range 20 {
 		tg.FailNext("editMessageText", http.StatusBadRequest, "Bad Request: message can't be edited", 0)

@@ -25,7 +25,7 @@ const (
 )
 
 func TestTelegramReasoningNeverShown(t *testing.T) {
-	t.Parallel()
+	parallelBusy(t)
 	tg := tgfake.New(t, tgToken)
 	var dbPath string
 	s := startTelegramServe(t, tg, allowUsers(tgAlice), func(c *config.Config) { dbPath = c.Store.Path })

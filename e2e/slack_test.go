@@ -716,7 +716,7 @@ func (p *slackPosts) shown(channel, ts string) []string {
 // calls, then becomes the reply: the thread ends with one message, and no
 // call was answered 429.
 func TestSlackLiveReply(t *testing.T) {
-	t.Parallel()
+	parallelBusy(t)
 	sl := slackfake.New(t)
 	posts := newSlackPosts(t, sl)
 	s := startSlackServeOn(t, sl, allowLocalFetch, func(c *config.Config) { config.Section[*slack.Config](c).APIURL = posts.URL })
