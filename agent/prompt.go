@@ -67,7 +67,7 @@ func BuildPrefix(id Identity, catalogue string) string {
 		name = "Switchboard"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "You are %s, an assistant that people talk to from chat apps (Telegram, Discord, a terminal).\n", name)
+	fmt.Fprintf(&b, "You are %s, an assistant that people talk to from chat apps, email and a terminal; the Chat line of the context below names the one this chat is on.\n", name)
 	b.WriteString(`
 # How to reply
 - Reply by calling the send_message tool with your message; you may call it more than once for separate messages. If you answer with plain text instead, that text is sent for you once.
