@@ -126,8 +126,11 @@ type BuildEnv struct {
 	// RecordDeliveryStatus (nil: none) keeps a status with the delivery of
 	// the platform's message msgID in the store, with the reason of a
 	// failure (errText: the platform's words, never a secret) and when the
-	// platform saw it (zero: now).
-	RecordDeliveryStatus func(ctx context.Context, msgID, status, errText string, at time.Time)
+	// platform saw it (zero: now). It reports whether a delivery took it:
+	// false when the store has no delivery of msgID (yet: a status can come
+	// before the send's record is committed), holds a later status, or
+	// failed (logged).
+	RecordDeliveryStatus func(ctx context.Context, msgID, status, errText string, at time.Time) bool
 	// Roles is the replica when replicas share the store, else nil.
 	Roles RoleHolder
 	// OnPaced (nil: none) counts the calls outbound pacing held back.

@@ -96,13 +96,15 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 			LatestInboundAt: func(ctx context.Context, chat string) (time.Time, error) {
 				return inbox.LatestInboundAt(ctx, name, chat)
 			},
-			RecordDeliveryStatus: func(ctx context.Context, msgID, status, errText string, at time.Time) {
+			RecordDeliveryStatus: func(ctx context.Context, msgID, status, errText string, at time.Time) bool {
 				if at.IsZero() {
 					at = time.Now()
 				}
-				if _, err := inbox.SetDeliveryStatus(ctx, name, msgID, status, errText, at); err != nil {
+				taken, err := inbox.SetDeliveryStatus(ctx, name, msgID, status, errText, at)
+				if err != nil {
 					log.Warn("delivery status not stored", "channel", name, "message_id", msgID, "status", status, "err", err)
 				}
+				return taken
 			},
 			// Attachments through web_fetch's outbound guard; a configured
 			// API base other than the platform's (a fake) is the one exception.

@@ -208,7 +208,7 @@ func (a *Adapter) onStatusUpdate(ctx context.Context, st status) {
 		if sec, err := strconv.ParseInt(st.Timestamp, 10, 64); err == nil && sec > 0 {
 			at = time.Unix(sec, 0)
 		}
-		a.recordStatus(ctx, st.ID, st.Status, reason, at)
+		a.keepStatus(ctx, st.ID, st.Status, reason, at)
 	}
 	if st.Status != "failed" {
 		a.log.Debug("whatsapp: message status", "message_id", st.ID, "status", st.Status)
@@ -224,6 +224,46 @@ func (a *Adapter) onStatusUpdate(ctx context.Context, st status) {
 		}
 	}
 	a.log.Warn("whatsapp: a sent message failed to reach the user", args...)
+}
+
+// statusGrace is how long after a send its statuses may come before the
+// send's delivery is in the store (keepStatus).
+const statusGrace = 5 * time.Second
+
+// noteSent remembers when Meta accepted message id, for keepStatus; ones
+// older than statusGrace are forgotten as others come.
+func (a *Adapter) noteSent(id string) {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.sentAt) >= 64 {
+		for k, t := range a.sentAt {
+			if now.Sub(t) > statusGrace {
+				delete(a.sentAt, k)
+			}
+		}
+	}
+	a.sentAt[id] = now
+}
+
+// keepStatus keeps a status with its message's delivery. Meta can report
+// a message "sent" before the reply's record of that send is committed;
+// for a message sent in the last statusGrace it tries again, a little
+// later each time, until the delivery takes the status or the grace ends,
+// so the webhook is answered after the status is kept. Others (a status of
+// a message the store keeps no delivery of, or one that came late) are
+// tried once.
+func (a *Adapter) keepStatus(ctx context.Context, id, status, reason string, at time.Time) {
+	wait := 10 * time.Millisecond
+	for !a.recordStatus(ctx, id, status, reason, at) {
+		a.mu.Lock()
+		sent, ok := a.sentAt[id]
+		a.mu.Unlock()
+		if !ok || a.now().Sub(sent) > statusGrace || a.sleep(ctx, wait) != nil {
+			return
+		}
+		wait = min(2*wait, 250*time.Millisecond)
+	}
 }
 
 // FailedStatuses is the number of sent messages Meta reported failed.

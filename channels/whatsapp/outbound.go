@@ -59,6 +59,7 @@ func (a *Adapter) send(ctx context.Context, op, chatID, replyTo string, body map
 	if len(ans.Messages) == 0 || ans.Messages[0].ID == "" {
 		return "", errors.New("graph api: the answer names no message id")
 	}
+	a.noteSent(ans.Messages[0].ID)
 	return ans.Messages[0].ID, nil
 }
 

@@ -10,8 +10,11 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-gateway/switchboard/channels"
 )
 
 func TestWebhookHandshake(t *testing.T) {
@@ -144,8 +147,9 @@ func TestStatusCallbacks(t *testing.T) {
 	var counted, recorded []string
 	a, log := newTestAdapter(t, newGraph(t), func(o *Options) {
 		o.OnStatus = func(s string) { counted = append(counted, s) }
-		o.RecordStatus = func(_ context.Context, id, status, errText string, at time.Time) {
+		o.RecordStatus = func(_ context.Context, id, status, errText string, at time.Time) bool {
 			recorded = append(recorded, fmt.Sprintf("%s %s %d %s", id, status, at.Unix(), errText))
+			return true
 		}
 	})
 	run(t, a, &sink{})
@@ -171,5 +175,44 @@ func TestStatusCallbacks(t *testing.T) {
 	l := log.String()
 	if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "more than 24 hours have passed") || !strings.Contains(l, "code=131047") {
 		t.Errorf("the failed status is not logged at WARN with its reason:\n%s", l)
+	}
+}
+
+// TestStatusBeforeItsDeliveryIsKept: Meta can report a message "sent"
+// before the reply's record of that send is committed. A status of a
+// message the adapter has just sent is tried again until the store takes
+// it, before the webhook is answered; a status of a message it did not
+// send (or sent long ago) is tried once.
+func TestStatusBeforeItsDeliveryIsKept(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[string]int{}
+	a, _ := newTestAdapter(t, newGraph(t), func(o *Options) {
+		o.LatestInboundAt = func(context.Context, string) (time.Time, error) { return time.Now(), nil }
+		o.RecordStatus = func(_ context.Context, id, status, _ string, _ time.Time) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			tries[id+" "+status]++
+			return tries[id+" "+status] == 3 // the send's record is committed by the third try
+		}
+	})
+	run(t, a, &sink{})
+	id, err := a.Send(t.Context(), channels.Outbound{ChatID: testUser, Text: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"W","changes":[{"field":"messages","value":{
+	"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550001111","phone_number_id":"` + testPhoneID + `"},
+	"statuses":[{"id":"` + id + `","status":"sent","timestamp":"1","recipient_id":"` + testUser + `"},
+	{"id":"wamid.elsewhere","status":"sent","timestamp":"1","recipient_id":"` + testUser + `"}]}}]}]}`)
+	if code := post(t, a, body, testSecret); code != http.StatusOK {
+		t.Fatalf("status %d, want 200", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := tries[id+" sent"]; n != 3 {
+		t.Errorf("the status of the message just sent was tried %d times, want 3 (until the store took it)", n)
+	}
+	if n := tries["wamid.elsewhere sent"]; n != 1 {
+		t.Errorf("the status of a message the adapter did not send was tried %d times, want 1", n)
 	}
 }

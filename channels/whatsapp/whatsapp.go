@@ -59,7 +59,7 @@ type Options struct {
 	OnStatus func(status string)
 	// RecordStatus (nil: none) keeps each status with the delivery of its
 	// message (BuildEnv.RecordDeliveryStatus).
-	RecordStatus func(ctx context.Context, msgID, status, errText string, at time.Time)
+	RecordStatus func(ctx context.Context, msgID, status, errText string, at time.Time) bool
 	// HTTPClient is copied, not changed; default: a 30 s timeout.
 	HTTPClient *http.Client
 	// DownloadTransport carries media downloads (the gateway's outbound
@@ -87,7 +87,7 @@ type Adapter struct {
 	reminder                       *Template
 	latestAt                       func(ctx context.Context, chatID string) (time.Time, error)
 	onStatus                       func(status string)
-	recordStatus                   func(ctx context.Context, msgID, status, errText string, at time.Time)
+	recordStatus                   func(ctx context.Context, msgID, status, errText string, at time.Time) bool
 	http, files                    *http.Client
 	maxDownload                    int64
 	maxWait                        time.Duration
@@ -107,6 +107,9 @@ type Adapter struct {
 	failed atomic.Int64
 	// reads holds a token per read receipt in flight (markReadLater).
 	reads chan struct{}
+	// sentAt is when each message sent in the last statusGrace was
+	// accepted (keepStatus).
+	sentAt map[string]time.Time
 }
 
 // chatState is what the adapter remembers of one chat.
@@ -143,7 +146,7 @@ func New(o Options) (*Adapter, error) {
 		base: api.String() + "/" + o.APIVersion, path: o.WebhookPath, reminder: o.Reminder,
 		latestAt: o.LatestInboundAt, onStatus: o.OnStatus, recordStatus: o.RecordStatus, http: &client, maxDownload: o.MaxDownloadBytes,
 		maxWait: o.MaxRateLimitWait, sleep: o.Sleep, now: o.Now, log: o.Logger.With("channel", Name),
-		chats: map[string]*chatState{}, reads: make(chan struct{}, maxReadsInFlight),
+		chats: map[string]*chatState{}, reads: make(chan struct{}, maxReadsInFlight), sentAt: map[string]time.Time{},
 	}
 	var pairs []string
 	for _, secret := range []string{o.AccessToken, o.AppSecret, o.VerifyToken} {
