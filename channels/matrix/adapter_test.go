@@ -525,3 +525,31 @@ func TestEncryptedMessageWithEncryptionOffIsNotDelivered(t *testing.T) {
 	}
 	stop()
 }
+
+// TestRedactionIsNoMessage: a redaction (of a message taken in before, or
+// of one never seen) is not delivered, answered or mistaken for text, and
+// the messages around it are delivered in order.
+func TestRedactionIsNoMessage(t *testing.T) {
+	f := newFakeHS(t)
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(dmState())}))
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(nil, textEvent("$first", alice, "first", nil))}))
+	redact := func(id, of string) map[string]any {
+		return map[string]any{"type": "m.room.redaction", "sender": alice, "event_id": id, "origin_server_ts": 2,
+			"redacts": of, "content": map[string]any{"redacts": of, "reason": "typo"}}
+	}
+	f.queue(joinBatch(map[string]any{dm: joinedRoom(nil, redact("$r1", "$first"), redact("$r2", "$unknown"),
+		textEvent("$second", alice, "second", nil))}))
+	s := newSink()
+	stop := run(t, open(t, f, nil, t.TempDir(), &sleeps{}), s)
+	for _, want := range []string{"$first", "$second"} {
+		if in := s.next(t); in.MessageID != want {
+			t.Fatalf("delivered %s (%q), want %s", in.MessageID, in.Text, want)
+		}
+	}
+	stop()
+	select {
+	case in := <-s.calls:
+		t.Errorf("delivered %s (%q) after the messages: a redaction is no message", in.MessageID, in.Text)
+	default:
+	}
+}

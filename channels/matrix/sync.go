@@ -218,8 +218,14 @@ func (a *Adapter) event(ctx context.Context, evt *event.Event) (channels.Inbound
 		return a.message(ctx, evt)
 	case event.EventReaction:
 		return a.reaction(ctx, evt)
+	case event.EventRedaction:
+		// As a deletion on Telegram, Discord or Slack: what was taken in
+		// stays (a turn that ran is not undone), and a redaction is no
+		// message to answer.
+		a.log.Debug("matrix: an event was redacted; what was taken in stays", "room", evt.RoomID, "event", evt.ID, "redacts", evt.Redacts)
+		return channels.Inbound{}, false
 	}
-	return channels.Inbound{}, false // redactions, state, calls …: nothing to answer
+	return channels.Inbound{}, false // state, calls …: nothing to answer
 }
 
 // decrypt decrypts evt; without the keys yet it keeps evt pending.
