@@ -131,6 +131,10 @@ type BuildEnv struct {
 	// before the send's record is committed), holds a later status, or
 	// failed (logged).
 	RecordDeliveryStatus func(ctx context.Context, msgID, status, errText string, at time.Time) bool
+	// Access (nil: the section's own Access()) is the channel's admission
+	// rule as it stands now: a reload (SIGHUP) changes it. An adapter that
+	// filters strangers itself (before Sink.Deliver) asks it each time.
+	Access func() Access
 	// Roles is the replica when replicas share the store, else nil.
 	Roles RoleHolder
 	// OnPaced (nil: none) counts the calls outbound pacing held back.

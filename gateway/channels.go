@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
@@ -127,8 +128,12 @@ func channelSpecs(cfg *config.Config, log *slog.Logger, inbox inboxReader, roles
 		if onStatus != nil {
 			env.OnDeliveryStatus = func(status string) { onStatus(name, status) }
 		}
+		access := channelAccess(cfg, name)
+		live := new(atomic.Pointer[router.Access])
+		live.Store(&access)
+		env.Access = func() channels.Access { return *live.Load() }
 		l := d.Build(sec, env)
-		out = append(out, channelSpec{name: name, access: channelAccess(cfg, name), build: l.Build, gate: l.Gate})
+		out = append(out, channelSpec{name: name, access: access, live: live, build: l.Build, gate: l.Gate})
 	}
 	return out
 }

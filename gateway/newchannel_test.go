@@ -157,6 +157,11 @@ channels:
 	if got := adapter.next(t); got.Text != "welcome u2" {
 		t.Errorf("after reload u2 got %q; want the model's answer", got.Text)
 	}
+	// … and so does the adapter's own view (BuildEnv.Access), for one that
+	// filters strangers itself (Matrix's invites and intake).
+	if adapter.access == nil || !slices.Contains(adapter.access().Users, "u2") {
+		t.Errorf("after reload the adapter's BuildEnv.Access does not admit u2")
+	}
 	if strings.Contains(log.String(), token) {
 		t.Error("the new channel's token shows in the log")
 	}
@@ -189,7 +194,8 @@ func memoDefinition(a *memoAdapter) channels.Definition {
 	return channels.Definition{
 		Name: "memo", Title: "Memo",
 		NewConfig: func() channels.Section { return &memoConfig{} },
-		Build: func(channels.Section, channels.BuildEnv) channels.Launch {
+		Build: func(_ channels.Section, env channels.BuildEnv) channels.Launch {
+			a.access = env.Access
 			return channels.Launch{Build: func(context.Context) (channels.Channel, error) { return a, nil }}
 		},
 	}
@@ -198,9 +204,10 @@ func memoDefinition(a *memoAdapter) channels.Definition {
 // memoAdapter is the new platform's adapter: it hands the test its sink
 // and records what it is sent.
 type memoAdapter struct {
-	sinks chan channels.Sink
-	sent  chan channels.Outbound
-	once  sync.Once
+	sinks  chan channels.Sink
+	sent   chan channels.Outbound
+	once   sync.Once
+	access func() channels.Access // BuildEnv.Access
 }
 
 func newMemoAdapter() *memoAdapter {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/internal/waitfor"
@@ -33,6 +34,9 @@ const (
 type channelSpec struct {
 	name   string
 	access router.Access
+	// live is the access the adapter reads (BuildEnv.Access); a reload
+	// sets it with the router's.
+	live *atomic.Pointer[router.Access]
 	// build makes the adapter; it may contact the platform (Telegram's
 	// getMe) and fail, and is then retried like a failed Run.
 	build func(ctx context.Context) (channels.Channel, error)
@@ -71,6 +75,7 @@ type channelState struct {
 	status httpapi.ChannelStatus
 	ch     channels.Channel // nil until built
 	access router.Access
+	live   *atomic.Pointer[router.Access] // nil: the adapter reads none
 }
 
 func newSupervisor(host channelHost, log *slog.Logger) *supervisor {
@@ -86,7 +91,7 @@ func (s *supervisor) start(ctx context.Context, specs []channelSpec, run <-chan 
 	var first sync.WaitGroup
 	for _, sp := range specs {
 		s.mu.Lock()
-		s.state[sp.name] = &channelState{access: sp.access,
+		s.state[sp.name] = &channelState{access: sp.access, live: sp.live,
 			status: httpapi.ChannelStatus{Name: sp.name, State: httpapi.StateStarting, Since: s.now()}}
 		s.mu.Unlock()
 		first.Add(1)
@@ -199,6 +204,9 @@ func (s *supervisor) setAccess(name string, access router.Access) {
 		return
 	}
 	st.access = access
+	if st.live != nil {
+		st.live.Store(&access)
+	}
 	ch := st.ch
 	s.mu.Unlock()
 	if ch != nil {

@@ -553,3 +553,36 @@ func TestRedactionIsNoMessage(t *testing.T) {
 	default:
 	}
 }
+
+// TestAdmitFollowsAReload: the adapter's Admit (invites joined, a
+// stranger's events dropped before the sink) reads the access a reload
+// keeps current (BuildEnv.Access), not the section the adapter was built
+// from; allow_servers stays as configured.
+func TestAdmitFollowsAReload(t *testing.T) {
+	c := &Config{AllowServers: []string{"friends.example"}}
+	c.AllowUsers = []string{"@alice:hs.test"}
+	live := channels.Access{Users: c.AllowUsers}
+	admit := c.admitter(func() channels.Access { return live })
+	for _, tc := range []struct {
+		step string
+		set  channels.Access
+		user string
+		want bool
+	}{
+		{"as built", live, "@alice:hs.test", true},
+		{"as built", live, "@bob:hs.test", false},
+		{"bob added by a reload", channels.Access{Users: []string{"@alice:hs.test", "@bob:hs.test"}}, "@bob:hs.test", true},
+		{"alice removed by a reload", channels.Access{Users: []string{"@bob:hs.test"}}, "@alice:hs.test", false},
+		{"an admin added", channels.Access{Admins: []string{"@ops:hs.test"}}, "@ops:hs.test", true},
+		{"pairing on: a user of an allowed server", channels.Access{Pairing: true}, "@carol:friends.example", true},
+		{"pairing on: a user of another server", channels.Access{Pairing: true}, "@mallory:evil.example", false},
+	} {
+		live = tc.set
+		if got := admit(tc.user); got != tc.want {
+			t.Errorf("%s: admit(%s) = %v, want %v", tc.step, tc.user, got, tc.want)
+		}
+	}
+	if c.admitter(nil)("@alice:hs.test") != true || c.admitter(nil)("@bob:hs.test") {
+		t.Errorf("without BuildEnv.Access the section's own allowlist must decide")
+	}
+}

@@ -170,15 +170,28 @@ func (c *Config) Warnings(key string, note func(key, fallback, msg string)) {
 // admits reports whether user may reach the bot (and have an invite
 // joined): an allowed user or admin, or, with pairing, a user of an
 // allowed server.
-func (c *Config) admits(user string) bool {
-	if slices.Contains(c.AllowUsers, "*") || slices.Contains(c.AllowUsers, user) || slices.Contains(c.Admins, user) {
+func (c *Config) admits(user string) bool { return c.admitsBy(c.Access(), user) }
+
+// admitsBy is admits with the allowlists, admins and pairing of access
+// (as a reload keeps them) and the section's allow_servers.
+func (c *Config) admitsBy(access channels.Access, user string) bool {
+	if slices.Contains(access.Users, "*") || slices.Contains(access.Users, user) || slices.Contains(access.Admins, user) {
 		return true
 	}
-	if !c.Pairing {
+	if !access.Pairing {
 		return false
 	}
 	_, server, _ := strings.Cut(user, ":")
 	return len(c.AllowServers) == 0 || slices.ContainsFunc(c.AllowServers, func(s string) bool { return strings.EqualFold(strings.TrimSpace(s), server) })
+}
+
+// admitter is the Admit of the adapter: over live's access when given
+// (BuildEnv.Access: a reload changes who is let in), else the section's.
+func (c *Config) admitter(live func() channels.Access) func(string) bool {
+	if live == nil {
+		return c.admits
+	}
+	return func(user string) bool { return c.admitsBy(live(), user) }
 }
 
 // homeserver is the configured homeserver, or https:// and the server
@@ -201,7 +214,7 @@ func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 	o := Options{
 		Homeserver: c.homeserver(), UserID: c.UserID, AccessToken: c.AccessToken, Password: c.Password,
 		DeviceID: c.DeviceID, Encryption: c.Encryption, PickleKey: c.PickleKey, StatePath: path,
-		State: env.State, Admit: c.admits, Logger: env.Logger,
+		State: env.State, Admit: c.admitter(env.Access), Logger: env.Logger,
 	}
 	return channels.Launch{Build: func(ctx context.Context) (channels.Channel, error) {
 		a, err := Open(ctx, o)
