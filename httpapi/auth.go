@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -99,7 +101,7 @@ func (s *Server) signedIn(r *http.Request) (string, bool) {
 	if err != nil || s.opts.Now().Sub(time.Unix(at, 0)) > sessionMaxAge {
 		return "", false
 	}
-	return id, !s.signedOut.has(id)
+	return id, !s.signedOut.has(r.Context(), id)
 }
 
 func (s *Server) cookieOK(r *http.Request) bool {
@@ -108,36 +110,77 @@ func (s *Server) cookieOK(r *http.Request) bool {
 }
 
 // signOuts are the sign-ins ended with the logout button, until their
-// cookies would have expired anyway. They live in memory: after a restart
-// a copied cookie of a signed-out browser works again until it expires;
-// changing http.token ends every sign-in for good.
+// cookies would have expired anyway: in memory, and kept in the store
+// when it can (signOutKeeper), so that a restart, or another replica on
+// the same store, still refuses a signed-out browser's cookie. Changing
+// http.token ends every sign-in.
 type signOuts struct {
-	mu  sync.Mutex
-	ids map[string]time.Time // id → when its cookie expires
-	now func() time.Time
+	mu   sync.Mutex
+	ids  map[string]time.Time // id → when its cookie expires
+	now  func() time.Time
+	keep signOutKeeper // nil: memory only
+	log  *slog.Logger
 }
 
-func newSignOuts(now func() time.Time) *signOuts {
-	return &signOuts{ids: map[string]time.Time{}, now: now}
+// signOutKeeper is a Store that keeps small durable state by key (the
+// store's channel_state, under signOutScope).
+type signOutKeeper interface {
+	ChannelState(ctx context.Context, channel, key string) (string, bool, error)
+	SetChannelState(ctx context.Context, channel, key, value string) error
 }
 
-func (o *signOuts) add(id string) {
+// signOutScope and the "signout:" keys hold the kept sign-outs: the
+// cookie's expiry in Unix seconds.
+const signOutScope = "dashboard"
+
+func newSignOuts(now func() time.Time, st Store, log *slog.Logger) *signOuts {
+	o := &signOuts{ids: map[string]time.Time{}, now: now, log: log}
+	o.keep, _ = st.(signOutKeeper)
+	return o
+}
+
+func (o *signOuts) add(ctx context.Context, id string) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	now := o.now()
 	for k, until := range o.ids {
 		if now.After(until) {
 			delete(o.ids, k)
 		}
 	}
-	o.ids[id] = now.Add(sessionMaxAge)
+	until := now.Add(sessionMaxAge)
+	o.ids[id] = until
+	o.mu.Unlock()
+	if o.keep != nil {
+		if err := o.keep.SetChannelState(ctx, signOutScope, "signout:"+id, strconv.FormatInt(until.Unix(), 10)); err != nil {
+			o.log.Warn("dashboard sign-out not kept in the store: a restart would accept its cookie again", "err", err)
+		}
+	}
 }
 
-func (o *signOuts) has(id string) bool {
+// has reports whether sign-in id was signed out. What the store cannot
+// answer counts as signed out (the dashboard needs the store anyway).
+func (o *signOuts) has(ctx context.Context, id string) bool {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	_, ok := o.ids[id]
-	return ok
+	o.mu.Unlock()
+	if ok || o.keep == nil {
+		return ok
+	}
+	v, ok, err := o.keep.ChannelState(ctx, signOutScope, "signout:"+id)
+	if err != nil {
+		o.log.Warn("dashboard sign-in refused: its sign-out could not be looked up", "err", err)
+		return true
+	}
+	if !ok {
+		return false
+	}
+	sec, _ := strconv.ParseInt(v, 10, 64)
+	if until := time.Unix(sec, 0); o.now().Before(until) {
+		o.mu.Lock()
+		o.ids[id] = until
+		o.mu.Unlock()
+	}
+	return true
 }
 
 // operator names who uses the dashboard, for the web chat's session: each
@@ -164,7 +207,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if id, ok := s.signedIn(r); ok {
-		s.signedOut.add(id)
+		s.signedOut.add(r.Context(), id)
 		s.log.Info("dashboard sign-out", "remote", r.RemoteAddr)
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,

@@ -293,7 +293,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now(), hosts: hosts,
-		guesses: newGuessLimiter(opts.Now), signedOut: newSignOuts(opts.Now)}
+		guesses: newGuessLimiter(opts.Now), signedOut: newSignOuts(opts.Now, opts.Store, opts.Logger)}
 	pg, err := newPages()
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -348,6 +349,38 @@ func TestSearchPage(t *testing.T) {
 	for q, want := range map[string]string{"": "Type a word", "nothing+like+it": "No message contains it.", strings.Repeat("x", 201): "too long"} {
 		if code, page := s.do("GET", "/search?q="+q, "", nil); code != http.StatusOK || !strings.Contains(page, want) {
 			t.Errorf("search for %.12q: %d, lacks %q", q, code, want)
+		}
+	}
+}
+
+// A sign-out is kept in the store: a restart (a new server on the same
+// store and token), or another replica, still refuses the signed-out
+// cookie, and still admits another sign-in.
+func TestSignOutOutlivesARestart(t *testing.T) {
+	s := newStack(t, func(o *Options) { o.Token = testToken })
+	ada, bob := signIn(t, s), signIn(t, s)
+	code, _ := send(t, "POST", s.url+"/logout", "", url.Values{"csrf": {ada.csrf}}.Encode(),
+		merge(ada.sameOrigin(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}))
+	if code != http.StatusSeeOther {
+		t.Fatalf("logout: %d, want 303 to the sign-in form", code)
+	}
+	if code, _ := ada.get("/chats"); code != http.StatusUnauthorized {
+		t.Fatalf("the signed-out cookie opens /chats: %d, want 401", code)
+	}
+
+	again, err := New(Options{Listen: "127.0.0.1:8080", Token: testToken, Version: "test", Store: s.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(again.Handler())
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		who  *browser
+		want int
+	}{{ada, http.StatusUnauthorized}, {bob, http.StatusOK}} {
+		code, _ := send(t, "GET", srv.URL+"/chats", "", "", map[string]string{"Cookie": tc.who.cookie})
+		if code != tc.want {
+			t.Errorf("after a restart, a cookie (signed out: %v) opens /chats: %d, want %d", tc.who == ada, code, tc.want)
 		}
 	}
 }
