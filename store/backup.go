@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -129,7 +130,7 @@ func (s *Store) logger() *slog.Logger {
 
 // preUpgradeRE matches the name of a pre-upgrade backup: the version, the
 // time and a sequence number for backups taken in the same second.
-var preUpgradeRE = regexp.MustCompile(`\.pre-v(\d+)-(\d{8}-\d{6})(?:-(\d+))?$`)
+var preUpgradeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\.pre-v(\d+)-(\d{8}-\d{6})(?:-(\d+))?$`) })
 
 // preUpgradeBackups lists the pre-upgrade backups beside the database at
 // path, oldest first.
@@ -149,7 +150,7 @@ func preUpgradeBackups(path string) []string {
 		if !ok || e.IsDir() {
 			continue
 		}
-		m := preUpgradeRE.FindStringSubmatch(rest)
+		m := preUpgradeRE().FindStringSubmatch(rest)
 		if m == nil || m[0] != rest {
 			continue
 		}
