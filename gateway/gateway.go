@@ -188,8 +188,12 @@ func (g *Gateway) openStore(ctx context.Context) error {
 // checkStore runs the store's quick integrity check in the background, so
 // a large file does not delay the start: damage it finds turns /readyz
 // 503 and is logged at ERROR with the fix (store.DamageError). Close
-// waits for it.
+// waits for it. A database this start created holds nothing to check (and
+// the check's connection and reads would compete with the first poll).
 func (g *Gateway) checkStore(ctx context.Context, st *store.Store) {
+	if st.Created() {
+		return
+	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {

@@ -86,17 +86,16 @@ func schemaVersionOf(ctx context.Context, q querier) (int, error) {
 // keepPreUpgrade of those copies, and logs where it put it. A new database
 // gets none. A backup that fails stops the upgrade: the store is left as
 // it was.
-func (s *Store) backupBeforeMigrate(ctx context.Context, path string) error {
-	have, err := schemaVersionOf(ctx, s.raw)
-	if err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
+func (s *Store) backupBeforeMigrate(ctx context.Context, path string, have int) error {
 	if have == 0 || have >= len(migrations) {
 		return nil
 	}
 	stamp := s.now().UTC().Format(backupStamp)
-	var dest string
-	var size int64
+	var (
+		dest string
+		size int64
+		err  error
+	)
 	for i := 1; ; i++ {
 		dest = fmt.Sprintf("%s.pre-v%d-%s", path, have, stamp)
 		if i > 1 {

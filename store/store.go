@@ -104,6 +104,9 @@ type Store struct {
 	// path is the file.
 	damage damageSeen
 	path   string
+	// created is set when Open made the schema of a new, empty SQLite
+	// file (see Created).
+	created bool
 	// hbConn is the connection Heartbeat keeps for itself (see there).
 	hbMu   sync.Mutex
 	hbConn *sql.Conn
@@ -234,7 +237,14 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s.setDB(db)
 	if !s.readOnly {
-		if err := s.backupBeforeMigrate(ctx, path); err != nil {
+		have, err := schemaVersionOf(ctx, s.raw)
+		if err != nil {
+			err = fmt.Errorf("read schema version: %w", err)
+		} else {
+			s.created = have == 0
+			err = s.backupBeforeMigrate(ctx, path, have)
+		}
+		if err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
@@ -304,6 +314,10 @@ func connect(ctx context.Context, db *sql.DB, onRetry func()) error {
 		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
+
+// Created reports whether Open made this SQLite database's schema: the
+// file was new or empty, so there is no data to check or back up.
+func (s *Store) Created() bool { return s.created }
 
 // Close closes the database.
 func (s *Store) Close() error {
