@@ -143,9 +143,11 @@ func sortedKeys(m map[string]any) []string {
 }
 
 var (
-	validating = regexp.MustCompile(`^\s*(validating \S+: )*`)
-	enumMsg    = regexp.MustCompile(`^enum: (.*) does not equal any of: \[(.*)\]$`)
-	typeMsg    = regexp.MustCompile(`^type: (.*) has type "(\w+)", want (?:one of )?"([\w, ]+)"$`)
+	validating = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*(validating \S+: )*`) })
+	enumMsg    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^enum: (.*) does not equal any of: \[(.*)\]$`) })
+	typeMsg    = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^type: (.*) has type "(\w+)", want (?:one of )?"([\w, ]+)"$`)
+	})
 )
 
 // leaf turns the validator's nested message about value into its innermost
@@ -156,19 +158,19 @@ func leaf(err error, value any) string {
 		return "not valid JSON Schema"
 	}
 	for line := range strings.SplitSeq(err.Error(), "\n") {
-		msg := validating.ReplaceAllString(line, "")
+		msg := validating().ReplaceAllString(line, "")
 		if strings.HasSuffix(msg, ":") || msg == "" { // "anyOf: did not validate against any of […]:"; the reasons follow
 			continue
 		}
-		if m := enumMsg.FindStringSubmatch(msg); m != nil {
+		if m := enumMsg().FindStringSubmatch(msg); m != nil {
 			return fmt.Sprintf("%s is not one of %s", show(value, m[1]), strings.ReplaceAll(m[2], " ", ", "))
 		}
-		if m := typeMsg.FindStringSubmatch(msg); m != nil {
+		if m := typeMsg().FindStringSubmatch(msg); m != nil {
 			return fmt.Sprintf("%s is a%s %s; it must be a%s %s", show(value, m[1]), article(m[2]), m[2], article(m[3]), strings.ReplaceAll(m[3], ", ", " or "))
 		}
 		return msg
 	}
-	return validating.ReplaceAllString(err.Error(), "")
+	return validating().ReplaceAllString(err.Error(), "")
 }
 
 // show writes a short value as JSON ("strin" quoted, 5 not), else as the

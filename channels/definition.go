@@ -190,8 +190,9 @@ type Init struct {
 
 	// TokenKey is the section's key the token goes to; "" is "token".
 	TokenKey string
-	// UserID (optional) is what one user id looks like; nil: digits.
-	UserID *regexp.Regexp
+	// UserID (optional) is what one user id looks like; nil: digits. A
+	// function, so that the expression is compiled only by init.
+	UserID func() *regexp.Regexp
 
 	TokenQuestion string // the question for the token
 	UserQuestion  string // the question for the user ids

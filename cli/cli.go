@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/gateway"
@@ -48,8 +49,12 @@ type Stdio struct {
 }
 
 // usage is the command line's help; the init flags of the chat platforms
-// come from their definitions (see initFlagsUsage).
-var usage = fmt.Sprintf(usageFormat, initChannelFlagsUsage(), nonInteractiveUsage())
+// come from their definitions (see initFlagsUsage). It is made when first
+// asked for: building it walks every channel's configuration, which every
+// start of serve would otherwise pay for before main.
+var usage = sync.OnceValue(func() string {
+	return fmt.Sprintf(usageFormat, initChannelFlagsUsage(), nonInteractiveUsage())
+})
 
 const usageFormat = `usage: switchboard [--config PATH] [command] [arguments]
 
@@ -99,7 +104,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	stdout, stderr := stdio.Out, stdio.Err
 	fs := flag.NewFlagSet("switchboard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() { fmt.Fprint(stderr, usage()) }
 	cfgPath := fs.String("config", "", "configuration file (default ./config.yaml)")
 	var showVersion bool
 	fs.BoolVar(&showVersion, "version", false, "print the version")
@@ -141,7 +146,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 	}
 	admin, isAdmin := storeCommandNamed(cmd)
 	if len(positional) > 0 && !isAdmin {
-		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", positional[0], usage)
+		fmt.Fprintf(stderr, "switchboard: unexpected argument %q\n\n%s", positional[0], usage())
 		return ExitConfig
 	}
 	switch cmd {
@@ -149,7 +154,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 		fmt.Fprintf(stdout, "switchboard %s\n", version)
 		return ExitOK
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return ExitOK
 	case "init":
 		return initCommand(ctx, *cfgPath, &initOpts, stdio) // it writes *cfgPath, or ./config.yaml
@@ -160,7 +165,7 @@ func RunWith(ctx context.Context, version string, args []string, stdio Stdio, op
 		return healthcheck(ctx, *cfgPath, stdout, stderr)
 	default:
 		if !isAdmin {
-			fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage)
+			fmt.Fprintf(stderr, "switchboard: unknown command %q\n\n%s", cmd, usage())
 			return ExitConfig
 		}
 	}

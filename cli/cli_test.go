@@ -149,7 +149,7 @@ func TestUsageListsInitFlagsOfEveryChannel(t *testing.T) {
                        WHATSAPP_VERIFY_TOKEN, MATRIX_ACCESS_TOKEN)
   --force              replace an existing file
 `
-	if !strings.Contains(usage, want) {
-		t.Errorf("usage:\n%s\nwant the init flags:\n%s", usage, want)
+	if !strings.Contains(usage(), want) {
+		t.Errorf("usage:\n%s\nwant the init flags:\n%s", usage(), want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/term"
 
@@ -221,7 +222,7 @@ func (o *initOptions) setup() (*setup, error) {
 			c.more[m.Key] = pick(v, d.Name+"-"+m.Flag, config.FallbackEnv("channels."+d.Name+"."+m.Key))
 		}
 		var err error
-		if c.users, err = userIDs("--"+d.Name+"-user", f.user, d.Init.UserID); err != nil {
+		if c.users, err = userIDs("--"+d.Name+"-user", f.user, userIDPattern(d.Init)); err != nil {
 			return nil, err
 		}
 		s.channels = append(s.channels, c)
@@ -238,7 +239,16 @@ func firstNonEmpty(vs ...string) string {
 	return ""
 }
 
-var numericID = regexp.MustCompile(`^[0-9]{1,20}$`)
+var numericID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{1,20}$`) })
+
+// userIDPattern is what one user id of the platform looks like; nil:
+// numeric ids.
+func userIDPattern(in *channels.Init) *regexp.Regexp {
+	if in.UserID == nil {
+		return nil
+	}
+	return in.UserID()
+}
 
 // userIDs splits a list of user ids (separated by commas or spaces), each
 // matching pattern (nil: numeric ids).
@@ -246,7 +256,7 @@ func userIDs(what, list string, pattern *regexp.Regexp) ([]string, error) {
 	ids := strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' })
 	for _, id := range ids {
 		switch {
-		case pattern == nil && !numericID.MatchString(id):
+		case pattern == nil && !numericID().MatchString(id):
 			return nil, fmt.Errorf("%s: %q is not a numeric user id", what, id)
 		case pattern != nil && !pattern.MatchString(id):
 			return nil, fmt.Errorf("%s: %q is not a user id", what, id)
@@ -717,7 +727,7 @@ func (p *prompter) interview(ctx context.Context, path string, s *setup, o *init
 		}
 		if c.token.value != "" && !o.given[name+"-user"] {
 			var err error
-			if c.users, err = p.askIDs(ctx, q.UserQuestion, q.UserID); err != nil {
+			if c.users, err = p.askIDs(ctx, q.UserQuestion, userIDPattern(q)); err != nil {
 				return err
 			}
 		}

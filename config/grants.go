@@ -31,7 +31,7 @@ func IsGatewaySecretEnv(name string) bool {
 	return slices.Contains(secretEnv(), name) || strings.HasPrefix(name, "SWITCHBOARD_")
 }
 
-var skillNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+var skillNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`) })
 
 // GrantHostSyntax says what a skills.grants.NAME.hosts entry may be.
 const GrantHostSyntax = "write a host name (api.weather.example) or an address (10.0.0.5), optionally with a port (127.0.0.1:8081, [fd00::5]:8443)"
@@ -55,7 +55,7 @@ func (c *Config) validateGrants(v *checker) {
 	for _, name := range sortedNames(c.Skills.Grants) {
 		g := c.Skills.Grants[name]
 		key := "skills.grants." + name
-		if !skillNameRE.MatchString(name) {
+		if !skillNameRE().MatchString(name) {
 			v.add(key, fmt.Sprintf("%q is not a skill name: lowercase letters, digits, - or _ (up to 64), as in the skill's name: field", name))
 		}
 		for i, h := range g.Hosts {
@@ -66,7 +66,7 @@ func (c *Config) validateGrants(v *checker) {
 		for i, e := range g.Env {
 			k := fmt.Sprintf("%s.env[%d]", key, i)
 			switch {
-			case !envName.MatchString(e):
+			case !envName().MatchString(e):
 				// Not quoted: a ${VAR} written here was already expanded by
 				// the loader, and its value may be a secret.
 				v.add(k, "is not a variable name: write the name alone, letters, digits and _, such as WEATHER_API_KEY (not ${WEATHER_API_KEY}, which the configuration expands to the value)")

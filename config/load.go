@@ -165,7 +165,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	return &doc, nil
 }
 
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:yaml: )?line (\d+): `) })
 
 // parserProblems are the messages of the YAML parser proper (parserc.go), as
 // opposed to its scanner. yaml v3 reports the line of a parser problem
@@ -190,7 +190,7 @@ var parserProblems = map[string]bool{
 func syntaxError(file string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 0
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+	if m := yamlLine().FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = msg[len(m[0]):]
 	}
@@ -399,7 +399,7 @@ func (w *walker) expand(n *yaml.Node, key string) bool {
 	return true
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // expandEnv expands ${VAR}, ${VAR:-default} and $$ in s. Like the shell,
 // ":-" applies the default when VAR is unset or empty. The default is
@@ -425,7 +425,7 @@ func expandEnv(s string, lookup func(string) (string, bool)) (string, error) {
 			}
 			ref := s[i+2 : i+2+end]
 			name, def, hasDef := strings.Cut(ref, ":-")
-			if !envName.MatchString(name) {
+			if !envName().MatchString(name) {
 				return "", fmt.Errorf(`%q is not a valid reference: write ${NAME} or ${NAME:-default} with NAME made of letters, digits and "_", or "$$" for a literal "$"`, "${"+ref+"}")
 			}
 			v, _ := lookup(name)

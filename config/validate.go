@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels/registry"
@@ -118,7 +119,7 @@ func (c *Config) Validate() error {
 	for i, s := range c.MCP.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		switch {
-		case !mcpName.MatchString(s.Name):
+		case !mcpName().MatchString(s.Name):
 			v.add(key+".name", fmt.Sprintf("%q must be letters, digits or - (up to 20), such as \"github\"; it prefixes the server's tool names", s.Name))
 		case names[s.Name] > 0:
 			v.add(key+".name", fmt.Sprintf("%q is used by mcp.servers[%d] too; names must be unique", s.Name, names[s.Name]-1))
@@ -257,7 +258,7 @@ func badPublicHost(h string) string {
 	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
 		return "" // accepted anyway, harmless to list
 	}
-	if !hostName.MatchString(h) {
+	if !hostName().MatchString(h) {
 		return "is not a host name"
 	}
 	return ""
@@ -371,8 +372,8 @@ func (c *Config) Warnings() []string {
 }
 
 var (
-	mcpName  = regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`)
-	hostName = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`)
+	mcpName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9-]{1,20}$`) })
+	hostName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`) })
 )
 
 // checker collects validation problems.

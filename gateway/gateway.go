@@ -89,6 +89,8 @@ type Gateway struct {
 	sup *supervisor
 	// closers undo Build, last first.
 	closers cleanup
+	// skillsLoaded is closed once skills is set (loadSkills).
+	skillsLoaded <-chan struct{}
 	// redact hides the secrets in tool results, replies and dashboard
 	// pages; Reload adds those a new configuration holds.
 	redact *redact.Redactor
@@ -115,6 +117,7 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, err
 	if err != nil {
 		return nil, err
 	}
+	g.loadSkills()
 	for _, step := range []func(context.Context) error{
 		g.openStore,     // the instance lock, the store, the replica
 		g.buildSchedule, // the operator's jobs and the schedule tools
@@ -188,8 +191,12 @@ func (g *Gateway) openStore(ctx context.Context) error {
 // checkStore runs the store's quick integrity check in the background, so
 // a large file does not delay the start: damage it finds turns /readyz
 // 503 and is logged at ERROR with the fix (store.DamageError). Close
-// waits for it.
+// waits for it. A database this start created holds nothing to check (and
+// the check's connection and reads would compete with the first poll).
 func (g *Gateway) checkStore(ctx context.Context, st *store.Store) {
+	if st.Created() {
+		return
+	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -246,15 +253,29 @@ func (g *Gateway) connectMCP(ctx context.Context) error {
 	return nil
 }
 
-// buildAgent watches the skills and makes the agent loop with the tools
-// every turn has.
+// loadSkills starts reading and checking the skill files while the store
+// opens (neither needs the other: two cores start sooner than one);
+// buildAgent waits for them, and so does Close.
+func (g *Gateway) loadSkills() {
+	cfg := g.cfg
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		g.skills = skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
+			Model:   g.mon.model,
+			Command: skills.CommandPolicyOf(cfg.Tools.Command),
+			Grants:  cfg.Skills.Grants, Secrets: cfg.Secrets(),
+		}, g.log.With("component", "skills"))
+	}()
+	g.skillsLoaded = loaded
+	g.closers.push(func() { <-loaded })
+}
+
+// buildAgent makes the agent loop with the tools every turn has, once the
+// skills are loaded (loadSkills).
 func (g *Gateway) buildAgent(context.Context) error {
 	cfg, log := g.cfg, g.log
-	g.skills = skills.NewWatcher(os.DirFS(cfg.Skills.Dir), skills.Builtin(), skills.Env{
-		Model:   g.mon.model,
-		Command: skills.CommandPolicyOf(cfg.Tools.Command),
-		Grants:  cfg.Skills.Grants, Secrets: cfg.Secrets(),
-	}, log.With("component", "skills"))
+	<-g.skillsLoaded
 	ag, err := agent.New(agent.Config{
 		Model: g.mon.model, Store: redactingStore{Store: g.store, redact: g.redact.String},
 		Sources: assembly.Static(assembly.StaticSources{Location: g.loc, Web: webTools(cfg), Files: fileTools(cfg, g.skills.Current),

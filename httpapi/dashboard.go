@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/agent"
@@ -38,6 +39,10 @@ const (
 type pages struct {
 	t *template.Template
 }
+
+// dashboardPages are the parsed templates, parsed at the first page shown
+// rather than at every start (they are the same for every server).
+var dashboardPages = sync.OnceValues(newPages)
 
 func newPages() (*pages, error) {
 	t, err := template.New("").Funcs(template.FuncMap{
@@ -105,7 +110,11 @@ func cacheStatic(next http.Handler) http.Handler {
 
 func (s *Server) render(w http.ResponseWriter, code int, name string, data any) {
 	var buf bytes.Buffer
-	if err := s.pages.t.ExecuteTemplate(&buf, name, data); err != nil {
+	pg, err := dashboardPages()
+	if err == nil {
+		err = pg.t.ExecuteTemplate(&buf, name, data)
+	}
+	if err != nil {
 		s.log.Error("render dashboard", "template", name, "err", err)
 		http.Error(w, "the page could not be rendered; see the server log", http.StatusInternalServerError)
 		return

@@ -252,7 +252,6 @@ type Server struct {
 	handler http.Handler
 	srv     *http.Server
 	started time.Time
-	pages   *pages
 	hosts   hostSet
 
 	draining atomic.Bool
@@ -294,11 +293,6 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger.With("component", "http"), started: opts.Now(), hosts: hosts,
 		guesses: newGuessLimiter(opts.Now), signedOut: newSignOuts(opts.Now, opts.Store, opts.Logger)}
-	pg, err := newPages()
-	if err != nil {
-		return nil, err
-	}
-	s.pages = pg
 	s.handler = s.routes()
 	s.srv = &http.Server{
 		Handler:           s.handler,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/llm"
 	"github.com/switchboard-gateway/switchboard/store"
@@ -129,24 +130,28 @@ func UserLine(lines []Line, n int) (Line, bool) {
 var (
 	// The router starts a group message with its author, then a reply
 	// with the quoted message, each on one line.
-	authorLine = regexp.MustCompile(`\A\[from [^\n]*\]\n?`)
-	quoteLine  = regexp.MustCompile(`\A\[replying to [^\n]*\]\n?`)
+	authorLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\A\[from [^\n]*\]\n?`) })
+	quoteLine  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\A\[replying to [^\n]*\]\n?`) })
 	// An attached text file: a header line, the untrusted label, then its
 	// content fenced.
-	fileBlock = regexp.MustCompile("(?s)\\[file [^\\n]*\\]\\n(\\[untrusted content from [^\\n]*\\]\\n)?```\\n.*?\\n```")
+	fileBlock = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("(?s)\\[file [^\\n]*\\]\\n(\\[untrusted content from [^\\n]*\\]\\n)?```\\n.*?\\n```")
+	})
 	// Other attachment notes (with the adapter's note after them).
-	attachLine = regexp.MustCompile(`(?m)^\[(image|video|sticker|location|file|audio|voice message)[ :][^\n]*$`)
-	voiceLine  = regexp.MustCompile(`(?m)^\[voice message, transcribed\]: `)
+	attachLine = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^\[(image|video|sticker|location|file|audio|voice message)[ :][^\n]*$`)
+	})
+	voiceLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\[voice message, transcribed\]: `) })
 )
 
 // UserText is what the user themselves wrote in a stored user message: the
 // router's quote of another message and attached file contents are removed
 // (they are someone else's words), a voice transcription is kept.
 func UserText(content string) string {
-	s := quoteLine.ReplaceAllString(authorLine.ReplaceAllString(content, ""), "")
-	s = fileBlock.ReplaceAllString(s, "")
-	s = voiceLine.ReplaceAllString(s, "")
-	s = attachLine.ReplaceAllString(s, "")
+	s := quoteLine().ReplaceAllString(authorLine().ReplaceAllString(content, ""), "")
+	s = fileBlock().ReplaceAllString(s, "")
+	s = voiceLine().ReplaceAllString(s, "")
+	s = attachLine().ReplaceAllString(s, "")
 	return strings.TrimSpace(s)
 }
 

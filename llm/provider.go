@@ -111,7 +111,7 @@ func DetectProvider(baseURL string) string {
 
 // reasoningName matches the names of OpenAI's reasoning models, also
 // behind a router's vendor prefix ("openai/o3-mini").
-var reasoningName = regexp.MustCompile(`^(o[1-9]([-.].*)?|gpt-5.*)$`)
+var reasoningName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(o[1-9]([-.].*)?|gpt-5.*)$`) })
 
 // IsReasoningModel reports whether a model's name is one of OpenAI's
 // reasoning models.
@@ -120,12 +120,14 @@ func IsReasoningModel(model string) bool {
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	return reasoningName.MatchString(name)
+	return reasoningName().MatchString(name)
 }
 
 // mistralName matches Mistral's model families, served by Mistral or by
 // vLLM with Mistral's tokenizer: both take only Mistral's tool-call ids.
-var mistralName = regexp.MustCompile(`(?i)(mistral|mixtral|codestral|ministral|magistral|devstral|pixtral)`)
+var mistralName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(mistral|mixtral|codestral|ministral|magistral|devstral|pixtral)`)
+})
 
 // azureTarget is what an Azure base URL says: the resource's root, the
 // deployment it names (if it names one) and its api-version (if any).
@@ -242,7 +244,7 @@ func (c *Client) mistralIDs() bool {
 	if learnt {
 		return true
 	}
-	return slices.ContainsFunc(append([]string{c.cfg.Model}, c.cfg.FallbackModels...), mistralName.MatchString)
+	return slices.ContainsFunc(append([]string{c.cfg.Model}, c.cfg.FallbackModels...), mistralName().MatchString)
 }
 
 // prepare rewrites a request for the provider: tool-call ids in Mistral's
@@ -270,13 +272,13 @@ func (c *Client) prepare(req Request) Request {
 
 const idAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
-var mistralIDForm = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
+var mistralIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9]{9}$`) })
 
 // mistralForm is id as Mistral takes it: itself if it is 9 letters and
 // digits, else 9 drawn from its hash (stable, so a call and its result
 // keep matching, and the prompt prefix stays the same from step to step).
 func mistralForm(id string) string {
-	if mistralIDForm.MatchString(id) {
+	if mistralIDForm().MatchString(id) {
 		return id
 	}
 	h := fnv.New64a()

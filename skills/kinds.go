@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/agent"
 	"github.com/switchboard-gateway/switchboard/config"
@@ -64,7 +65,7 @@ func (e *DefError) Error() string { return e.Field + ": " + e.Msg }
 
 var toolKinds = []string{"http", "command", "prompt"}
 
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var toolNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // Build turns a definition into a tool; source is "skill:<name>". It
 // validates the definition and returns every problem found (errors.Join of
@@ -74,7 +75,7 @@ var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 func (d ToolDef) Build(source string, env Env) (*agent.Tool, error) {
 	b := &defBuilder{def: d}
 	b.skill, b.grant = grantOf(source, env)
-	if !toolNameRE.MatchString(d.Name) {
+	if !toolNameRE().MatchString(d.Name) {
 		b.add("name", "%q must be letters, digits, _ or - (up to 64)", d.Name)
 	}
 	if d.Timeout < 0 {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/channels/registry"
 	"github.com/switchboard-gateway/switchboard/config"
@@ -113,8 +114,8 @@ func fingerprint(files []file) string {
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-var yamlLine = regexp.MustCompile(`^line (\d+): (.*)$`)
-var unknownField = regexp.MustCompile(`^field (\S+) not found in type (\S+)$`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+): (.*)$`) })
+var unknownField = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^field (\S+) not found in type (\S+)$`) })
 
 // decodeYAML decodes one of our YAML skill files strictly.
 func decodeYAML(f file) (*Skill, *yaml.Node, []error) {
@@ -146,11 +147,11 @@ func decodeYAML(f file) (*Skill, *yaml.Node, []error) {
 func yamlProblem(name string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	p := &Problem{File: name, Msg: msg}
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+	if m := yamlLine().FindStringSubmatch(msg); m != nil {
 		p.Line, _ = strconv.Atoi(m[1])
 		p.Msg = m[2]
 	}
-	if m := unknownField.FindStringSubmatch(p.Msg); m != nil {
+	if m := unknownField().FindStringSubmatch(p.Msg); m != nil {
 		field, typ := m[1], m[2]
 		var where string
 		var known []string
@@ -288,9 +289,9 @@ func lineOf(n *yaml.Node, path ...any) int {
 }
 
 var (
-	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	commandRE = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
-	toolRE    = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	nameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`) })
+	commandRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_]{1,32}$`) })
+	toolRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 )
 
 // knownChannels are the channels a skill may name: the terminal, every chat
@@ -309,7 +310,7 @@ func validate(s *Skill, node *yaml.Node, name string) []error {
 		errs = append(errs, &Problem{File: name, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
 	at := func(p ...any) int { return lineOf(node, p...) }
-	if !nameRE.MatchString(s.Name) {
+	if !nameRE().MatchString(s.Name) {
 		add("name", at("name"), "%q must be lowercase letters, digits, - or _ (up to 64), such as \"weather\"", s.Name)
 	}
 	if strings.TrimSpace(s.Description) == "" {
@@ -330,7 +331,7 @@ func validate(s *Skill, node *yaml.Node, name string) []error {
 	}
 	if s.Command != "" {
 		switch {
-		case !commandRE.MatchString(s.Command):
+		case !commandRE().MatchString(s.Command):
 			add("command", at("command"), "%q must be lowercase letters, digits or _ (without the /)", s.Command)
 		case slices.Contains(reservedCommands, s.Command):
 			add("command", at("command"), "/%s is a built-in command; choose another name", s.Command)
@@ -358,7 +359,7 @@ func validate(s *Skill, node *yaml.Node, name string) []error {
 	for i, d := range s.DefineTools {
 		field := fmt.Sprintf("define_tools[%d]", i)
 		switch {
-		case !toolRE.MatchString(d.Name):
+		case !toolRE().MatchString(d.Name):
 			add(field+".name", at("define_tools", i, "name"), "%q must be letters, digits, _ or - (up to 64)", d.Name)
 		case seen[d.Name]:
 			add(field+".name", at("define_tools", i, "name"), "%q is defined twice", d.Name)
@@ -366,7 +367,7 @@ func validate(s *Skill, node *yaml.Node, name string) []error {
 		seen[d.Name] = true
 	}
 	for i, t := range s.Tools {
-		if !toolRE.MatchString(t) {
+		if !toolRE().MatchString(t) {
 			add(fmt.Sprintf("tools[%d]", i), at("tools", i), "%q is not a tool name", t)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -85,17 +86,16 @@ func schemaVersionOf(ctx context.Context, q querier) (int, error) {
 // keepPreUpgrade of those copies, and logs where it put it. A new database
 // gets none. A backup that fails stops the upgrade: the store is left as
 // it was.
-func (s *Store) backupBeforeMigrate(ctx context.Context, path string) error {
-	have, err := schemaVersionOf(ctx, s.raw)
-	if err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
+func (s *Store) backupBeforeMigrate(ctx context.Context, path string, have int) error {
 	if have == 0 || have >= len(migrations) {
 		return nil
 	}
 	stamp := s.now().UTC().Format(backupStamp)
-	var dest string
-	var size int64
+	var (
+		dest string
+		size int64
+		err  error
+	)
 	for i := 1; ; i++ {
 		dest = fmt.Sprintf("%s.pre-v%d-%s", path, have, stamp)
 		if i > 1 {
@@ -129,7 +129,7 @@ func (s *Store) logger() *slog.Logger {
 
 // preUpgradeRE matches the name of a pre-upgrade backup: the version, the
 // time and a sequence number for backups taken in the same second.
-var preUpgradeRE = regexp.MustCompile(`\.pre-v(\d+)-(\d{8}-\d{6})(?:-(\d+))?$`)
+var preUpgradeRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\.pre-v(\d+)-(\d{8}-\d{6})(?:-(\d+))?$`) })
 
 // preUpgradeBackups lists the pre-upgrade backups beside the database at
 // path, oldest first.
@@ -149,7 +149,7 @@ func preUpgradeBackups(path string) []string {
 		if !ok || e.IsDir() {
 			continue
 		}
-		m := preUpgradeRE.FindStringSubmatch(rest)
+		m := preUpgradeRE().FindStringSubmatch(rest)
 		if m == nil || m[0] != rest {
 			continue
 		}

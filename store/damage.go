@@ -167,7 +167,7 @@ func backupsBeside(path string) []string {
 	base := filepath.Base(path)
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), base)
-		if !ok || e.IsDir() || !(strings.HasPrefix(rest, ".backup-") || preUpgradeRE.MatchString(rest)) {
+		if !ok || e.IsDir() || !(strings.HasPrefix(rest, ".backup-") || preUpgradeRE().MatchString(rest)) {
 			continue
 		}
 		if strings.HasSuffix(rest, "-wal") || strings.HasSuffix(rest, "-shm") || strings.HasSuffix(rest, "-journal") {

@@ -104,6 +104,9 @@ type Store struct {
 	// path is the file.
 	damage damageSeen
 	path   string
+	// created is set when Open made the schema of a new, empty SQLite
+	// file (see Created).
+	created bool
 	// hbConn is the connection Heartbeat keeps for itself (see there).
 	hbMu   sync.Mutex
 	hbConn *sql.Conn
@@ -234,12 +237,27 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s.setDB(db)
 	if !s.readOnly {
-		if err := s.backupBeforeMigrate(ctx, path); err != nil {
+		have, err := schemaVersionOf(ctx, s.raw)
+		if err != nil {
+			err = fmt.Errorf("read schema version: %w", err)
+		} else {
+			s.created = have == 0
+			err = s.backupBeforeMigrate(ctx, path, have)
+		}
+		if err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("store: open %s: %w", path, err)
 		}
 	}
-	if err := migrate(ctx, db, sqliteDialect, migrations, s.nowMS(), s.hooks.migrateWait); err != nil {
+	// Like every statement on SQLite (see setDB), the migration runs to its
+	// end once started: with a cancellable context go-sqlite3 runs each of
+	// its hundred statements on a goroutine of its own, 12 % of the time a
+	// new store takes.
+	mctx := ctx
+	if ctx.Err() == nil {
+		mctx = context.WithoutCancel(ctx)
+	}
+	if err := migrate(mctx, db, sqliteDialect, migrations, s.nowMS(), s.hooks.migrateWait); err != nil {
 		_ = db.Close()
 		var ne *NewerSchemaError
 		if errors.As(err, &ne) {
@@ -304,6 +322,10 @@ func connect(ctx context.Context, db *sql.DB, onRetry func()) error {
 		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
+
+// Created reports whether Open made this SQLite database's schema: the
+// file was new or empty, so there is no data to check or back up.
+func (s *Store) Created() bool { return s.created }
 
 // Close closes the database.
 func (s *Store) Close() error {

@@ -115,6 +115,32 @@ func TestOpenEmptyLocation(t *testing.T) {
 	}
 }
 
+// Created is true only for the Open that made the schema of a new file
+// (serve skips the integrity check of such a store), also of an empty file
+// that was there before.
+func TestCreated(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "new.db")
+		if existing {
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, want := range []bool{true, false} {
+			s, err := Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Created(); got != want {
+				t.Errorf("empty file there before: %v; open %d: Created() = %v, want %v", existing, i+1, got, want)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestOpenPostgresErrorsHideThePassword needs no server: nothing listens on
 // 127.0.0.1:1, and a DSN that does not parse fails before any connection.
 func TestOpenPostgresErrorsHideThePassword(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 )
@@ -65,7 +66,7 @@ func (c *Config) Access() channels.Access {
 	return channels.Access{Users: c.AllowUsers, Spaces: c.AllowGuilds, Chats: c.AllowChannels, Admins: c.Admins}
 }
 
-var snowflake = regexp.MustCompile(`^[0-9]+$`)
+var snowflake = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+$`) })
 
 // Validate checks an enabled section, and the shards in any case.
 func (c *Config) Validate(key string, v channels.Checker) {
@@ -93,7 +94,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 
 func snowflakes(v channels.Checker, key string, ids []string, how string) {
 	for i, id := range ids {
-		if !snowflake.MatchString(id) {
+		if !snowflake().MatchString(id) {
 			v.Add(fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%q is not a Discord id; use the numeric id (Developer Mode, then %s)", id, how))
 		}
 	}

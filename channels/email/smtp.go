@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-message/mail"
@@ -199,7 +200,8 @@ func isOwnID(id, domain string) bool {
 // markdown renders replies to HTML: CommonMark with GitHub's tables,
 // strikethrough, task lists and links; raw HTML the model writes is left
 // out (goldmark's default), so a reply cannot carry markup of its own.
-var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
+// Made at the first reply, not at every start.
+var markdown = sync.OnceValue(func() goldmark.Markdown { return goldmark.New(goldmark.WithExtensions(extension.GFM)) })
 
 type outFile struct {
 	name string
@@ -221,7 +223,7 @@ func (a *Adapter) compose(r reply, id, text string, files []outFile) ([]byte, er
 	// RFC 3834: other robots do not answer this one.
 	h.Set("Auto-Submitted", "auto-replied")
 	var html bytes.Buffer
-	if err := markdown.Convert([]byte(text), &html); err != nil {
+	if err := markdown().Convert([]byte(text), &html); err != nil {
 		html.Reset()
 		html.WriteString("<pre>" + mimeEscape(text) + "</pre>")
 	}

@@ -3,6 +3,7 @@ package email
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/html"
 )
@@ -71,13 +72,13 @@ func htmlToText(src string) string {
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " ")
 	}
-	return strings.TrimSpace(blankRuns.ReplaceAllString(strings.Join(lines, "\n"), "\n\n"))
+	return strings.TrimSpace(blankRuns().ReplaceAllString(strings.Join(lines, "\n"), "\n\n"))
 }
 
 var blockTags = map[string]bool{"p": true, "div": true, "li": true, "tr": true, "table": true, "h1": true, "h2": true,
 	"h3": true, "h4": true, "h5": true, "h6": true, "blockquote": true, "pre": true, "ul": true, "ol": true, "hr": true}
 
-var blankRuns = regexp.MustCompile(`\n{3,}`)
+var blankRuns = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\n{3,}`) })
 
 func newline(b *strings.Builder) {
 	if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
@@ -104,8 +105,8 @@ func trimReply(text string) string {
 	for i, l := range lines {
 		t := strings.TrimSpace(l)
 		if l == "-- " || l == "--" || t == "-----Original Message-----" || t == "________________________________" ||
-			wroteRE.MatchString(t) || (i+1 < len(lines) && wroteRE.MatchString(t+" "+strings.TrimSpace(lines[i+1])) && onRE.MatchString(t)) ||
-			(strings.HasPrefix(t, "From: ") && i+1 < len(lines) && outlookRE.MatchString(strings.TrimSpace(lines[i+1]))) ||
+			wroteRE().MatchString(t) || (i+1 < len(lines) && wroteRE().MatchString(t+" "+strings.TrimSpace(lines[i+1])) && onRE().MatchString(t)) ||
+			(strings.HasPrefix(t, "From: ") && i+1 < len(lines) && outlookRE().MatchString(strings.TrimSpace(lines[i+1]))) ||
 			strings.HasPrefix(t, "Sent from my ") || strings.HasPrefix(t, "Get Outlook for ") {
 			cut = i
 			break
@@ -132,7 +133,9 @@ func trimReply(text string) string {
 var (
 	// "On Mon, 1 Dec 2026 at 10:00, Alice <a@example.org> wrote:"; also
 	// the German and French forms.
-	wroteRE   = regexp.MustCompile(`^(On|Am|Le)\s.{4,200}\s(wrote|schrieb|a écrit)(\s.{0,200})?\s?:$`)
-	onRE      = regexp.MustCompile(`^(On|Am|Le)\s`) // such a line wrapped in two
-	outlookRE = regexp.MustCompile(`^(Sent|Date|To|Gesendet|Envoyé):\s`)
+	wroteRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(On|Am|Le)\s.{4,200}\s(wrote|schrieb|a écrit)(\s.{0,200})?\s?:$`)
+	})
+	onRE      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(On|Am|Le)\s`) }) // such a line wrapped in two
+	outlookRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(Sent|Date|To|Gesendet|Envoyé):\s`) })
 )

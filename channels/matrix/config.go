@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -107,9 +108,9 @@ func (c *Config) Access() channels.Access {
 }
 
 var (
-	mxidRE   = regexp.MustCompile(`^@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:[0-9]{1,5})?$`)
-	serverRE = regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$`)
-	deviceRE = regexp.MustCompile(`^[A-Za-z0-9._\-]{1,255}$`)
+	mxidRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^@[a-z0-9._=/+\-]+:[A-Za-z0-9.\-]+(:[0-9]{1,5})?$`) })
+	serverRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$`) })
+	deviceRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._\-]{1,255}$`) })
 )
 
 // Validate checks an enabled section.
@@ -120,13 +121,13 @@ func (c *Config) Validate(key string, v channels.Checker) {
 	if c.Homeserver != "" {
 		v.URL(key+".homeserver", c.Homeserver, []string{"http", "https"}, "https://matrix.example.org")
 	}
-	if !mxidRE.MatchString(c.UserID) {
+	if !mxidRE().MatchString(c.UserID) {
 		v.AddNear(key+".user_id", key+".enabled", fmt.Sprintf("%q is not a Matrix ID such as \"@bot:example.org\" (the bot's account)", c.UserID))
 	}
 	if strings.TrimSpace(c.AccessToken) == "" && strings.TrimSpace(c.Password) == "" {
 		v.AddNear(key+".access_token", key+".enabled", fmt.Sprintf("required when %s.enabled is true; set it or MATRIX_ACCESS_TOKEN, or set password (MATRIX_PASSWORD) to log in once", key))
 	}
-	if c.DeviceID != "" && !deviceRE.MatchString(c.DeviceID) {
+	if c.DeviceID != "" && !deviceRE().MatchString(c.DeviceID) {
 		v.Add(key+".device_id", fmt.Sprintf("%q is not a device id (letters, digits, . _ -)", c.DeviceID))
 	}
 	if c.Encryption && !cryptoBuilt {
@@ -135,7 +136,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 	mxids(v, key+".allow_users", c.AllowUsers, true)
 	mxids(v, key+".admins", c.Admins, false)
 	for i, s := range c.AllowServers {
-		if !serverRE.MatchString(strings.TrimSpace(s)) {
+		if !serverRE().MatchString(strings.TrimSpace(s)) {
 			v.Add(fmt.Sprintf("%s.allow_servers[%d]", key, i), fmt.Sprintf("%q is not a homeserver name such as \"example.org\" (the part of an MXID after the colon)", s))
 		}
 	}
@@ -143,7 +144,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 
 func mxids(v channels.Checker, key string, list []string, star bool) {
 	for i, u := range list {
-		if (star && u == "*") || mxidRE.MatchString(strings.TrimSpace(u)) {
+		if (star && u == "*") || mxidRE().MatchString(strings.TrimSpace(u)) {
 			continue
 		}
 		v.Add(fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%q is not a Matrix ID such as \"@alice:example.org\"", u))

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 )
@@ -105,9 +106,9 @@ func (c *Config) Access() channels.Access {
 }
 
 var (
-	userIDRE = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
-	teamIDRE = regexp.MustCompile(`^T[A-Z0-9]{2,}$`)
-	pathRE   = regexp.MustCompile(`^/[A-Za-z0-9._~/-]*$`)
+	userIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`) })
+	teamIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^T[A-Z0-9]{2,}$`) })
+	pathRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/[A-Za-z0-9._~/-]*$`) })
 )
 
 // Validate checks an enabled section.
@@ -131,7 +132,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 		}
 	} else {
 		switch {
-		case !pathRE.MatchString(c.EventsPath) || c.EventsPath == "/":
+		case !pathRE().MatchString(c.EventsPath) || c.EventsPath == "/":
 			v.Add(key+".events_path", fmt.Sprintf("%q must be a path below the root of http.listen, such as /slack/events", c.EventsPath))
 		case strings.HasPrefix(c.EventsPath, "/v1/") || slices.Contains([]string{"/healthz", "/readyz", "/metrics", "/login"}, c.EventsPath):
 			v.Add(key+".events_path", fmt.Sprintf("%q is one of the gateway's own routes; use another path, such as /slack/events", c.EventsPath))
@@ -143,9 +144,9 @@ func (c *Config) Validate(key string, v channels.Checker) {
 			v.AddNear(key+".events_path", "http.listen", "needs http.listen: the Events API posts to this path on the gateway's HTTP server; set http.listen (behind an HTTPS proxy), or leave events_path empty for Socket Mode")
 		}
 	}
-	ids(v, key+".allow_users", c.AllowUsers, userIDRE, true, "a Slack member id such as U012AB3CD (profile → ⋮ → Copy member ID)")
-	ids(v, key+".admins", c.Admins, userIDRE, false, "a Slack member id such as U012AB3CD (profile → ⋮ → Copy member ID)")
-	ids(v, key+".allow_teams", c.AllowTeams, teamIDRE, false, "a workspace id such as T012AB3CD (auth.test's team_id, or the T… in the workspace's URL)")
+	ids(v, key+".allow_users", c.AllowUsers, userIDRE(), true, "a Slack member id such as U012AB3CD (profile → ⋮ → Copy member ID)")
+	ids(v, key+".admins", c.Admins, userIDRE(), false, "a Slack member id such as U012AB3CD (profile → ⋮ → Copy member ID)")
+	ids(v, key+".allow_teams", c.AllowTeams, teamIDRE(), false, "a workspace id such as T012AB3CD (auth.test's team_id, or the T… in the workspace's URL)")
 }
 
 func ids(v channels.Checker, key string, list []string, re *regexp.Regexp, star bool, what string) {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -209,15 +210,15 @@ func tsTime(ts string) time.Time {
 
 // markup matches Slack's angle-bracket markup: <@U123>, <@U123|name>,
 // <#C123|general>, <!here>, <https://x|label>.
-var markup = regexp.MustCompile(`<([@#!]?)([^<>|]*)(?:\|([^<>]*))?>`)
+var markup = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`<([@#!]?)([^<>|]*)(?:\|([^<>]*))?>`) })
 
 // messageText returns the text as the user wrote it: the bot's mention
 // removed, other mentions, channels and links as plain text, entities
 // unescaped; and whether the bot was mentioned.
 func messageText(text, botUserID string) (string, bool) {
 	mentioned := false
-	out := markup.ReplaceAllStringFunc(text, func(s string) string {
-		m := markup.FindStringSubmatch(s)
+	out := markup().ReplaceAllStringFunc(text, func(s string) string {
+		m := markup().FindStringSubmatch(s)
 		kind, id, label := m[1], m[2], m[3]
 		switch kind {
 		case "@":

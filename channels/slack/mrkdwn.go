@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark"
@@ -18,9 +19,12 @@ import (
 
 // mdParser reads the model's Markdown: CommonMark with the GitHub
 // extensions models write (tables, strikethrough, task lists, bare links).
-var mdParser parser.Parser = goldmark.New(goldmark.WithExtensions(
-	extension.Strikethrough, extension.Table, extension.TaskList, extension.Linkify,
-)).Parser()
+// Made at the first reply, not at every start.
+var mdParser = sync.OnceValue(func() parser.Parser {
+	return goldmark.New(goldmark.WithExtensions(
+		extension.Strikethrough, extension.Table, extension.TaskList, extension.Linkify,
+	)).Parser()
+})
 
 const maxURLLen = 2048 // longer link targets are shown as text
 
@@ -29,9 +33,11 @@ const maxURLLen = 2048 // longer link targets are shown as text
 // Render keeps, and broadcasts (<!here>, <!channel>, <!everyone>,
 // <!subteam^…>), which it shows as text on purpose: a reply doesn't ping
 // a whole channel or group.
-var slackToken = regexp.MustCompile(`<(?:@[UWB][A-Z0-9]{2,}|#[CG][A-Z0-9]{2,}|!date\^[^<>|\n]+)(?:\|[^<>\n]*)?>` +
-	`|<(?:https?|mailto):[^<>|\s]+\|[^<>\n]*>` +
-	`|<!(?:here|channel|everyone|subteam\^)[^<>\n]*>`)
+var slackToken = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`<(?:@[UWB][A-Z0-9]{2,}|#[CG][A-Z0-9]{2,}|!date\^[^<>|\n]+)(?:\|[^<>\n]*)?>` +
+		`|<(?:https?|mailto):[^<>|\s]+\|[^<>\n]*>` +
+		`|<!(?:here|channel|everyone|subteam\^)[^<>\n]*>`)
+})
 
 func isBroadcast(tok string) bool {
 	return strings.HasPrefix(tok, "<!") && !strings.HasPrefix(tok, "<!date^")
@@ -59,12 +65,12 @@ func Render(md string) string {
 		return r
 	}, md)
 	r := &renderer{out: new(strings.Builder)}
-	md = slackToken.ReplaceAllStringFunc(md, func(tok string) string {
+	md = slackToken().ReplaceAllStringFunc(md, func(tok string) string {
 		r.toks = append(r.toks, tok)
 		return string(tokOpen) + strconv.Itoa(len(r.toks)-1) + string(tokClose)
 	})
 	r.src = []byte(md)
-	r.blocks(mdParser.Parse(text.NewReader(r.src)))
+	r.blocks(mdParser().Parse(text.NewReader(r.src)))
 	r.flush()
 	return strings.TrimSpace(r.out.String())
 }
@@ -154,14 +160,14 @@ func (r *renderer) restore(s string) string {
 
 var (
 	textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-	bareAmp     = regexp.MustCompile(`&(?:amp;|lt;|gt;)?`)
+	bareAmp     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`&(?:amp;|lt;|gt;)?`) })
 )
 
 func escapeText(s string) string { return textEscaper.Replace(s) }
 
 // escapeAmp escapes each & that does not already start &amp;, &lt; or &gt;.
 func escapeAmp(s string) string {
-	return bareAmp.ReplaceAllStringFunc(s, func(m string) string {
+	return bareAmp().ReplaceAllStringFunc(s, func(m string) string {
 		if m == "&" {
 			return "&amp;"
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchboard-gateway/switchboard/channels"
@@ -100,9 +101,9 @@ func (c *Config) Access() channels.Access {
 }
 
 var (
-	userRE = regexp.MustCompile(`^([0-9]+|@[A-Za-z0-9_]+)$`)
-	nameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
-	idRE   = regexp.MustCompile(`^[0-9]+$`)
+	userRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+|@[A-Za-z0-9_]+)$`) })
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`) })
+	idRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+$`) })
 )
 
 // Validate checks an enabled section.
@@ -121,16 +122,16 @@ func (c *Config) Validate(key string, v channels.Checker) {
 		}
 	}
 	for i, u := range c.AllowUsers {
-		if !userRE.MatchString(u) {
+		if !userRE().MatchString(u) {
 			hint := "the numeric id"
-			if nameRE.MatchString(u) {
+			if nameRE().MatchString(u) {
 				hint = fmt.Sprintf("%q or the numeric id", "@"+u)
 			}
 			v.Add(fmt.Sprintf("%s.allow_users[%d]", key, i), fmt.Sprintf("%q is neither a numeric user id nor an @username; write %s", u, hint))
 		}
 	}
 	for i, u := range c.Admins {
-		if !idRE.MatchString(u) {
+		if !idRE().MatchString(u) {
 			v.Add(fmt.Sprintf("%s.admins[%d]", key, i), fmt.Sprintf("%q is not a numeric user id; admins takes ids only (a username can pass to someone else): the bot logs the id of a user it refuses, or ask @userinfobot", u))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark"
@@ -20,9 +21,12 @@ import (
 
 // mdParser parses the model's Markdown: CommonMark plus the GitHub
 // extensions models use (tables, strikethrough, task lists, bare links).
-var mdParser parser.Parser = goldmark.New(goldmark.WithExtensions(
-	extension.Strikethrough, extension.Table, extension.TaskList, extension.Linkify,
-)).Parser()
+// Made at the first reply, not at every start.
+var mdParser = sync.OnceValue(func() parser.Parser {
+	return goldmark.New(goldmark.WithExtensions(
+		extension.Strikethrough, extension.Table, extension.TaskList, extension.Linkify,
+	)).Parser()
+})
 
 const (
 	maxHrefLen = 2048 // longer link targets are shown as text
@@ -36,7 +40,7 @@ const (
 // escaped text. The result always passes tghtml.Validate.
 func renderMarkdown(md string) string {
 	src := []byte(strings.ToValidUTF8(md, "\uFFFD"))
-	doc := mdParser.Parse(text.NewReader(src))
+	doc := mdParser().Parse(text.NewReader(src))
 	r := &renderer{src: src}
 	r.blocks(doc, "")
 	return strings.TrimSpace(string(r.out))

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/channels"
 )
@@ -168,11 +169,11 @@ func normalNumber(n string) string {
 }
 
 var (
-	numberRE  = regexp.MustCompile(`^\+?[1-9][0-9]{6,14}$`)
-	idRE      = regexp.MustCompile(`^[0-9]{5,30}$`)
-	versionRE = regexp.MustCompile(`^v[0-9]+\.[0-9]+$`)
-	pathRE    = regexp.MustCompile(`^/[A-Za-z0-9._~/-]*$`)
-	langRE    = regexp.MustCompile(`^[a-z]{2,3}(_[A-Za-z]{2,4})?$`)
+	numberRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\+?[1-9][0-9]{6,14}$`) })
+	idRE      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{5,30}$`) })
+	versionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^v[0-9]+\.[0-9]+$`) })
+	pathRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/[A-Za-z0-9._~/-]*$`) })
+	langRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z]{2,3}(_[A-Za-z]{2,4})?$`) })
 )
 
 // Validate checks an enabled section.
@@ -180,7 +181,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 	if !c.Enabled {
 		return
 	}
-	if !idRE.MatchString(c.PhoneNumberID) {
+	if !idRE().MatchString(c.PhoneNumberID) {
 		v.AddNear(key+".phone_number_id", key+".enabled", fmt.Sprintf("%q is not a phone number id: the digits Meta shows under WhatsApp → API Setup (not the phone number)", c.PhoneNumberID))
 	}
 	for _, s := range []struct{ key, val, env, what string }{
@@ -193,11 +194,11 @@ func (c *Config) Validate(key string, v channels.Checker) {
 		}
 	}
 	v.URL(key+".api_base", c.APIBase, []string{"http", "https"}, DefaultAPIBase)
-	if !versionRE.MatchString(c.APIVersion) {
+	if !versionRE().MatchString(c.APIVersion) {
 		v.Add(key+".api_version", fmt.Sprintf("%q is not a Graph API version such as %s", c.APIVersion, DefaultAPIVersion))
 	}
 	switch {
-	case !pathRE.MatchString(c.WebhookPath) || c.WebhookPath == "/":
+	case !pathRE().MatchString(c.WebhookPath) || c.WebhookPath == "/":
 		v.Add(key+".webhook_path", fmt.Sprintf("%q must be a path below the root of http.listen, such as %s", c.WebhookPath, DefaultWebhookPath))
 	case strings.HasPrefix(c.WebhookPath, "/v1/") || slices.Contains([]string{"/healthz", "/readyz", "/metrics", "/login"}, c.WebhookPath):
 		v.Add(key+".webhook_path", fmt.Sprintf("%q is one of the gateway's own routes; use another path, such as %s", c.WebhookPath, DefaultWebhookPath))
@@ -213,7 +214,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 		if strings.TrimSpace(t.Name) == "" {
 			v.Add(key+".templates."+name+".name", "required: the template's name as approved in WhatsApp Manager")
 		}
-		if !langRE.MatchString(t.Language) {
+		if !langRE().MatchString(t.Language) {
 			v.Add(key+".templates."+name+".language", fmt.Sprintf("%q is not a template language code such as en or en_US", t.Language))
 		}
 	}
@@ -223,7 +224,7 @@ func (c *Config) Validate(key string, v channels.Checker) {
 
 func phones(v channels.Checker, key string, list []string, star bool) {
 	for i, n := range list {
-		if (star && n == "*") || numberRE.MatchString(normalNumber(n)) || numberRE.MatchString(strings.TrimSpace(n)) {
+		if (star && n == "*") || numberRE().MatchString(normalNumber(n)) || numberRE().MatchString(strings.TrimSpace(n)) {
 			continue
 		}
 		v.Add(fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%q is not a phone number in E.164, such as \"+15551234567\" (country code, then the number)", n))

@@ -3,6 +3,7 @@ package whatsapp
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/switchboard-gateway/switchboard/channels/textsplit"
 )
@@ -17,16 +18,16 @@ import (
 const maxText = 4096
 
 var (
-	fenceRE   = regexp.MustCompile("^\\s*(```|~~~)")
-	headingRE = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
-	bulletRE  = regexp.MustCompile(`^(\s*)[*+-]\s+(.*)$`)
-	ruleRE    = regexp.MustCompile(`^\s*([-*_]\s*){3,}$`)
-	imageRE   = regexp.MustCompile(`!\[([^\]]*)\]\(([^)\s]+)\)`)
-	linkRE    = regexp.MustCompile(`\[([^\]]+)\]\(([^)\s]+)\)`)
-	boldItRE  = regexp.MustCompile(`\*\*\*(\S(?:.*?\S)?)\*\*\*`)
-	boldRE    = regexp.MustCompile(`(\*\*|__)(\S(?:.*?\S)?)(\*\*|__)`)
-	italicRE  = regexp.MustCompile(`(^|[^\w*])\*(\S(?:[^*]*?\S)?)\*($|[^\w*])`)
-	strikeRE  = regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`)
+	fenceRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^\\s*(```|~~~)") })
+	headingRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`) })
+	bulletRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)[*+-]\s+(.*)$`) })
+	ruleRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*([-*_]\s*){3,}$`) })
+	imageRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`!\[([^\]]*)\]\(([^)\s]+)\)`) })
+	linkRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[([^\]]+)\]\(([^)\s]+)\)`) })
+	boldItRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*\*(\S(?:.*?\S)?)\*\*\*`) })
+	boldRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(\*\*|__)(\S(?:.*?\S)?)(\*\*|__)`) })
+	italicRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[^\w*])\*(\S(?:[^*]*?\S)?)\*($|[^\w*])`) })
+	strikeRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`~~(\S(?:.*?\S)?)~~`) })
 )
 
 // boldMark stands for a bold asterisk while italics are rewritten.
@@ -38,7 +39,7 @@ func Render(md string) string {
 	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
 	inCode := false
 	for i, l := range lines {
-		if fenceRE.MatchString(l) {
+		if fenceRE().MatchString(l) {
 			lines[i], inCode = "```", !inCode
 			continue
 		}
@@ -46,14 +47,14 @@ func Render(md string) string {
 			continue
 		}
 		switch {
-		case ruleRE.MatchString(l) && strings.TrimSpace(l) != "":
+		case ruleRE().MatchString(l) && strings.TrimSpace(l) != "":
 			lines[i] = "———"
-		case headingRE.MatchString(l):
-			h := headingRE.FindStringSubmatch(l)[1]
+		case headingRE().MatchString(l):
+			h := headingRE().FindStringSubmatch(l)[1]
 			h = strings.NewReplacer("**", "", "__", "").Replace(h)
 			lines[i] = "*" + inline(h) + "*"
-		case bulletRE.MatchString(l):
-			m := bulletRE.FindStringSubmatch(l)
+		case bulletRE().MatchString(l):
+			m := bulletRE().FindStringSubmatch(l)
 			lines[i] = m[1] + "- " + inline(m[2])
 		default:
 			lines[i] = inline(l)
@@ -74,18 +75,18 @@ func inline(l string) string {
 			break // an unmatched backtick: the rest is as written
 		}
 		s := parts[i]
-		s = imageRE.ReplaceAllString(s, "$1 ($2)")
-		s = linkRE.ReplaceAllStringFunc(s, func(m string) string {
-			sub := linkRE.FindStringSubmatch(m)
+		s = imageRE().ReplaceAllString(s, "$1 ($2)")
+		s = linkRE().ReplaceAllStringFunc(s, func(m string) string {
+			sub := linkRE().FindStringSubmatch(m)
 			if sub[1] == sub[2] {
 				return sub[2]
 			}
 			return sub[1] + " (" + sub[2] + ")"
 		})
-		s = boldItRE.ReplaceAllString(s, boldMark+"_${1}_"+boldMark)
-		s = boldRE.ReplaceAllString(s, boldMark+"${2}"+boldMark)
-		s = italicRE.ReplaceAllString(s, "${1}_${2}_${3}")
-		s = strikeRE.ReplaceAllString(s, "~${1}~")
+		s = boldItRE().ReplaceAllString(s, boldMark+"_${1}_"+boldMark)
+		s = boldRE().ReplaceAllString(s, boldMark+"${2}"+boldMark)
+		s = italicRE().ReplaceAllString(s, "${1}_${2}_${3}")
+		s = strikeRE().ReplaceAllString(s, "~${1}~")
 		parts[i] = strings.ReplaceAll(s, boldMark, "*")
 	}
 	return strings.Join(parts, "`")

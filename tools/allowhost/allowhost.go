@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Entry is one allow_hosts entry: a host name or an address, either with
@@ -51,7 +52,7 @@ func NormalHost(h string) string { return strings.TrimSuffix(strings.ToLower(h),
 const Syntax = "write a host name (wiki.internal), an address (10.0.0.5) or a network (10.0.0.0/8); " +
 	"a name or an address may carry a port, then only that port is allowed (wiki.internal:8080, 10.0.0.5:8080, [fd00::5]:8080)"
 
-var hostName = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`)
+var hostName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\.?$`) })
 
 // Parse reads one entry. Its errors say what is wrong in words that follow
 // the entry: `"x" is a URL, not a host`.
@@ -97,7 +98,7 @@ func Parse(s string) (Entry, error) {
 }
 
 func name(h string, port uint16) (Entry, error) {
-	if !hostName.MatchString(h) {
+	if !hostName().MatchString(h) {
 		return Entry{}, errors.New("is not a host name, an address or a network")
 	}
 	return Entry{Host: NormalHost(h), Port: port}, nil
