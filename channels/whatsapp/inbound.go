@@ -230,8 +230,9 @@ func (a *Adapter) onStatusUpdate(ctx context.Context, st status) {
 // send's delivery is in the store (keepStatus).
 const statusGrace = 5 * time.Second
 
-// noteSent remembers when Meta accepted message id, for keepStatus; ones
-// older than statusGrace are forgotten as others come.
+// noteSent remembers when Meta accepted message id, the one a delivery
+// record will hold, for keepStatus; ones older than statusGrace are
+// forgotten as others come.
 func (a *Adapter) noteSent(id string) {
 	now := a.now()
 	a.mu.Lock()
@@ -248,11 +249,11 @@ func (a *Adapter) noteSent(id string) {
 
 // keepStatus keeps a status with its message's delivery. Meta can report
 // a message "sent" before the reply's record of that send is committed;
-// for a message sent in the last statusGrace it tries again, a little
-// later each time, until the delivery takes the status or the grace ends,
-// so the webhook is answered after the status is kept. Others (a status of
-// a message the store keeps no delivery of, or one that came late) are
-// tried once.
+// for a reply's message sent in the last statusGrace it tries again, a
+// little later each time, until the delivery takes the status or the grace
+// ends, so the webhook is answered after the status is kept. Others (an
+// earlier part's, a reaction's, a message the store keeps no delivery of,
+// or a status that came late) are tried once.
 func (a *Adapter) keepStatus(ctx context.Context, id, status, reason string, at time.Time) {
 	wait := 10 * time.Millisecond
 	for !a.recordStatus(ctx, id, status, reason, at) {

@@ -59,7 +59,6 @@ func (a *Adapter) send(ctx context.Context, op, chatID, replyTo string, body map
 	if len(ans.Messages) == 0 || ans.Messages[0].ID == "" {
 		return "", errors.New("graph api: the answer names no message id")
 	}
-	a.noteSent(ans.Messages[0].ID)
 	return ans.Messages[0].ID, nil
 }
 
@@ -73,7 +72,7 @@ func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error)
 	if len(ps) == 0 {
 		return "", fmt.Errorf("whatsapp: send to %s: empty message", m.ChatID)
 	}
-	return a.deliver(ctx, m, ps, nil)
+	return a.delivered(a.deliver(ctx, m, ps, nil))
 }
 
 // Fits reports whether text goes out as one message (channels.Fitter).
@@ -98,7 +97,17 @@ func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channe
 	if last := ps[len(ps)-1]; textsplit.Units(last) > maxButtonBody {
 		ps = append(ps[:len(ps)-1], textsplit.Split(last, maxButtonBody)...)
 	}
-	return a.deliver(ctx, m, ps, groups)
+	return a.delivered(a.deliver(ctx, m, ps, groups))
+}
+
+// delivered notes the message id Send or Ask returns: the one the reply's
+// delivery record will hold, whose statuses keepStatus waits for (not the
+// earlier parts', a reaction's or a file's, which no record holds).
+func (a *Adapter) delivered(id string, err error) (string, error) {
+	if err == nil {
+		a.noteSent(id)
+	}
+	return id, err
 }
 
 // buttonGroups checks buttons and puts them in WhatsApp's button objects,

@@ -207,6 +207,19 @@ func TestStatusBeforeItsDeliveryIsKept(t *testing.T) {
 	if code := post(t, a, body, testSecret); code != http.StatusOK {
 		t.Fatalf("status %d, want 200", code)
 	}
+	// A reply in two parts: only the id Send returns (the one the reply's
+	// delivery record holds) is waited for, not the first part's.
+	long, err := a.Send(t.Context(), channels.Outbound{ChatID: testUser, Text: strings.Repeat("word ", 1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	_, noted := a.sentAt[long]
+	waited := len(a.sentAt)
+	a.mu.Unlock()
+	if !noted || waited != 2 {
+		t.Errorf("after a one-part and a two-part reply, %d sends are waited for (the last part's: %v), want 2, each reply's last part", waited, noted)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if n := tries[id+" sent"]; n != 3 {
