@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -16,11 +20,13 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/channels/discord"
 	"github.com/switchboard-gateway/switchboard/channels/telegram"
+	"github.com/switchboard-gateway/switchboard/channels/whatsapp"
 	"github.com/switchboard-gateway/switchboard/config"
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 	"github.com/switchboard-gateway/switchboard/internal/testkit"
 	"github.com/switchboard-gateway/switchboard/internal/testkit/cfgfile"
 	"github.com/switchboard-gateway/switchboard/internal/tgfake"
+	"github.com/switchboard-gateway/switchboard/internal/wafake"
 )
 
 // holdNet forwards requests to a fake platform, except the nth request
@@ -188,6 +194,66 @@ func TestCrashBetweenParts(t *testing.T) {
 		}
 		if got := dc.Requests(discordfake.RouteCreateMessage); got != 3 {
 			t.Errorf("Discord got %d message posts, want 3 (one per part; the restart sends only the third)", got)
+		}
+		if got := model.Calls(); got != 1 {
+			t.Errorf("model calls = %d, want 1 (the resumed turn delivers the stored answer)", got)
+		}
+		if l := c2.stderr.String(); !strings.Contains(l, "completing a reply cut off after a restart") {
+			t.Errorf("the restarted serve did not complete the reply:\n%s", l)
+		}
+	})
+
+	// WhatsApp's parts are cut by channels/textsplit (UTF-16 units), as
+	// Matrix's are (TestMatrixCrashBetweenParts).
+	t.Run("whatsapp", func(t *testing.T) {
+		wa, model := wafake.New(t), testkit.NewFakeLLM(t)
+		hold := newHoldNet(t, wa.APIBase(), func(r *http.Request) bool {
+			if r.Method != http.MethodPost || path.Base(r.URL.Path) != "messages" {
+				return false
+			}
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var read struct {
+				Status string `json:"status"`
+			}
+			return json.Unmarshal(body, &read) == nil && read.Status == "" // a send, not a read receipt
+		}, 3)
+		c := modelConfig(model.URL)
+		c.Store.Path = filepath.Join(t.TempDir(), "switchboard.db")
+		c.Learning.Enabled = false
+		c.HTTP.Listen = freeLoopbackAddr(t)
+		c.Log.Level = "debug"
+		const ann = "15553000001"
+		w := config.Section[*whatsapp.Config](c)
+		w.Enabled, w.PhoneNumberID, w.APIBase = true, wafake.PhoneNumberID, hold.URL
+		w.AccessToken, w.AppSecret, w.VerifyToken = wafake.AccessToken, wafake.AppSecret, wafake.VerifyToken
+		w.AllowUsers = []string{ann}
+		wa.SetWebhook("http://" + c.HTTP.Listen + whatsapp.DefaultWebhookPath)
+		r := newChildRig(t, model, cfgfile.Write(t, c))
+		reply := paragraphs(10000) // three parts of at most 4,096 units
+		model.Push(testkit.Reply{Text: reply})
+		if _, err := wa.Say(wafake.UserMessage{From: ann, Text: "Tell me everything."}); err != nil {
+			t.Fatal(err)
+		}
+
+		c1 := r.start(t)
+		hold.waitHeld(t)
+		if got := len(wa.Sent(ann)); got != 2 {
+			t.Fatalf("before the kill the bot sent %d parts, want 2", got)
+		}
+		c1.crash(t)
+
+		c2 := r.start(t)
+		if err := wa.WaitFor(waitCtx(t), func() bool { return len(wa.Sent(ann)) >= 3 }); err != nil {
+			t.Fatalf("want 3 parts, have %d: %v", len(wa.Sent(ann)), err)
+		}
+		c2.stop(t)
+		var got []string
+		for _, m := range wa.Sent(ann) {
+			got = append(got, m.Text)
+		}
+		if len(got) != 3 || len(slices.Compact(slices.Clone(got))) != 3 {
+			t.Errorf("the bot sent %d messages, want the 3 parts once: %.60q", len(got), got)
 		}
 		if got := model.Calls(); got != 1 {
 			t.Errorf("model calls = %d, want 1 (the resumed turn delivers the stored answer)", got)
