@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -277,7 +275,7 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 	case f.URL != "":
 		return a.Send(ctx, channels.Outbound{ChatID: chatID, Text: strings.TrimSpace(f.Caption + "\n" + f.URL)})
 	}
-	data, err := readUpload(f.Path)
+	data, err := channels.ReadUpload(f.Path, maxUpload, "Discord's upload limit")
 	if err != nil {
 		return "", fmt.Errorf("discord: send file to %s: %w", chatID, err)
 	}
@@ -293,22 +291,6 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 	}
 	defer unlock()
 	return a.sendParts(ctx, chatID, "", parts, lastPart{file: file})
-}
-
-func readUpload(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxUpload+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxUpload {
-		return nil, fmt.Errorf("%s is larger than Discord's %d MiB upload limit", path, maxUpload>>20)
-	}
-	return data, nil
 }
 
 // permanent marks an error that retrying cannot fix.
@@ -391,11 +373,10 @@ func retryWait(err error, backoff time.Duration) (wait time.Duration, rateLimite
 // so that the same answer sent again after a restart carries the same
 // nonce and Discord returns the message it already has; random otherwise.
 func partNonce(ctx context.Context, chatID, text string, i int) string {
-	in, ok := channels.InboundOf(ctx)
-	if !ok || in.MessageID == "" {
+	h, ok := channels.ReplyDigest(ctx, chatID, strconv.Itoa(i), text)
+	if !ok {
 		return newNonce()
 	}
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d\x00%s", chatID, in.MessageID, i, text)))
 	return hex.EncodeToString(h[:12])
 }
 

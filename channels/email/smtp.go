@@ -11,7 +11,6 @@ import (
 	"io"
 	"mime"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -69,14 +68,7 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 	var files []outFile
 	switch {
 	case f.Path != "":
-		st, err := os.Stat(f.Path)
-		if err != nil {
-			return "", fmt.Errorf("email: send file: %w", err)
-		}
-		if st.Size() > maxFileBytes {
-			return "", fmt.Errorf("email: send file %s: %d MB is more than a mail carries (%d MB)", filepath.Base(f.Path), st.Size()>>20, maxFileBytes>>20)
-		}
-		data, err := os.ReadFile(f.Path)
+		data, err := channels.ReadUpload(f.Path, maxFileBytes, "what a mail carries")
 		if err != nil {
 			return "", fmt.Errorf("email: send file: %w", err)
 		}

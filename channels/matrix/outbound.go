@@ -11,7 +11,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -139,13 +138,10 @@ func (a *Adapter) send(ctx context.Context, room id.RoomID, typ event.Type, cont
 // being answered (the turn's Inbound), the part and its text, so a resend
 // after a crash is one event; random without a message to answer.
 func txnID(ctx context.Context, chatID, part, text string) string {
-	in, ok := channels.InboundOf(ctx)
-	if !ok || in.MessageID == "" {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		return "sb." + hex.EncodeToString(b)
+	h, ok := channels.ReplyDigest(ctx, chatID, part, text)
+	if !ok {
+		_, _ = rand.Read(h[:16])
 	}
-	h := sha256.Sum256([]byte(chatID + "\x00" + in.MessageID + "\x00" + part + "\x00" + text))
 	return "sb." + hex.EncodeToString(h[:16])
 }
 
@@ -307,14 +303,7 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 func (a *Adapter) readFile(ctx context.Context, f channels.OutboundFile) (data []byte, name, mimeType string, err error) {
 	switch {
 	case f.Path != "":
-		st, err := os.Stat(f.Path)
-		if err != nil {
-			return nil, "", "", err
-		}
-		if st.Size() > maxUpload {
-			return nil, "", "", fmt.Errorf("%s is %d bytes, over the limit of %d", f.Path, st.Size(), maxUpload)
-		}
-		data, err = os.ReadFile(f.Path)
+		data, err = channels.ReadUpload(f.Path, maxUpload, "the bot's upload limit")
 		name = filepath.Base(f.Path)
 		mimeType = mime.TypeByExtension(filepath.Ext(name))
 	case f.URL != "":

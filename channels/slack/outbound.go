@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -264,7 +263,7 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 	case f.URL != "":
 		return a.Send(ctx, channels.Outbound{ChatID: chatID, Text: strings.TrimSpace(f.Caption + "\n" + f.URL)})
 	}
-	data, err := readUpload(f.Path)
+	data, err := channels.ReadUpload(f.Path, maxUpload, "Slack's upload limit")
 	if err != nil {
 		return "", fmt.Errorf("slack: send file to %s: %w", chatID, err)
 	}
@@ -292,22 +291,6 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 		return "", a.wrap(err, "send file %s to %s", name, chatID)
 	}
 	return sum.ID, nil
-}
-
-func readUpload(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxUpload+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxUpload {
-		return nil, fmt.Errorf("%s is larger than the %d MiB upload limit", path, maxUpload>>20)
-	}
-	return data, nil
 }
 
 // thinkingStatus is the assistant thread status Typing shows.

@@ -9,7 +9,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -380,7 +379,7 @@ func (a *Adapter) SendFile(ctx context.Context, chatID string, f channels.Outbou
 	if open, last := a.windowOpen(ctx, chatID); !open {
 		return a.outside(ctx, channels.Outbound{ChatID: chatID, Text: strings.TrimSpace(f.Caption + " (a file, " + name + ", could not be sent outside WhatsApp's 24-hour window)")}, last)
 	}
-	data, err := readUpload(f.Path)
+	data, err := channels.ReadUpload(f.Path, maxUpload, "WhatsApp's limit")
 	if err != nil {
 		return "", fmt.Errorf("whatsapp: send file to %s: %w", chatID, err)
 	}
@@ -462,16 +461,4 @@ func uploadBody(name, mt string, data []byte) (*multipartBody, error) {
 		return nil, err
 	}
 	return &multipartBody{data: buf.Bytes(), contentType: w.FormDataContentType()}, nil
-}
-
-// readUpload reads a file to upload, refusing one over maxUpload.
-func readUpload(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > maxUpload {
-		return nil, fmt.Errorf("%s (%d bytes) is larger than WhatsApp's %d MB limit", path, st.Size(), maxUpload>>20)
-	}
-	return os.ReadFile(path)
 }
