@@ -44,7 +44,7 @@ func serve(ctx context.Context, cfg *config.Config, opts gateway.Options, stderr
 		log.Error(err.Error())
 		return ExitConfig
 	}
-	opts.Logger, opts.Level = log, &level
+	opts.Logger, opts.Level, opts.EarlyChannels = log, &level, true
 	g, err := gateway.Build(ctx, cfg, opts)
 	if err != nil {
 		log.Error("start", "err", err)

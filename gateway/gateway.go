@@ -57,6 +57,10 @@ type Options struct {
 	// BeforeRouterStart, if set, runs just before Serve starts the router
 	// (tests: a stop while starting).
 	BeforeRouterStart func()
+	// EarlyChannels makes Build start building the chat channels while
+	// the store opens, for Serve to run (see earlyChannels). serve sets
+	// it; a terminal chat, which runs no chat channel, does not.
+	EarlyChannels bool
 	// LearningRunner, if set, makes the learning runner from the
 	// configured one's settings instead of learning.NewRunner (tests: jobs
 	// that fail, short timeouts).
@@ -87,6 +91,8 @@ type Gateway struct {
 	replica *cluster.Replica
 	// sup runs the channels while serving (Reload changes their access).
 	sup *supervisor
+	// early are the channels Build began to build (nil if none).
+	early *earlyChannels
 	// closers undo Build, last first.
 	closers cleanup
 	// skillsLoaded is closed once skills is set (loadSkills).
@@ -113,13 +119,24 @@ func (c *cleanup) run() {
 // steps below, each of which may push what undoes it on g.closers. Close the
 // Gateway when done.
 func Build(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, error) {
-	g, err := newGateway(cfg, opts)
-	if err != nil {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, opts: opts, log: log}
+	// The instance lock, then the channels' round trips to their platforms
+	// (Options.EarlyChannels), then everything else while they travel.
+	if err := g.lockStore(); err != nil {
+		return nil, err
+	}
+	g.startChannelsEarly(ctx)
+	if err := g.wire(); err != nil {
+		g.Close()
 		return nil, err
 	}
 	g.loadSkills()
 	for _, step := range []func(context.Context) error{
-		g.openStore,     // the instance lock, the store, the replica
+		g.openStore,     // the store, the replica
 		g.buildSchedule, // the operator's jobs and the schedule tools
 		g.connectMCP,    // MCP servers (one that is down is retried later)
 		g.buildAgent,    // skills and the agent loop
@@ -134,16 +151,13 @@ func Build(ctx context.Context, cfg *config.Config, opts Options) (*Gateway, err
 	return g, nil
 }
 
-// newGateway reads what every step needs: the logger, the time zone, the
-// model client, the redactor and the monitor.
-func newGateway(cfg *config.Config, opts Options) (*Gateway, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+// wire makes what every step needs: the time zone, the model client, the
+// redactor and the monitor.
+func (g *Gateway) wire() error {
+	cfg, opts, log := g.cfg, g.opts, g.log
 	loc, err := time.LoadLocation(cfg.Agent.Timezone)
 	if err != nil {
-		return nil, fmt.Errorf("agent.timezone: %w", err)
+		return fmt.Errorf("agent.timezone: %w", err)
 	}
 	retries := cfg.LLM.MaxRetries
 	if retries == 0 {
@@ -154,22 +168,21 @@ func newGateway(cfg *config.Config, opts Options) (*Gateway, error) {
 	mc.StreamIdleTimeout, mc.Logger = cfg.LLM.StreamIdleTimeout, log.With("component", "llm")
 	model, err := llm.New(mc)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rid := ReplicaID(cfg)
 	if rid != "" {
 		log = log.With("replica", rid)
 	}
-	return &Gateway{cfg: cfg, opts: opts, log: log, loc: loc, rid: rid, model: model, redact: redact.New(secretsOf(cfg)),
-		mon: newMonitor(cfg, opts.Version, rid, model, log)}, nil
+	r := redact.New(secretsOf(cfg))
+	m := newMonitor(cfg, opts.Version, rid, model, log)
+	g.log, g.loc, g.rid, g.model, g.redact, g.mon = log, loc, rid, model, r, m
+	return nil
 }
 
-// openStore takes the instance lock, opens the store and, on a shared
-// PostgreSQL store, makes this process a replica.
+// openStore opens the store and, on a shared PostgreSQL store, makes this
+// process a replica.
 func (g *Gateway) openStore(ctx context.Context) error {
-	if err := g.lockStore(); err != nil {
-		return err
-	}
 	log := g.log
 	// The logger first, so a test's StoreOptions may replace it.
 	st, err := store.OpenDriver(ctx, g.cfg.Store.Driver, g.cfg.Store.Source(),
@@ -178,6 +191,9 @@ func (g *Gateway) openStore(ctx context.Context) error {
 		return err
 	}
 	g.store = st
+	if g.early != nil {
+		g.early.inbox.set(st)
+	}
 	g.closers.push(func() {
 		if err := st.Close(); err != nil {
 			log.Error("close store", "err", err)
@@ -399,7 +415,12 @@ func (g *Gateway) channelStatuses() []httpapi.ChannelStatus {
 }
 
 // Close stops the background work and closes the store, last.
-func (g *Gateway) Close() { g.closers.run() }
+func (g *Gateway) Close() {
+	if g.early != nil {
+		g.early.cancel() // before the store closes
+	}
+	g.closers.run()
+}
 
 // lockStore keeps a second serve or chat off a SQLite store (issue 31):
 // the second one ends here naming the first. PostgreSQL replicas share

@@ -69,7 +69,12 @@ func (g *Gateway) Serve(ctx context.Context, hup <-chan os.Signal) error {
 	if g.replica != nil {
 		roles = g.replica
 	}
-	specs := channelSpecs(cfg, log, g.store, roles, g.mon.metrics.Paced, g.mon.metrics.DeliveryStatus)
+	var specs []channelSpec
+	if g.early != nil {
+		specs = g.early.specs // building since before the store opened
+	} else {
+		specs = channelSpecs(cfg, log, g.store, roles, g.mon.metrics.Paced, g.mon.metrics.DeliveryStatus)
+	}
 	var hooked hooks
 	srv, err := g.startHTTP(sup, hooked.handler)
 	if err != nil {
@@ -178,6 +183,9 @@ func (g *Gateway) stop(ctx context.Context, st *stopping) {
 	}
 	if st.channels {
 		st.stopChannels()
+		if g.early != nil {
+			g.early.cancel()
+		}
 		if st.run != nil {
 			close(st.run) // the channels never ran: they see the end at once
 		}

@@ -182,8 +182,8 @@ func TestPrivateMessageDelivered(t *testing.T) {
 	if n := e.fake.Pending(); n != 0 {
 		t.Errorf("pending updates = %d, want 0", n)
 	}
-	if got := e.fake.Calls("deleteWebhook"); got != 1 {
-		t.Errorf("deleteWebhook calls = %d, want 1 at start of polling", got)
+	if got := e.fake.Calls("deleteWebhook"); got != 0 {
+		t.Errorf("deleteWebhook calls = %d; want none while no webhook is set", got)
 	}
 	if got := e.a.BotUsername(); got != "switchboard_bot" {
 		t.Errorf("BotUsername = %q", got)
@@ -428,9 +428,10 @@ func TestRunStopsPromptlyDuringLongPoll(t *testing.T) {
 }
 
 func TestConflictIsLoggedAndRetried(t *testing.T) {
-	e := newEnv(t, nil)
-	e.fake.FailNext("getUpdates", http.StatusConflict, "", 0)
-	e.fake.FailNext("getUpdates", http.StatusTooManyRequests, "", 7)
+	e := newEnv(t, func(f *tgfake.Fake, _ *Options) { // the first poll is New's
+		f.FailNext("getUpdates", http.StatusConflict, "", 0)
+		f.FailNext("getUpdates", http.StatusTooManyRequests, "", 7)
+	})
 	s := newSink()
 	e.run(t, s)
 	e.fake.PushText(42, 42, "ada", "after the conflict")
@@ -446,8 +447,9 @@ func TestConflictIsLoggedAndRetried(t *testing.T) {
 }
 
 func TestUnauthorizedStopsRun(t *testing.T) {
-	e := newEnv(t, nil)
-	e.fake.FailNext("getUpdates", http.StatusUnauthorized, "Unauthorized", 0)
+	e := newEnv(t, func(f *tgfake.Fake, _ *Options) { // the first poll is New's
+		f.FailNext("getUpdates", http.StatusUnauthorized, "Unauthorized", 0)
+	})
 	err := e.a.Run(t.Context(), newSink())
 	if err == nil || !strings.Contains(err.Error(), "token was rejected") {
 		t.Fatalf("Run = %v, want a token error", err)
@@ -704,9 +706,10 @@ func TestJSONErrorsStayTyped(t *testing.T) {
 // The poll loop logs a proxy's 502 page with its status and backs off as
 // for any server error, then delivers once the server answers again.
 func TestPollNamesStatusOfAProxyPage(t *testing.T) {
-	e := newEnv(t, nil)
-	e.fake.FailNextRaw("getUpdates", http.StatusBadGateway, "<html><body><h1>502 Bad Gateway</h1></body></html>")
-	e.fake.FailNextRaw("getUpdates", http.StatusServiceUnavailable, "Service Unavailable")
+	e := newEnv(t, func(f *tgfake.Fake, _ *Options) { // the first poll is New's
+		f.FailNextRaw("getUpdates", http.StatusBadGateway, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+		f.FailNextRaw("getUpdates", http.StatusServiceUnavailable, "Service Unavailable")
+	})
 	s := newSink()
 	e.run(t, s)
 	e.fake.PushText(42, 42, "ada", "after the outage")
@@ -935,7 +938,9 @@ func TestTokenNeverInErrors(t *testing.T) {
 	}
 
 	// An adapter whose server goes away: Send, Typing, React, Edit and Run.
-	e := newEnv(t, nil)
+	// New's first poll (to the server still there) ends with this update,
+	// so the loop's next poll meets the dead server.
+	e := newEnv(t, func(f *tgfake.Fake, _ *Options) { f.PushText(42, 42, "ada", "before it went away") })
 	e.a.bot.SetAPIEndpoint(deadURL + "/bot%s/%s")
 	_, err = e.a.Send(t.Context(), channels.Outbound{ChatID: "42", Text: "hi"})
 	if err == nil || strings.Contains(err.Error(), testToken) {

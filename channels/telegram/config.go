@@ -166,6 +166,8 @@ func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 	if tg.Webhook.URL != "" {
 		o.Webhook = &WebhookOptions{URL: tg.Webhook.URL, Listen: tg.Webhook.Listen, SecretToken: tg.Webhook.SecretToken}
 	}
+	standby := o.Webhook == nil && env.Roles != nil
+	o.PollOnRun = standby // polling waits for the role (Gate)
 	l := channels.Launch{Build: func(ctx context.Context) (channels.Channel, error) {
 		a, err := New(ctx, o)
 		if err != nil {
@@ -173,7 +175,7 @@ func build(s channels.Section, env channels.BuildEnv) channels.Launch {
 		}
 		return a, nil
 	}}
-	if o.Webhook == nil && env.Roles != nil {
+	if standby {
 		l.Gate = func(ctx context.Context) error {
 			_, err := env.Roles.HoldAny(ctx, []string{rolePoller})
 			return err

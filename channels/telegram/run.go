@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,24 +70,85 @@ func (b *backoff) step() time.Duration {
 
 func (b *backoff) reset() { b.next = time.Second }
 
+// polled is the answer to one getUpdates.
+type polled struct {
+	raws []json.RawMessage
+	err  error
+}
+
+// firstPoll is the long poll New started.
+type firstPoll struct {
+	answer chan polled // buffered: the poll never waits for its taker
+	cancel context.CancelFunc
+}
+
+// prefetch starts the first long poll (offset 0: every update Telegram
+// still holds) under ctx, with getMe rather than after it, for the poll
+// loop to take: the poll is out while getMe answers, the gateway's store
+// opens and its router starts. Nothing is confirmed or lost by it: an
+// update counts as received only when a later poll's offset passes it,
+// after Deliver. endpoint is the BotAPI's (New's).
+func (a *Adapter) prefetch(ctx context.Context, endpoint string) *firstPoll {
+	pctx, cancel := context.WithCancel(ctx)
+	f := &firstPoll{answer: make(chan polled, 1), cancel: cancel}
+	b := &tgbotapi.BotAPI{Token: a.opts.Token, Client: a.client(pctx), Buffer: 100}
+	b.SetAPIEndpoint(endpoint)
+	go func() {
+		raws, err := a.getUpdatesWith(b, 0)
+		f.answer <- polled{raws, err}
+	}()
+	return f
+}
+
+// nextPoll is the answer of the prefetched first poll if it is not taken
+// yet, or of a new getUpdates from offset.
+func (a *Adapter) nextPoll(ctx context.Context, offset int) ([]json.RawMessage, error) {
+	if f := a.first.Swap(nil); f != nil {
+		defer f.cancel()
+		select {
+		case p := <-f.answer:
+			return p.raws, p.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return a.getUpdates(ctx, offset)
+}
+
+// webhookSet reports whether err is Telegram's refusal to poll while a
+// webhook is set.
+func webhookSet(err error) bool {
+	e, ok := asAPIError(err)
+	return ok && e.Code == http.StatusConflict && strings.Contains(e.Message, "webhook is active")
+}
+
 // poll is the long-poll loop. offset is the first update not yet handed to
 // the sink; Telegram forgets everything below the offset of a getUpdates
 // call, so an update is confirmed only by the poll after its delivery.
+// A webhook left set (by another program, or this bot's webhook mode)
+// makes getUpdates fail with a conflict: the loop deletes it once and
+// polls again at once.
 func (a *Adapter) poll(ctx context.Context, sink channels.Sink) error {
-	if _, err := a.call(ctx, "deleteWebhook", nil); err != nil && ctx.Err() == nil {
-		a.log.Warn("telegram: deleteWebhook failed; getUpdates will fail if a webhook is set", "err", err)
-	}
 	var (
 		offset, confirmed int
 		pollErrs          = newBackoff(maxPollBackoff)
 		deliverErrs       = newBackoff(maxPollBackoff)
+		webhookDeleted    bool
 	)
 	defer func() { a.confirm(ctx, offset, confirmed) }()
 	for ctx.Err() == nil {
-		raws, err := a.getUpdates(ctx, offset)
+		raws, err := a.nextPoll(ctx, offset)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if !webhookDeleted && webhookSet(err) {
+				webhookDeleted = true
+				a.log.Info("telegram: a webhook is set; deleting it to poll")
+				if _, err := a.call(ctx, "deleteWebhook", nil); err != nil && ctx.Err() == nil {
+					a.log.Warn("telegram: deleteWebhook failed; getUpdates fails while a webhook is set", "err", err)
+				}
+				continue
 			}
 			a.pollFailing.Store(true)
 			e, api := asAPIError(err)
@@ -228,13 +290,18 @@ func updateChat(raw json.RawMessage) string {
 }
 
 func (a *Adapter) getUpdates(ctx context.Context, offset int) ([]json.RawMessage, error) {
+	return a.getUpdatesWith(a.api(ctx), offset)
+}
+
+// getUpdatesWith is getUpdates with a BotAPI bound to its context.
+func (a *Adapter) getUpdatesWith(b *tgbotapi.BotAPI, offset int) ([]json.RawMessage, error) {
 	p := tgbotapi.Params{
 		"timeout":         strconv.Itoa(int(a.opts.PollTimeout / time.Second)),
 		"limit":           strconv.Itoa(pollLimit),
 		"allowed_updates": allowedUpdates,
 	}
 	p.AddNonZero("offset", offset)
-	raw, err := a.call(ctx, "getUpdates", p)
+	raw, err := a.callWith(b, "getUpdates", p)
 	if err != nil {
 		return nil, err
 	}

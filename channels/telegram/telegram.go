@@ -76,6 +76,10 @@ type Options struct {
 	HTTPClient  *http.Client  // default: a client whose timeout exceeds PollTimeout
 	Logger      *slog.Logger  // default slog.Default()
 	Webhook     *WebhookOptions
+	// PollOnRun keeps the first long poll for Run instead of New (see
+	// prefetch): among replicas another process may hold the poller role,
+	// and a poll of this one would end that one's.
+	PollOnRun bool
 	// Sleep waits between retries; tests inject it. Default: a timer that
 	// returns ctx.Err() when ctx ends first.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -107,6 +111,10 @@ type Adapter struct {
 	norm    *normalizer
 	pace    *pacer
 
+	// first is the first long poll, which New starts (see prefetch); the
+	// poll loop takes it. nil in webhook mode and once taken.
+	first atomic.Pointer[firstPoll]
+
 	running     atomic.Bool
 	pollFailing atomic.Bool // the last getUpdates failed (see Connected)
 	typingOff   atomic.Bool // the server rejected sendChatAction; stop calling it
@@ -115,8 +123,9 @@ type Adapter struct {
 	draftsOff   atomic.Bool // the server lacks sendMessageDraft
 }
 
-// New connects to the Bot API (getMe) and registers the bot's commands.
-// A failed command registration is logged, not fatal.
+// New starts the first long poll (see prefetch), connects to the Bot API
+// (getMe) and registers the bot's commands. A failed command registration
+// is logged, not fatal.
 func New(ctx context.Context, o Options) (*Adapter, error) {
 	if o.Token == "" {
 		return nil, errors.New("telegram: token is empty")
@@ -156,8 +165,15 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 	}
 	// tgbotapi builds URLs with Sprintf(endpoint, token, method).
 	endpoint := strings.ReplaceAll(o.APIEndpoint, "%", "%%") + "/bot%s/%s"
+	var first *firstPoll
+	if o.Webhook == nil && !o.PollOnRun {
+		first = a.prefetch(ctx, endpoint)
+	}
 	bot, err := tgbotapi.NewBotAPIWithClient(o.Token, endpoint, a.client(ctx))
 	if err != nil {
+		if first != nil {
+			first.cancel()
+		}
 		if e, ok := asAPIError(err); ok && e.Code == http.StatusUnauthorized {
 			return nil, a.redactErr(fmt.Errorf("telegram: getMe: the bot token was rejected: %w", err))
 		}
@@ -172,6 +188,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 		textMax:     o.TextFileMaxBytes,
 		log:         a.log,
 	}
+	a.first.Store(first)
 	a.setCommands(ctx)
 	return a, nil
 }
@@ -249,7 +266,12 @@ func (a *Adapter) api(ctx context.Context) *tgbotapi.BotAPI {
 
 // call performs one Bot API request and returns its raw result.
 func (a *Adapter) call(ctx context.Context, method string, p tgbotapi.Params) (json.RawMessage, error) {
-	resp, err := a.api(ctx).MakeRequest(method, p)
+	return a.callWith(a.api(ctx), method, p)
+}
+
+// callWith is call with a BotAPI bound to its context.
+func (a *Adapter) callWith(b *tgbotapi.BotAPI, method string, p tgbotapi.Params) (json.RawMessage, error) {
+	resp, err := b.MakeRequest(method, p)
 	if err != nil {
 		return nil, a.redactErr(fmt.Errorf("telegram: %s: %w", method, err))
 	}
