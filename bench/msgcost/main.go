@@ -1,7 +1,8 @@
 // Command msgcost measures what a message costs: the CPU time `switchboard
 // serve` spends per message with Telegram's outbound pacing on (the
 // default) and off, next to a floor bot on the same three libraries
-// (floorbot/), and the time from exec to the first long poll of each:
+// (floorbot/), and the time from exec to the first long poll of each (and
+// to switchboard's "switchboard serving", when a message is answered):
 //
 //	go run ./bench/msgcost [-chats 20] [-rounds 15] [-runs 3] [-starts 5]
 //
@@ -23,7 +24,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -138,18 +141,19 @@ func run(o options, out, progress io.Writer) error {
 			res[m] = append(res[m], r)
 		}
 	}
-	var starts, startCPU [2][]time.Duration
+	var starts, startCPU, ready [2][]time.Duration
 	for i := range o.starts {
 		for k, fl := range []bool{false, true} {
-			d, c, err := firstPoll(bin, floor, root, fl)
+			d, c, r, err := firstPoll(bin, floor, root, fl)
 			if err != nil {
 				return fmt.Errorf("start %d: %w", i+1, err)
 			}
 			starts[k] = append(starts[k], d)
 			startCPU[k] = append(startCPU[k], c)
+			ready[k] = append(ready[k], r)
 		}
 	}
-	report(out, o, res, starts, startCPU)
+	report(out, o, res, starts, startCPU, ready)
 	return nil
 }
 
@@ -312,9 +316,11 @@ func waitTurns(ctx context.Context, url string, n float64) error {
 }
 
 // firstPoll starts switchboard (or the floor bot) and returns the time from
-// exec to its first getUpdates reaching the fake, and the CPU time it used
-// until then.
-func firstPoll(bin, floor, root string, isFloor bool) (wall, cpu time.Duration, err error) {
+// exec to its first getUpdates reaching the fake, the CPU time it used
+// until then, and the time from exec to ready: switchboard's "switchboard
+// serving" log line (its router has started: a message is answered), the
+// floor bot's first poll.
+func firstPoll(bin, floor, root string, isFloor bool) (wall, cpu, ready time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tg := tgfake.Start(tgToken)
@@ -323,7 +329,7 @@ func firstPoll(bin, floor, root string, isFloor bool) (wall, cpu time.Duration, 
 	defer model.Close()
 	dir, err := os.MkdirTemp(root, "start-")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	var cmd *exec.Cmd
 	if isFloor {
@@ -331,26 +337,68 @@ func firstPoll(bin, floor, root string, isFloor bool) (wall, cpu time.Duration, 
 	} else {
 		path := filepath.Join(dir, "config.yaml")
 		if err := cfgfile.WriteFile(path, gateway.Shipped(1, dir, model.URL, tgToken, tg.URL)); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		cmd = exec.Command(bin, "serve", "--config", path)
 		cmd.Dir = dir
 	}
 	logf, err := os.Create(filepath.Join(dir, "start.log"))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer logf.Close()
-	cmd.Stderr = logf
+	serving := &logWatch{line: `"msg":"switchboard serving"`, seen: make(chan string, 1)}
+	cmd.Stderr = io.MultiWriter(logf, serving)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 	if err := tg.WaitCalls(ctx, "getUpdates", 1); err != nil {
-		return 0, 0, fmt.Errorf("no getUpdates: %w", err)
+		return 0, 0, 0, fmt.Errorf("no getUpdates: %w", err)
 	}
-	return time.Since(start), threadsCPU(cmd.Process.Pid), nil
+	wall, cpu = time.Since(start), threadsCPU(cmd.Process.Pid)
+	if isFloor {
+		return wall, cpu, wall, nil
+	}
+	select {
+	case line := <-serving.seen:
+		var l struct{ Time time.Time }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			return 0, 0, 0, fmt.Errorf("the serving line %q: %w", line, err)
+		}
+		return wall, cpu, l.Time.Sub(start), nil
+	case <-ctx.Done():
+		return 0, 0, 0, errors.New("no \"switchboard serving\" in the log")
+	}
+}
+
+// logWatch passes the first log line holding line to seen.
+type logWatch struct {
+	line string
+	seen chan string
+	buf  []byte
+	done bool
+}
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	if w.done {
+		return len(p), nil
+	}
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		l := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if strings.Contains(l, w.line) {
+			w.done, w.buf = true, nil
+			w.seen <- l
+			return len(p), nil
+		}
+	}
 }
 
 // threadsCPU is the CPU time the process's threads have run so far, in
@@ -372,7 +420,7 @@ func threadsCPU(pid int) time.Duration {
 	return sum
 }
 
-func report(w io.Writer, o options, res [][]result, starts, startCPU [2][]time.Duration) {
+func report(w io.Writer, o options, res [][]result, starts, startCPU, ready [2][]time.Duration) {
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(w, "msgcost: %d chats × %d rounds (+%d warm-up), %d runs a mode, %s, %s, load %s\n\n",
@@ -392,12 +440,12 @@ func report(w io.Writer, o options, res [][]result, starts, startCPU [2][]time.D
 	}
 	if o.starts > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| program | exec to first getUpdates, median (min–max) | CPU time until then, median (min–max) |")
-		fmt.Fprintln(w, "|---|---|---|")
+		fmt.Fprintln(w, "| program | exec to first getUpdates, median (min–max) | CPU time until then, median (min–max) | exec to ready, median (min–max) |")
+		fmt.Fprintln(w, "|---|---|---|---|")
 		for k, name := range []string{"switchboard serve (shipped defaults)", "floor bot"} {
-			d, c := sorted(starts[k]), sorted(startCPU[k])
-			fmt.Fprintf(w, "| %s | %.1f ms (%.1f–%.1f) | %.1f ms (%.1f–%.1f) |\n", name, ms(d[len(d)/2]), ms(d[0]), ms(d[len(d)-1]),
-				ms(c[len(c)/2]), ms(c[0]), ms(c[len(c)-1]))
+			d, c, r := sorted(starts[k]), sorted(startCPU[k]), sorted(ready[k])
+			fmt.Fprintf(w, "| %s | %.1f ms (%.1f–%.1f) | %.1f ms (%.1f–%.1f) | %.1f ms (%.1f–%.1f) |\n", name, ms(d[len(d)/2]), ms(d[0]), ms(d[len(d)-1]),
+				ms(c[len(c)/2]), ms(c[0]), ms(c[len(c)-1]), ms(r[len(r)/2]), ms(r[0]), ms(r[len(r)-1]))
 		}
 		a, b := sorted(starts[0]), sorted(starts[1])
 		ca, cb := sorted(startCPU[0]), sorted(startCPU[1])
