@@ -112,7 +112,8 @@ type Adapter struct {
 	pace    *pacer
 
 	// first is the first long poll, which New starts (see prefetch); the
-	// poll loop takes it. nil in webhook mode and once taken.
+	// poll loop takes it. nil in webhook mode, with PollOnRun, and once
+	// taken.
 	first atomic.Pointer[firstPoll]
 
 	running     atomic.Bool
