@@ -24,8 +24,9 @@ func TestFirstPollGoesOutWithGetMe(t *testing.T) {
 	if err := e.fake.WaitCalls(waitCtx(t), "getUpdates", 1); err != nil {
 		t.Fatalf("New made no long poll: %v", err)
 	}
-	if offs := e.fake.Offsets(); len(offs) != 1 || offs[0] != 0 {
-		t.Errorf("offsets polled before Run = %v; want the one first poll, from 0", offs)
+	// Recorded with the call: the poll from offset 0 (none sent).
+	if reqs := e.fake.Requests("getUpdates"); len(reqs) != 1 || reqs[0].Get("offset") != "" {
+		t.Errorf("polls before Run = %v; want the one first poll, from offset 0", reqs)
 	}
 	if n := e.fake.Pending(); n != 1 {
 		t.Errorf("pending before Run = %d; want the update still held by Telegram", n)
