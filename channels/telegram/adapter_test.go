@@ -88,6 +88,9 @@ func newEnv(t *testing.T, setup func(*tgfake.Fake, *Options)) *env {
 		APIEndpoint: f.URL,
 		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Sleep:       sl.sleep,
+		// The first poll in Run, so that what a test pushes after New
+		// comes in one batch; firstpoll_test.go covers New's poll.
+		PollOnRun: true,
 	}
 	if setup != nil {
 		setup(f, &o)

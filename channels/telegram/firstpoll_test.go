@@ -18,7 +18,8 @@ import (
 // until Run has delivered it, and Run delivers it once.
 func TestFirstPollGoesOutWithGetMe(t *testing.T) {
 	var upd int
-	e := newEnv(t, func(f *tgfake.Fake, _ *Options) {
+	e := newEnv(t, func(f *tgfake.Fake, o *Options) {
+		o.PollOnRun = false
 		upd, _ = f.PushText(42, 42, "ada", "sent while the bot was down")
 	})
 	if err := e.fake.WaitCalls(waitCtx(t), "getUpdates", 1); err != nil {
@@ -53,7 +54,8 @@ func TestFirstPollGoesOutWithGetMe(t *testing.T) {
 // program set one) makes getUpdates answer 409: the poll loop deletes it
 // once and polls at once, without the conflict's error and backoff.
 func TestWebhookLeftSetIsDeleted(t *testing.T) {
-	e := newEnv(t, func(f *tgfake.Fake, _ *Options) {
+	e := newEnv(t, func(f *tgfake.Fake, o *Options) {
+		o.PollOnRun = false // the conflict answers New's poll
 		resp, err := http.PostForm(f.URL+"/bot"+testToken+"/setWebhook", url.Values{"url": {"https://hooks.example/telegram"}})
 		if err != nil {
 			t.Fatal(err)
