@@ -90,59 +90,49 @@ func (l *lateInbox) set(st *store.Store) {
 	close(l.ready)
 }
 
-func (l *lateInbox) store(ctx context.Context) (*store.Store, error) {
+// later runs f on the store once it is open, or fails when ctx ends first.
+func later[T any](ctx context.Context, l *lateInbox, f func(*store.Store) (T, error)) (T, error) {
 	select {
 	case <-l.ready:
-		return l.st, nil
+		return f(l.st)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
 func (l *lateInbox) LatestInbound(ctx context.Context, channel string) (map[string]string, error) {
-	st, err := l.store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st.LatestInbound(ctx, channel)
+	return later(ctx, l, func(st *store.Store) (map[string]string, error) { return st.LatestInbound(ctx, channel) })
 }
 
 func (l *lateInbox) LatestInboundAt(ctx context.Context, channel, chat string) (time.Time, error) {
-	st, err := l.store(ctx)
-	if err != nil {
-		return time.Time{}, err
-	}
-	return st.LatestInboundAt(ctx, channel, chat)
+	return later(ctx, l, func(st *store.Store) (time.Time, error) { return st.LatestInboundAt(ctx, channel, chat) })
 }
 
 func (l *lateInbox) SetDeliveryStatus(ctx context.Context, channel, platformMsgID, status, errText string, at time.Time) (bool, error) {
-	st, err := l.store(ctx)
-	if err != nil {
-		return false, err
-	}
-	return st.SetDeliveryStatus(ctx, channel, platformMsgID, status, errText, at)
+	return later(ctx, l, func(st *store.Store) (bool, error) {
+		return st.SetDeliveryStatus(ctx, channel, platformMsgID, status, errText, at)
+	})
 }
 
 func (l *lateInbox) ChannelState(ctx context.Context, channel, key string) (string, bool, error) {
-	st, err := l.store(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	return st.ChannelState(ctx, channel, key)
+	var ok bool
+	v, err := later(ctx, l, func(st *store.Store) (string, error) {
+		v, found, err := st.ChannelState(ctx, channel, key)
+		ok = found
+		return v, err
+	})
+	return v, ok, err
 }
 
 func (l *lateInbox) SetChannelState(ctx context.Context, channel, key, value string) error {
-	st, err := l.store(ctx)
-	if err != nil {
-		return err
-	}
-	return st.SetChannelState(ctx, channel, key, value)
+	_, err := later(ctx, l, func(st *store.Store) (struct{}, error) {
+		return struct{}{}, st.SetChannelState(ctx, channel, key, value)
+	})
+	return err
 }
 
 func (l *lateInbox) DeleteChannelState(ctx context.Context, channel, key string) error {
-	st, err := l.store(ctx)
-	if err != nil {
-		return err
-	}
-	return st.DeleteChannelState(ctx, channel, key)
+	_, err := later(ctx, l, func(st *store.Store) (struct{}, error) { return struct{}{}, st.DeleteChannelState(ctx, channel, key) })
+	return err
 }
