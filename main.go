@@ -14,6 +14,9 @@ import (
 
 	"github.com/switchboard-gateway/switchboard/cli"
 	"github.com/switchboard-gateway/switchboard/internal/buildinfo"
+	// Faults in the heap the libraries' initialisers and the start touch,
+	// in one system call, before those initialisers run (package prefault).
+	_ "github.com/switchboard-gateway/switchboard/internal/prefault"
 	"github.com/switchboard-gateway/switchboard/internal/profiling"
 )
 

@@ -126,6 +126,53 @@ func TestVersionFromCheckout(t *testing.T) {
 	}
 }
 
+// Package prefault's init runs before the initialisers of the libraries
+// that touch the most heap at start (GODEBUG=inittrace=1 lists them in the
+// order they run): otherwise the heap it fills would be filled already, page
+// by page. Go orders initialisers by dependencies and then by import path,
+// so a new import of prefault's, or a library that sorts before it, could
+// move it.
+func TestPrefaultInitsBeforeTheLibraries(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "switchboard")
+	build := exec.Command("go", goBuildArgs("build", "-o", bin, ".")...)
+	build.Dir = moduleRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "version")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var trace strings.Builder
+	cmd.Stderr = &trace
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("switchboard version: %v\n%s", err, trace.String())
+	}
+	at := map[string]int{} // package → its place in the order
+	for i, line := range strings.Split(trace.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "init" {
+			at[f[1]] = i
+		}
+	}
+	const prefault = "github.com/switchboard-gateway/switchboard/internal/prefault"
+	p, ok := at[prefault]
+	if !ok {
+		t.Fatalf("no init of %s in the trace:\n%s", prefault, trace.String())
+	}
+	for _, lib := range []string{
+		"github.com/yuin/goldmark/extension", "github.com/yuin/goldmark/util", "github.com/yuin/goldmark/parser",
+		"codeberg.org/readeck/go-readability/v2", "maunium.net/go/mautrix/id", "golang.org/x/net/html",
+		"github.com/prometheus/procfs", "github.com/google/jsonschema-go/jsonschema",
+	} {
+		l, ok := at[lib]
+		if !ok {
+			t.Errorf("no init of %s in the trace (is it still linked? update this list)", lib)
+			continue
+		}
+		if l < p {
+			t.Errorf("%s initialises before %s", lib, prefault)
+		}
+	}
+}
+
 // moduleRoot is the module's root directory, where package main is,
 // relative to this package's directory (where go test runs its tests).
 const moduleRoot = ".."
