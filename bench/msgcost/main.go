@@ -4,7 +4,7 @@
 // (floorbot/), and the time from exec to the first long poll of each (and
 // to switchboard's "switchboard serving", when a message is answered):
 //
-//	go run ./bench/msgcost [-chats 20] [-rounds 15] [-runs 3] [-starts 5]
+//	go run ./bench/msgcost [-chats 20] [-rounds 15] [-runs 3] [-starts 5] [-deployed]
 //
 // Each run starts a fresh process on a fresh database with the shipped
 // defaults (learning off: its model calls would mix in), against the fake
@@ -58,7 +58,7 @@ type options struct {
 	chats, rounds, warmup, runs, starts int
 	idle                                time.Duration
 	profile, bin                        string
-	keep                                bool
+	keep, deployed                      bool
 }
 
 func main() {
@@ -72,6 +72,7 @@ func main() {
 	flag.StringVar(&o.profile, "cpuprofile", "", "write the gateway's CPU profile of each run to this prefix (SWITCHBOARD_CPUPROFILE)")
 	flag.StringVar(&o.bin, "bin", "", "measure this switchboard binary instead of building one (another commit's, for a before/after)")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, database, serve.log)")
+	flag.BoolVar(&o.deployed, "deployed", false, "start both programs as deployed (copied, then dropped from the page cache) rather than as just built")
 	flag.Parse()
 	if o.chats < 1 || o.rounds < 1 || o.runs < 1 {
 		fmt.Fprintln(os.Stderr, "msgcost: -chats, -rounds and -runs must be at least 1")
@@ -139,6 +140,20 @@ func run(o options, out, progress io.Writer) error {
 			fmt.Fprintf(progress, "%s, run %d: %d messages, %.2f ms CPU a message (%.2f ms net of idle), %.1f transactions and %.1f commits a message, wall %s, RssAnon %.1f MB\n",
 				md.name, i+1, r.msgs, ms(r.perMsg()), ms(r.net()), r.tx/float64(r.msgs), r.commits/float64(r.msgs), r.wall.Round(time.Millisecond), float64(r.anonKB)/1024)
 			res[m] = append(res[m], r)
+		}
+	}
+	if o.deployed && o.starts > 0 {
+		// Read from disk at the first start, then from the page cache as
+		// the kernel read it in: a service restarted after a deploy.
+		dir := filepath.Join(root, "deployed")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+		if bin, err = gateway.Deploy(bin, dir); err != nil {
+			return err
+		}
+		if floor, err = gateway.Deploy(floor, dir); err != nil {
+			return err
 		}
 	}
 	var starts, startCPU, ready [2][]time.Duration
@@ -440,6 +455,11 @@ func report(w io.Writer, o options, res [][]result, starts, startCPU, ready [2][
 	}
 	if o.starts > 0 {
 		fmt.Fprintln(w)
+		state := "as built (just linked)"
+		if o.deployed {
+			state = "as deployed (read from disk at the first start)"
+		}
+		fmt.Fprintf(w, "Starts, %d of each program, both %s:\n\n", o.starts, state)
 		fmt.Fprintln(w, "| program | exec to first getUpdates, median (min–max) | CPU time until then, median (min–max) | exec to ready, median (min–max) |")
 		fmt.Fprintln(w, "|---|---|---|---|")
 		for k, name := range []string{"switchboard serve (shipped defaults)", "floor bot"} {
