@@ -6,10 +6,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -92,12 +94,7 @@ func TestVersionFromCheckout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("git rev-parse HEAD: %v (the test needs a git checkout, as CI's clean clone is)", err)
 	}
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.Command("go", goBuildArgs("build", "-buildvcs=auto", "-o", bin, ".")...)
-	build.Dir = moduleRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := checkoutBinary(t)
 	// Read after the build: what it stamped is the tree as it was then.
 	status, _ := git("status", "--porcelain")
 	dirty := status != ""
@@ -133,13 +130,7 @@ func TestVersionFromCheckout(t *testing.T) {
 // so a new import of prefault's, or a library that sorts before it, could
 // move it.
 func TestPrefaultInitsBeforeTheLibraries(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "switchboard")
-	build := exec.Command("go", goBuildArgs("build", "-o", bin, ".")...)
-	build.Dir = moduleRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "version")
+	cmd := exec.Command(checkoutBinary(t), "version")
 	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
 	var trace strings.Builder
 	cmd.Stderr = &trace
@@ -171,6 +162,37 @@ func TestPrefaultInitsBeforeTheLibraries(t *testing.T) {
 			t.Errorf("%s initialises before %s", lib, prefault)
 		}
 	}
+}
+
+// checkout is the binary `go build` makes in this checkout (with
+// -buildvcs=auto, see TestVersionFromCheckout), built once for the tests
+// that run it; TestMain removes its directory.
+var checkout struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// checkoutBinary builds the checkout's binary, the first time, and returns
+// its path.
+func checkoutBinary(t *testing.T) string {
+	t.Helper()
+	checkout.once.Do(func() {
+		if checkout.dir, checkout.err = os.MkdirTemp("", "switchboard-build-"); checkout.err != nil {
+			return
+		}
+		checkout.bin = filepath.Join(checkout.dir, "switchboard")
+		build := exec.Command("go", goBuildArgs("build", "-buildvcs=auto", "-o", checkout.bin, ".")...)
+		build.Dir = moduleRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			checkout.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if checkout.err != nil {
+		t.Fatal(checkout.err)
+	}
+	return checkout.bin
 }
 
 // moduleRoot is the module's root directory, where package main is,

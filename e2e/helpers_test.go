@@ -73,7 +73,11 @@ func TestMain(m *testing.M) {
 		os.Exit(runCrashChild(cfg))
 	}
 	waitersRunTogether()
-	os.Exit(testkit.RunTests(m)) // then says which tests skipped and why
+	code := testkit.RunTests(m) // then says which tests skipped and why
+	if checkout.dir != "" {
+		os.RemoveAll(checkout.dir)
+	}
+	os.Exit(code)
 }
 
 // Most parallel tests here wait on the wall clock (outages of 45–60 s

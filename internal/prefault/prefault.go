@@ -24,12 +24,12 @@ package prefault
 // (pallocChunkBytes in the runtime).
 const chunk = 4 << 20
 
-// Span is the heap range the init filled, and the error it met (nil, or
+// span is the heap range the init filled, and the error it met (nil, or
 // the kernel's refusal: nothing is filled then).
-type Span struct {
+type span struct {
 	Start, End uintptr
 	Err        error
 }
 
-// Done is what the init did.
-var Done Span
+// done is what the init did.
+var done span

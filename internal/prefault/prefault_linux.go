@@ -17,7 +17,7 @@ func init() {
 	held = new([16]byte)
 	start := uintptr(unsafe.Pointer(held)) &^ (uintptr(syscall.Getpagesize()) - 1)
 	end := (start + chunk) &^ (chunk - 1)
-	Done = Span{Start: start, End: end, Err: populate(start, end)}
+	done = span{Start: start, End: end, Err: populate(start, end)}
 }
 
 // populate faults in [start, end) for writing in one system call.

@@ -56,16 +56,16 @@ func TestPopulateBacksEveryPage(t *testing.T) {
 // read-write anonymous mapping holds the whole range, which ends on a
 // chunk boundary.
 func TestInitFilledTheRestOfItsHeapChunk(t *testing.T) {
-	if Done.Err != nil {
-		t.Fatalf("the init's populate failed: %v (MADV_POPULATE_WRITE needs Linux 5.14)", Done.Err)
+	if done.Err != nil {
+		t.Fatalf("the init's populate failed: %v (MADV_POPULATE_WRITE needs Linux 5.14)", done.Err)
 	}
 	page := uintptr(syscall.Getpagesize())
-	if Done.End <= Done.Start || Done.End-Done.Start > chunk || Done.End%chunk != 0 || Done.Start%page != 0 {
-		t.Fatalf("the init filled [%#x, %#x): want a page-aligned start, at most %d bytes, up to a chunk boundary", Done.Start, Done.End, chunk)
+	if done.End <= done.Start || done.End-done.Start > chunk || done.End%chunk != 0 || done.Start%page != 0 {
+		t.Fatalf("the init filled [%#x, %#x): want a page-aligned start, at most %d bytes, up to a chunk boundary", done.Start, done.End, chunk)
 	}
 	probe := uintptr(unsafe.Pointer(held))
-	if probe < Done.Start || probe >= Done.End {
-		t.Errorf("the probe allocation %#x is outside the filled range [%#x, %#x)", probe, Done.Start, Done.End)
+	if probe < done.Start || probe >= done.End {
+		t.Errorf("the probe allocation %#x is outside the filled range [%#x, %#x)", probe, done.Start, done.End)
 	}
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
@@ -79,12 +79,12 @@ func TestInitFilledTheRestOfItsHeapChunk(t *testing.T) {
 		if _, err := fmt.Sscanf(sc.Text(), "%x-%x %s", &lo, &hi, &perms); err != nil {
 			t.Fatalf("/proc/self/maps line %q: %v", sc.Text(), err)
 		}
-		if lo <= Done.Start && Done.Start < hi {
-			if Done.End > hi || perms[:2] != "rw" {
-				t.Errorf("the filled range [%#x, %#x) is not inside one read-write mapping: %s", Done.Start, Done.End, sc.Text())
+		if lo <= done.Start && done.Start < hi {
+			if done.End > hi || perms[:2] != "rw" {
+				t.Errorf("the filled range [%#x, %#x) is not inside one read-write mapping: %s", done.Start, done.End, sc.Text())
 			}
 			return
 		}
 	}
-	t.Errorf("no mapping holds the filled range [%#x, %#x)", Done.Start, Done.End)
+	t.Errorf("no mapping holds the filled range [%#x, %#x)", done.Start, done.End)
 }
