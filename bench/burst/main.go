@@ -82,7 +82,7 @@ func run(o options, out, progress io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(root)
-	fmt.Fprintln(progress, "building switchboard (go build -trimpath)…")
+	fmt.Fprintln(progress, "building switchboard (go build -trimpath -tags goolm)…")
 	bin, err := gateway.Build(root)
 	if err != nil {
 		return err

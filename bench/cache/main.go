@@ -200,7 +200,7 @@ func run(turns, block int, keep bool, out, progress io.Writer) error {
 	} else {
 		defer os.RemoveAll(root)
 	}
-	fmt.Fprintln(progress, "building switchboard (go build -trimpath)…")
+	fmt.Fprintln(progress, "building switchboard (go build -trimpath -tags goolm)…")
 	bin, err := gateway.Build(root)
 	if err != nil {
 		return err

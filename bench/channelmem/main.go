@@ -4,7 +4,7 @@
 // gateway.Deploy), 10 s after ready, with different sets of channels
 // enabled against the local fakes and the fake model:
 //
-//	go run ./bench/channelmem                      # builds the binary (go build -trimpath)
+//	go run ./bench/channelmem                      # builds the binary (go build -trimpath -tags goolm)
 //	go run ./bench/channelmem -base /tmp/main/switchboard   # and an earlier build with the first set
 //
 // Each set runs -runs times, the sets taking turns (telegram, telegram+slack,
@@ -74,7 +74,7 @@ func run(bin, base string, sets [][]string, runs int, out, progress io.Writer) e
 	}
 	defer os.RemoveAll(root)
 	if bin == "" {
-		fmt.Fprintln(progress, "building switchboard (go build -trimpath)…")
+		fmt.Fprintln(progress, "building switchboard (go build -trimpath -tags goolm)…")
 		if bin, err = gateway.Build(root); err != nil {
 			return err
 		}

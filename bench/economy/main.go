@@ -225,7 +225,7 @@ func run(turns, budget int, keep bool, out, progress io.Writer) (bool, error) {
 	} else {
 		defer os.RemoveAll(root)
 	}
-	fmt.Fprintln(progress, "building switchboard (go build -trimpath)…")
+	fmt.Fprintln(progress, "building switchboard (go build -trimpath -tags goolm)…")
 	bin, err := gateway.Build(root)
 	if err != nil {
 		return false, err

@@ -8,7 +8,7 @@
 // first reply after that idle time against the warm ones' median; -cycles
 // times, each idle time followed by the timed reply and five warm ones.
 //
-//	go run ./bench/idlereply                             # builds the binary (go build -trimpath)
+//	go run ./bench/idlereply                             # builds the binary (go build -trimpath -tags goolm)
 //	go run ./bench/idlereply -bin /tmp/main/switchboard -runs 3
 //
 // Each run is a fresh process and database. Telegram's outbound pacing is
@@ -40,7 +40,7 @@ import (
 const tgToken = "7300000001:AAF-bench-Secret_0123456789abcdef"
 
 func main() {
-	bin := flag.String("bin", "", "the switchboard binary (empty: build this module's with go build -trimpath)")
+	bin := flag.String("bin", "", "the switchboard binary (empty: build this module's with go build -trimpath -tags goolm)")
 	idle := flag.Duration("idle", 60*time.Second, "the idle time: after ready, and before the measured reply")
 	warm := flag.Int("warm", 20, "messages sent one after another before the idle time")
 	runs := flag.Int("runs", 3, "runs, each a fresh process")
@@ -72,7 +72,7 @@ func run(ctx context.Context, bin string, idle time.Duration, warm, cycles, runs
 	}
 	defer os.RemoveAll(root)
 	if bin == "" {
-		fmt.Fprintln(out, "building switchboard (go build -trimpath)…")
+		fmt.Fprintln(out, "building switchboard (go build -trimpath -tags goolm)…")
 		if bin, err = gateway.Build(root); err != nil {
 			return err
 		}

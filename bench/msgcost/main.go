@@ -2,7 +2,11 @@
 // serve` spends per message with Telegram's outbound pacing on (the
 // default) and off, next to a floor bot on the same three libraries
 // (floorbot/), and the time from exec to the first long poll of each (and
-// to switchboard's "switchboard serving", when a message is answered):
+// to switchboard's "switchboard serving", when a message is answered),
+// with a third program for the starts: the floor bot built with every
+// package switchboard imports, whose initialisers run before its main as
+// switchboard's do (floorbot/libs.go), the floor of a start on
+// switchboard's libraries:
 //
 //	go run ./bench/msgcost [-chats 20] [-rounds 15] [-runs 3] [-starts 5] [-deployed]
 //
@@ -119,16 +123,23 @@ func run(o options, out, progress io.Writer) error {
 	if !o.keep {
 		defer os.RemoveAll(root)
 	}
-	fmt.Fprintln(progress, "building switchboard and the floor bot…")
+	fmt.Fprintln(progress, "building switchboard and the floor bots…")
 	bin := o.bin
 	if bin == "" {
 		if bin, err = gateway.Build(root); err != nil {
 			return err
 		}
 	}
-	floor, err := gateway.BuildPackage(root, "floorbot", "github.com/switchboard-gateway/switchboard/bench/msgcost/floorbot")
+	const floorPkg = "github.com/switchboard-gateway/switchboard/bench/msgcost/floorbot"
+	floor, err := gateway.BuildPackage(root, "floorbot", floorPkg)
 	if err != nil {
 		return err
+	}
+	var libsFloor string
+	if o.starts > 0 {
+		if libsFloor, err = gateway.BuildPackage(root, "floorbot-libs", floorPkg, gateway.Tags, "switchboardlibs"); err != nil {
+			return err
+		}
 	}
 	res := make([][]result, len(modes))
 	for i := range o.runs {
@@ -155,13 +166,17 @@ func run(o options, out, progress io.Writer) error {
 		if floor, err = gateway.Deploy(floor, dir); err != nil {
 			return err
 		}
+		if libsFloor, err = gateway.Deploy(libsFloor, dir); err != nil {
+			return err
+		}
 	}
-	var starts, startCPU, ready [2][]time.Duration
+	var starts, startCPU, ready [len(starters)][]time.Duration
 	for i := range o.starts {
-		for k, fl := range []bool{false, true} {
-			d, c, r, err := firstPoll(bin, floor, root, fl)
+		for k, s := range starters {
+			path := map[string]string{"switchboard": bin, "floor": floor, "libs": libsFloor}[s.bin]
+			d, c, r, err := firstPoll(path, root, s.bin != "switchboard")
 			if err != nil {
-				return fmt.Errorf("start %d: %w", i+1, err)
+				return fmt.Errorf("%s, start %d: %w", s.name, i+1, err)
 			}
 			starts[k] = append(starts[k], d)
 			startCPU[k] = append(startCPU[k], c)
@@ -330,12 +345,20 @@ func waitTurns(ctx context.Context, url string, n float64) error {
 	}
 }
 
-// firstPoll starts switchboard (or the floor bot) and returns the time from
-// exec to its first getUpdates reaching the fake, the CPU time it used
-// until then, and the time from exec to ready: switchboard's "switchboard
-// serving" log line (its router has started: a message is answered), the
-// floor bot's first poll.
-func firstPoll(bin, floor, root string, isFloor bool) (wall, cpu, ready time.Duration, err error) {
+// starters are the programs whose starts are timed, in the order they
+// take turns.
+var starters = [...]struct{ name, bin string }{
+	{"switchboard serve (shipped defaults)", "switchboard"},
+	{"floor bot", "floor"},
+	{"floor bot on switchboard's libraries (initialised, unused)", "libs"},
+}
+
+// firstPoll starts switchboard (or a floor bot, if isFloor) from bin and
+// returns the time from exec to its first getUpdates reaching the fake,
+// the CPU time it used until then, and the time from exec to ready:
+// switchboard's "switchboard serving" log line (its router has started: a
+// message is answered), the floor bot's first poll.
+func firstPoll(bin, root string, isFloor bool) (wall, cpu, ready time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tg := tgfake.Start(tgToken)
@@ -348,7 +371,7 @@ func firstPoll(bin, floor, root string, isFloor bool) (wall, cpu, ready time.Dur
 	}
 	var cmd *exec.Cmd
 	if isFloor {
-		cmd = exec.Command(floor, "-api", tg.URL, "-token", tgToken, "-model", model.URL, "-db", filepath.Join(dir, "floor.db"))
+		cmd = exec.Command(bin, "-api", tg.URL, "-token", tgToken, "-model", model.URL, "-db", filepath.Join(dir, "floor.db"))
 	} else {
 		path := filepath.Join(dir, "config.yaml")
 		if err := cfgfile.WriteFile(path, gateway.Shipped(1, dir, model.URL, tgToken, tg.URL)); err != nil {
@@ -435,7 +458,7 @@ func threadsCPU(pid int) time.Duration {
 	return sum
 }
 
-func report(w io.Writer, o options, res [][]result, starts, startCPU, ready [2][]time.Duration) {
+func report(w io.Writer, o options, res [][]result, starts, startCPU, ready [len(starters)][]time.Duration) {
 	host, _ := os.Hostname()
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(w, "msgcost: %d chats × %d rounds (+%d warm-up), %d runs a mode, %s, %s, load %s\n\n",
@@ -462,15 +485,19 @@ func report(w io.Writer, o options, res [][]result, starts, startCPU, ready [2][
 		fmt.Fprintf(w, "Starts, %d of each program, both %s:\n\n", o.starts, state)
 		fmt.Fprintln(w, "| program | exec to first getUpdates, median (min–max) | CPU time until then, median (min–max) | exec to ready, median (min–max) |")
 		fmt.Fprintln(w, "|---|---|---|---|")
-		for k, name := range []string{"switchboard serve (shipped defaults)", "floor bot"} {
+		for k, s := range starters {
 			d, c, r := sorted(starts[k]), sorted(startCPU[k]), sorted(ready[k])
-			fmt.Fprintf(w, "| %s | %.1f ms (%.1f–%.1f) | %.1f ms (%.1f–%.1f) | %.1f ms (%.1f–%.1f) |\n", name, ms(d[len(d)/2]), ms(d[0]), ms(d[len(d)-1]),
+			fmt.Fprintf(w, "| %s | %.1f ms (%.1f–%.1f) | %.1f ms (%.1f–%.1f) | %.1f ms (%.1f–%.1f) |\n", s.name, ms(d[len(d)/2]), ms(d[0]), ms(d[len(d)-1]),
 				ms(c[len(c)/2]), ms(c[0]), ms(c[len(c)-1]), ms(r[len(r)/2]), ms(r[0]), ms(r[len(r)-1]))
 		}
-		a, b := sorted(starts[0]), sorted(starts[1])
-		ca, cb := sorted(startCPU[0]), sorted(startCPU[1])
-		fmt.Fprintf(w, "\nswitchboard / floor: %.2f× the wall time, %.2f× the CPU time\n",
-			float64(a[len(a)/2])/float64(b[len(b)/2]), float64(ca[len(ca)/2])/float64(cb[len(cb)/2]))
+		fmt.Fprintln(w)
+		for _, q := range [][2]int{{0, 1}, {2, 1}, {0, 2}} {
+			a, b := sorted(starts[q[0]]), sorted(starts[q[1]])
+			ca, cb := sorted(startCPU[q[0]]), sorted(startCPU[q[1]])
+			fmt.Fprintf(w, "%s / %s: %.2f× the wall time, %.2f× the CPU time\n", starters[q[0]].bin, starters[q[1]].bin,
+				float64(a[len(a)/2])/float64(b[len(b)/2]), float64(ca[len(ca)/2])/float64(cb[len(cb)/2]))
+		}
+		fmt.Fprintln(w, "(floor: the floor bot; libs: the floor bot on switchboard's libraries)")
 	}
 }
 

@@ -6,20 +6,20 @@
 //	go run ./bench/replicas -pg 'postgres://postgres@127.0.0.1:54329/postgres?sslmode=disable'
 //
 // (or SWITCHBOARD_TEST_PG_DSN instead of -pg). For each replica count it
-// creates a fresh schema on the server, builds the real binary once
-// (go build -trimpath), starts that many `switchboard serve` processes on
-// the schema with Telegram in webhook mode (distinct cluster.replica_id and
-// webhook ports) behind a round-robin HTTPS load balancer that retries
-// another replica on an error, and the fake Bot API and model in this
-// process. A warm-up burst (other chats) is sent and not counted; then the
-// measured burst: one update per chat, all posted at once, as Telegram
-// delivers a backlog. Measured: wall time from the first post to the last
-// answer, throughput, each replica's CPU time (/proc/PID/stat), peak RSS
-// (VmHWM, reset before the burst), answers (its /metrics, labelled with
-// the replica) and updates accepted, and the CPU of PostgreSQL. Progress
-// goes to stderr, the Markdown tables to stdout. Schemas and processes are
-// removed at the end, also after Ctrl-C. Linux only (/proc); 127.0.0.1
-// only.
+// creates a fresh schema on the server, builds the real binary once (go
+// build -trimpath -tags goolm), starts that many `switchboard serve`
+// processes on the schema with Telegram in webhook mode (distinct
+// cluster.replica_id and webhook ports) behind a round-robin HTTPS load
+// balancer that retries another replica on an error, and the fake Bot API
+// and model in this process. A warm-up burst (other chats) is sent and not
+// counted; then the measured burst: one update per chat, all posted at once,
+// as Telegram delivers a backlog. Measured: wall time from the first post to
+// the last answer, throughput, each replica's CPU time (/proc/PID/stat),
+// peak RSS (VmHWM, reset before the burst), answers (its /metrics, labelled
+// with the replica) and updates accepted, and the CPU of PostgreSQL.
+// Progress goes to stderr, the Markdown tables to stdout. Schemas and
+// processes are removed at the end, also after Ctrl-C. Linux only (/proc);
+// 127.0.0.1 only.
 package main
 
 import (
@@ -150,7 +150,7 @@ func run(ctx context.Context, o options, cl *cleanups, out, progress io.Writer) 
 	} else {
 		cl.add(func() { os.RemoveAll(root) })
 	}
-	fmt.Fprintln(progress, "building switchboard (go build -trimpath)…")
+	fmt.Fprintln(progress, "building switchboard (go build -trimpath -tags goolm)…")
 	bin, err := gateway.Build(root)
 	if err != nil {
 		return err

@@ -11,10 +11,10 @@
 //	go run ./bench/soak -duration 12m -after 2m          # a short check of the tool
 //	go run ./bench/soak -bin /tmp/main/switchboard -csv soak.csv
 //
-// The binary is built with go build -trimpath (the Dockerfile's) unless
-// -bin names one, then deployed (gateway.Deploy: copied, synced, dropped
-// from the page cache). It needs Linux (/proc) and, without -bin, the Go
-// toolchain.
+// The binary is built with go build -trimpath -tags goolm (the Dockerfile's)
+// unless -bin names one, then deployed (gateway.Deploy: copied, synced,
+// dropped from the page cache). It needs Linux (/proc) and, without -bin,
+// the Go toolchain.
 package main
 
 import (
@@ -54,7 +54,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "bin", "", "the switchboard binary (empty: build this module's with go build -trimpath)")
+	flag.StringVar(&o.bin, "bin", "", "the switchboard binary (empty: build this module's with go build -trimpath -tags goolm)")
 	flag.IntVar(&o.chats, "chats", 20, "Telegram chats, each its own user")
 	flag.DurationVar(&o.interval, "interval", 2*time.Second, "each chat sends one message every interval (the chats staggered)")
 	flag.DurationVar(&o.duration, "duration", 60*time.Minute, "how long the traffic runs")
@@ -92,7 +92,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	bin := o.bin
 	if bin == "" {
-		fmt.Fprintln(out, "building switchboard (go build -trimpath)…")
+		fmt.Fprintln(out, "building switchboard (go build -trimpath -tags goolm)…")
 		if bin, err = gateway.Build(root); err != nil {
 			return err
 		}

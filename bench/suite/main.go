@@ -1,5 +1,5 @@
 // Command suite is the reproducible benchmark of Switchboard as a process:
-// it builds the real binary (go build -trimpath), runs `serve` against local
+// it builds the real binary (go build -trimpath -tags goolm), runs `serve` against local
 // fakes of the Telegram Bot API, Discord and an OpenAI-compatible model
 // with a configurable latency, and prints a Markdown table with the targets:
 //
@@ -120,7 +120,7 @@ func run(o options, out, progress io.Writer) error {
 	} else {
 		defer os.RemoveAll(root)
 	}
-	fmt.Fprintln(progress, "building switchboard (go build -trimpath)…")
+	fmt.Fprintln(progress, "building switchboard (go build -trimpath -tags goolm)…")
 	bin, err := gateway.Build(root)
 	if err != nil {
 		return err

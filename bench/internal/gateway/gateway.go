@@ -28,21 +28,30 @@ import (
 	"github.com/switchboard-gateway/switchboard/internal/discordfake"
 )
 
-// Build builds the switchboard binary (go build -trimpath, as it is
-// deployed) into dir and returns its path. It must run inside the module.
+// Tags is the project's one set of build tags, as in the README's build
+// command.
+const Tags = "goolm"
+
+// Build builds the switchboard binary (go build -trimpath -tags goolm, as
+// it is deployed) into dir and returns its path. It must run inside the
+// module.
 func Build(dir string) (string, error) {
-	return BuildPackage(dir, "switchboard", "github.com/switchboard-gateway/switchboard")
+	return BuildPackage(dir, "switchboard", "github.com/switchboard-gateway/switchboard", Tags)
 }
 
-// BuildPackage builds the command pkg of this module like Build, into
-// dir/name.
-func BuildPackage(dir, name, pkg string) (string, error) {
+// BuildPackage builds the command pkg of this module with go build
+// -trimpath and the build tags given, into dir/name.
+func BuildPackage(dir, name, pkg string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, name)
 	goTool := "go"
 	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
 		goTool = p // the toolchain that built us, not whatever PATH finds
 	}
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, pkg)
+	args := []string{"build", "-trimpath", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command(goTool, append(args, pkg)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
