@@ -45,6 +45,10 @@ type graph struct {
 	// holdReads, when set, holds read receipts (without a typing
 	// indicator) until it is closed: a slow Graph API.
 	holdReads chan struct{}
+	// holdSends, when set, holds each message sent until it is closed,
+	// after telling sendHeld the id its answer will give.
+	holdSends chan struct{}
+	sendHeld  chan string
 }
 
 // call is one request the fake took.
@@ -79,11 +83,19 @@ func (g *graph) serve(w http.ResponseWriter, r *http.Request) {
 		a, g.fail[r.URL.Path] = &q[0], q[1:]
 	}
 	g.n++
-	n, hold := g.n, g.holdReads
+	n, hold, holdSend := g.n, g.holdReads, g.holdSends
 	g.mu.Unlock()
 	if _, typing := c.Body["typing_indicator"]; hold != nil && c.Body["status"] == "read" && !typing {
 		select {
 		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if _, isSend := c.Body["to"]; holdSend != nil && isSend {
+		g.sendHeld <- "wamid.out" + strconv.Itoa(n)
+		select {
+		case <-holdSend:
 		case <-r.Context().Done():
 			return
 		}

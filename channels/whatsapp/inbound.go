@@ -248,19 +248,37 @@ func (a *Adapter) noteSent(id string) {
 }
 
 // keepStatus keeps a status with its message's delivery. Meta can report
-// a message "sent" before the reply's record of that send is committed;
-// for a reply's message sent in the last statusGrace it tries again, a
-// little later each time, until the delivery takes the status or the grace
-// ends, so the webhook is answered after the status is kept. Others (an
-// earlier part's, a reaction's, a message the store keeps no delivery of,
-// or a status that came late) are tried once.
+// a message "sent" before the reply's record of that send is committed,
+// and even before its answer to the send has reached the adapter. It
+// tries again, a little later each time, until the delivery takes the
+// status or statusGrace ends, so the webhook is answered after the status
+// is kept, while the status may be a reply's message sent in the last
+// statusGrace or one of a send that had started when the status came and
+// has not been answered yet. Others (an earlier part's, a reaction's, a
+// message the store keeps no delivery of, or a status that came late) are
+// tried once, or once more after those sends.
 func (a *Adapter) keepStatus(ctx context.Context, id, status, reason string, at time.Time) {
+	came := a.now()
+	a.mu.Lock()
+	before := a.sends // the sends that had started when the status came
+	a.mu.Unlock()
 	wait := 10 * time.Millisecond
 	for !a.recordStatus(ctx, id, status, reason, at) {
 		a.mu.Lock()
 		sent, ok := a.sentAt[id]
+		unanswered := false
+		for n := range a.sending {
+			unanswered = unanswered || n <= before
+		}
 		a.mu.Unlock()
-		if !ok || a.now().Sub(sent) > statusGrace || a.sleep(ctx, wait) != nil {
+		now := a.now()
+		switch {
+		case ok && now.Sub(sent) <= statusGrace: // the send's record is on its way
+		case !ok && unanswered && now.Sub(came) <= statusGrace: // it may be that send's message
+		default:
+			return
+		}
+		if a.sleep(ctx, wait) != nil {
 			return
 		}
 		wait = min(2*wait, 250*time.Millisecond)

@@ -71,7 +71,9 @@ func (a *Adapter) Send(ctx context.Context, m channels.Outbound) (string, error)
 	if len(ps) == 0 {
 		return "", fmt.Errorf("whatsapp: send to %s: empty message", m.ChatID)
 	}
-	return a.delivered(a.deliver(ctx, m, ps, nil))
+	n := a.sendStarts()
+	id, err := a.deliver(ctx, m, ps, nil)
+	return a.delivered(n, id, err)
 }
 
 // Fits reports whether text goes out as one message (channels.Fitter).
@@ -96,16 +98,32 @@ func (a *Adapter) Ask(ctx context.Context, m channels.Outbound, buttons []channe
 	if last := ps[len(ps)-1]; textsplit.Units(last) > maxButtonBody {
 		ps = append(ps[:len(ps)-1], textsplit.Split(last, maxButtonBody)...)
 	}
-	return a.delivered(a.deliver(ctx, m, ps, groups))
+	n := a.sendStarts()
+	id, err := a.deliver(ctx, m, ps, groups)
+	return a.delivered(n, id, err)
 }
 
-// delivered notes the message id Send or Ask returns: the one the reply's
-// delivery record will hold, whose statuses keepStatus waits for (not the
-// earlier parts', a reaction's or a file's, which no record holds).
-func (a *Adapter) delivered(id string, err error) (string, error) {
+// sendStarts notes a Send or Ask under way, until delivered is called with
+// the number it returns.
+func (a *Adapter) sendStarts() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sends++
+	a.sending[a.sends] = true
+	return a.sends
+}
+
+// delivered ends send number n and notes the message id it returns: the
+// one the reply's delivery record will hold, whose statuses keepStatus
+// waits for (not the earlier parts', a reaction's or a file's, which no
+// record holds).
+func (a *Adapter) delivered(n uint64, id string, err error) (string, error) {
 	if err == nil {
 		a.noteSent(id)
 	}
+	a.mu.Lock()
+	delete(a.sending, n)
+	a.mu.Unlock()
 	return id, err
 }
 

@@ -229,3 +229,60 @@ func TestStatusBeforeItsDeliveryIsKept(t *testing.T) {
 		t.Errorf("the status of a message the adapter did not send was tried %d times, want 1", n)
 	}
 }
+
+// TestStatusDuringItsSendIsKept: Meta can report a message "sent" before
+// its answer to the send has reached the adapter. A status that comes
+// while a send is waiting for that answer is tried again until the send
+// is answered and its delivery is recorded, before the webhook is
+// answered.
+func TestStatusDuringItsSendIsKept(t *testing.T) {
+	g := newGraph(t)
+	g.holdSends, g.sendHeld = make(chan struct{}), make(chan string, 1)
+	var mu sync.Mutex
+	committed, kept := false, false
+	tried, once := make(chan struct{}), sync.Once{}
+	a, _ := newTestAdapter(t, g, func(o *Options) {
+		o.LatestInboundAt = func(context.Context, string) (time.Time, error) { return time.Now(), nil }
+		o.RecordStatus = func(_ context.Context, id, status, _ string, _ time.Time) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			once.Do(func() { close(tried) })
+			kept = committed
+			return committed
+		}
+	})
+	run(t, a, &sink{})
+	type sent struct {
+		id  string
+		err error
+	}
+	sends := make(chan sent, 1)
+	go func() {
+		id, err := a.Send(t.Context(), channels.Outbound{ChatID: testUser, Text: "hello"})
+		sends <- sent{id, err}
+	}()
+	id := <-g.sendHeld // Meta has the message; the adapter has not had its answer
+	answered := make(chan int, 1)
+	go func() {
+		answered <- post(t, a, []byte(`{"object":"whatsapp_business_account","entry":[{"id":"W","changes":[{"field":"messages","value":{
+	"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550001111","phone_number_id":"`+testPhoneID+`"},
+	"statuses":[{"id":"`+id+`","status":"sent","timestamp":"1","recipient_id":"`+testUser+`"}]}}]}]}`), testSecret)
+	}()
+	<-tried // the status was tried while the send waited for Meta's answer
+	close(g.holdSends)
+	s := <-sends
+	if s.err != nil || s.id != id {
+		t.Fatalf("Send: %q, %v; want %q", s.id, s.err, id)
+	}
+	mu.Lock()
+	committed = true // the reply's record of the send, after Send returns
+	mu.Unlock()
+	if code := <-answered; code != http.StatusOK {
+		t.Fatalf("the status delivery: %d, want 200", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !kept {
+		t.Error("the status that came while its send waited for Meta's answer was not kept")
+	}
+}

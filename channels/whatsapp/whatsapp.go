@@ -110,6 +110,10 @@ type Adapter struct {
 	// sentAt is when each message sent in the last statusGrace was
 	// accepted (keepStatus).
 	sentAt map[string]time.Time
+	// sends numbers each Send and Ask; sending holds the numbers of those
+	// whose answer from Meta has not come yet (keepStatus).
+	sends   uint64
+	sending map[uint64]bool
 }
 
 // chatState is what the adapter remembers of one chat.
@@ -146,7 +150,7 @@ func New(o Options) (*Adapter, error) {
 		base: api.String() + "/" + o.APIVersion, path: o.WebhookPath, reminder: o.Reminder,
 		latestAt: o.LatestInboundAt, onStatus: o.OnStatus, recordStatus: o.RecordStatus, http: &client, maxDownload: o.MaxDownloadBytes,
 		maxWait: o.MaxRateLimitWait, sleep: o.Sleep, now: o.Now, log: o.Logger.With("channel", Name),
-		chats: map[string]*chatState{}, reads: make(chan struct{}, maxReadsInFlight), sentAt: map[string]time.Time{},
+		chats: map[string]*chatState{}, reads: make(chan struct{}, maxReadsInFlight), sentAt: map[string]time.Time{}, sending: map[uint64]bool{},
 	}
 	var pairs []string
 	for _, secret := range []string{o.AccessToken, o.AppSecret, o.VerifyToken} {
