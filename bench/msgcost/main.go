@@ -76,7 +76,7 @@ func main() {
 	flag.StringVar(&o.profile, "cpuprofile", "", "write the gateway's CPU profile of each run to this prefix (SWITCHBOARD_CPUPROFILE)")
 	flag.StringVar(&o.bin, "bin", "", "measure this switchboard binary instead of building one (another commit's, for a before/after)")
 	flag.BoolVar(&o.keep, "keep", false, "keep each run's directory (config, database, serve.log)")
-	flag.BoolVar(&o.deployed, "deployed", false, "start both programs as deployed (copied, then dropped from the page cache) rather than as just built")
+	flag.BoolVar(&o.deployed, "deployed", false, "start the programs as deployed (copied, then dropped from the page cache) rather than as just built")
 	flag.Parse()
 	if o.chats < 1 || o.rounds < 1 || o.runs < 1 {
 		fmt.Fprintln(os.Stderr, "msgcost: -chats, -rounds and -runs must be at least 1")
@@ -170,11 +170,11 @@ func run(o options, out, progress io.Writer) error {
 			return err
 		}
 	}
+	paths := [len(starters)]string{bin, floor, libsFloor} // in starters' order
 	var starts, startCPU, ready [len(starters)][]time.Duration
 	for i := range o.starts {
 		for k, s := range starters {
-			path := map[string]string{"switchboard": bin, "floor": floor, "libs": libsFloor}[s.bin]
-			d, c, r, err := firstPoll(path, root, s.bin != "switchboard")
+			d, c, r, err := firstPoll(paths[k], root, k > 0)
 			if err != nil {
 				return fmt.Errorf("%s, start %d: %w", s.name, i+1, err)
 			}
@@ -346,7 +346,8 @@ func waitTurns(ctx context.Context, url string, n float64) error {
 }
 
 // starters are the programs whose starts are timed, in the order they
-// take turns.
+// take turns: switchboard, then the floor bots. bin is the short name the
+// ratios use.
 var starters = [...]struct{ name, bin string }{
 	{"switchboard serve (shipped defaults)", "switchboard"},
 	{"floor bot", "floor"},
@@ -482,7 +483,7 @@ func report(w io.Writer, o options, res [][]result, starts, startCPU, ready [len
 		if o.deployed {
 			state = "as deployed (read from disk at the first start)"
 		}
-		fmt.Fprintf(w, "Starts, %d of each program, both %s:\n\n", o.starts, state)
+		fmt.Fprintf(w, "Starts, %d of each program, all %s:\n\n", o.starts, state)
 		fmt.Fprintln(w, "| program | exec to first getUpdates, median (min–max) | CPU time until then, median (min–max) | exec to ready, median (min–max) |")
 		fmt.Fprintln(w, "|---|---|---|---|")
 		for k, s := range starters {

@@ -266,10 +266,7 @@ func (a *Adapter) keepStatus(ctx context.Context, id, status, reason string, at 
 	for !a.recordStatus(ctx, id, status, reason, at) {
 		a.mu.Lock()
 		sent, ok := a.sentAt[id]
-		unanswered := false
-		for n := range a.sending {
-			unanswered = unanswered || n <= before
-		}
+		unanswered := a.unansweredUpTo(before)
 		a.mu.Unlock()
 		now := a.now()
 		switch {
@@ -283,6 +280,17 @@ func (a *Adapter) keepStatus(ctx context.Context, id, status, reason string, at 
 		}
 		wait = min(2*wait, 250*time.Millisecond)
 	}
+}
+
+// unansweredUpTo reports whether a send numbered n or lower still waits
+// for Meta's answer. a.mu must be held.
+func (a *Adapter) unansweredUpTo(n uint64) bool {
+	for m := range a.sending {
+		if m <= n {
+			return true
+		}
+	}
+	return false
 }
 
 // FailedStatuses is the number of sent messages Meta reported failed.
